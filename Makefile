@@ -1,0 +1,45 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: setup run test test-unit test-integration bench bench-planner bench-ingest clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	@command -v java >/dev/null || { echo "error: java not found (Java 17 is required by Spark)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+# The end-to-end demo: embedded broker + simulated cluster + streaming job.
+run: setup
+	$(PY) -m balancer.demo
+
+# Whole suite: unit + integration (real Spark, embedded broker, Delta on disk).
+# Exit code 5 means pytest collected nothing: that is a failure for us too.
+test: setup
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc
+
+test-unit: setup
+	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+bench: bench-planner bench-ingest
+
+bench-planner: setup
+	$(PY) benchmarks/planner_bench.py
+
+bench-ingest: setup
+	$(PY) benchmarks/ingest_bench.py
+
+clean:
+	rm -rf data .pytest_cache

@@ -1,0 +1,254 @@
+"""Typed job configuration: parsed once from YAML (+ ``--set`` overrides), then injected.
+
+A wrong key or value raises :class:`ConfigError` naming the dotted key and what is
+allowed, before any Spark session exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$")
+_UNIT_SECONDS = {
+    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1, "sec": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is wrong; the message names the key."""
+
+
+def duration_seconds(text: str) -> float:
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like '30 seconds', '5 minutes' or '1 hour'")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def spark_interval(text: str) -> str:
+    """Normalise a duration to the form Spark's window()/withWatermark() accept."""
+    seconds = duration_seconds(text)
+    if seconds < 1:
+        raise ValueError(f"{text!r} is shorter than one second")
+    return f"{int(seconds)} seconds"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Strict):
+    connector: Literal["python", "native"] = "python"
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic: str = "broker-metrics"
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_records_per_batch: int = Field(default=1_000_000, gt=0)
+    # Passed to the Kafka client unchanged (security.protocol, sasl.*, ssl.*, ...).
+    options: dict[str, str] = Field(default_factory=dict)
+    # How long the source keeps retrying an unreachable broker before failing the query.
+    unavailable_timeout: str = "60 seconds"
+    # Largest accepted telemetry value; bigger ones are quarantined.
+    max_value_bytes: int = Field(default=65536, gt=0)
+
+    @field_validator("topic", "bootstrap_servers")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("unavailable_timeout")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        # librdkafka takes every property as a string; YAML gives ints and bools.
+        if isinstance(value, dict):
+            return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
+
+class LakehouseConfig(_Strict):
+    path: str = "data/lakehouse"
+    engine: Literal["auto", "delta-rs", "delta-spark"] = "auto"
+
+
+class CheckpointConfig(_Strict):
+    path: str = "data/checkpoints"
+
+
+class WindowsConfig(_Strict):
+    size: str = "5 minutes"
+    slide: str = "1 minute"
+    watermark: str = "2 minutes"
+
+    @field_validator("size", "slide", "watermark")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        spark_interval(value)
+        return value
+
+    @model_validator(mode="after")
+    def _slide_fits(self) -> "WindowsConfig":
+        if duration_seconds(self.slide) > duration_seconds(self.size):
+            raise ValueError(f"windows.slide ({self.slide}) must not exceed windows.size ({self.size})")
+        return self
+
+
+class TriggerConfig(_Strict):
+    interval: str = "10 seconds"
+
+    @field_validator("interval")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+
+class BalancerConfig(_Strict):
+    balance_threshold: float = Field(default=1.10, gt=1.0, le=10.0)
+    capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    max_bytes_to_move: int | None = Field(default=None, gt=0)
+    max_moves_per_broker: int | None = Field(default=None, gt=0)
+    excluded_topics: str | None = None
+    excluded_brokers: list[int] = Field(default_factory=list)
+    # Replica moves are throttled by the operator's executor at this rate (bytes/s); recorded in plans.
+    throttle_bytes_per_sec: int = Field(default=50_000_000, gt=0)
+
+    @field_validator("excluded_topics")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class QualityConfig(_Strict):
+    enabled: bool = True
+    # A window whose share of quarantined records exceeds this is not planned.
+    max_quarantine_share: float = Field(default=0.05, ge=0.0, le=1.0)
+    # Every broker must report at least this share of the window's intervals.
+    min_broker_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    app_name: str = "kafka-traffic-balancer"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+
+class Config(_Strict):
+    source: SourceConfig = SourceConfig()
+    lakehouse: LakehouseConfig = LakehouseConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    windows: WindowsConfig = WindowsConfig()
+    trigger: TriggerConfig = TriggerConfig()
+    balancer: BalancerConfig = BalancerConfig()
+    quality: QualityConfig = QualityConfig()
+    spark: SparkConfig = SparkConfig()
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "conf" / "balancer.yaml"
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _apply_override(tree: dict, assignment: str) -> None:
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected dotted.key=value")
+    dotted, raw = assignment.split("=", 1)
+    parts = dotted.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"--set {assignment!r}: {dotted!r} is not a dotted key")
+    node = tree
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {assignment!r}: {part!r} is a value, not a section")
+        node = child
+    # YAML parsing of the value gives ints, floats, bools and lists their types.
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(root)"
+        if error["type"] == "extra_forbidden":
+            section = ".".join(str(p) for p in error["loc"][:-1])
+            lines.append(f"  {key}: unknown key{_allowed_keys(section)}")
+        else:
+            lines.append(f"  {key}: {error['msg']} (got {error.get('input')!r})")
+    return "invalid configuration:\n" + "\n".join(lines)
+
+
+def _allowed_keys(section: str) -> str:
+    model: type[BaseModel] = Config
+    for part in [p for p in section.split(".") if p]:
+        field = model.model_fields.get(part)
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return ""
+        model = field.annotation
+    return "; allowed: " + ", ".join(sorted(model.model_fields))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return loaded
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Defaults from conf/balancer.yaml, then ``path`` on top, then each ``--set`` override."""
+    tree = _read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.exists() else {}
+    if path is not None and Path(path).resolve() != DEFAULT_CONFIG:
+        tree = _deep_merge(tree, _read_yaml(Path(path)))
+    for assignment in overrides:
+        _apply_override(tree, assignment)
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc)) from None
+
+
+def redact(options: dict[str, str]) -> dict[str, str]:
+    """Client options safe to log: anything that looks like a secret is masked."""
+    secret = re.compile(r"(password|secret|token|key|jaas|credential)", re.IGNORECASE)
+    return {k: ("***" if secret.search(k) else v) for k, v in options.items()}

@@ -1,0 +1,62 @@
+"""SparkSession construction, and detection of the JVM connectors the cluster path needs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def build_session(*, master: str | None = None, app_name: str = "kafka-traffic-balancer",
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """Get or create the session. ``master`` None leaves it to spark-submit."""
+    # Python workers must run this interpreter (the venv), or they fail to import our package.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # A clean stop lets the last micro-batch finish instead of interrupting a write.
+        "spark.sql.streaming.stopActiveRunOnRestart": "true",
+    }
+    settings.update(conf or {})
+    if delta_jar_requested(settings):
+        settings.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        settings.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def delta_jar_requested(settings: dict[str, str]) -> bool:
+    packages = settings.get("spark.jars.packages", "") + os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return "delta-spark" in packages or "delta-core" in packages
+
+
+def jvm_class_available(spark: SparkSession, class_name: str) -> bool:
+    """True when ``class_name`` is on the driver's classpath (e.g. a connector loaded by --packages)."""
+    try:
+        jvm = spark.sparkContext._jvm  # classic (non-Connect) sessions only
+        jvm.java.lang.Class.forName(class_name, False, jvm.Thread.currentThread().getContextClassLoader())
+        return True
+    except Exception:
+        return False
+
+
+KAFKA_SOURCE_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+def kafka_jar_available(spark: SparkSession) -> bool:
+    return jvm_class_available(spark, KAFKA_SOURCE_CLASS)
+
+
+def delta_jar_available(spark: SparkSession) -> bool:
+    return jvm_class_available(spark, DELTA_CLASS)

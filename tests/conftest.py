@@ -1,0 +1,50 @@
+"""Shared fixtures: one SparkSession per test session, one embedded broker, a temp dir per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+# Spark's Python workers must run the venv interpreter, not whatever `python3` is on PATH.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from balancer.spark.session import build_session
+
+    session = build_session(master="local[2]", app_name="balancer-tests", conf={
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "2g",
+    })
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker():
+    from balancer.embedded_broker import EmbeddedBroker
+
+    with EmbeddedBroker() as running:
+        yield running
+
+
+@pytest.fixture
+def topic(broker) -> str:
+    """A fresh topic per test on the shared broker."""
+    name = f"metrics-{uuid.uuid4().hex[:10]}"
+    broker.create_topic(name, partitions=2)
+    return name
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
