@@ -1,0 +1,87 @@
+"""The streaming job: Kafka → parse → (ingest query) raw + quarantine tables,
+and (balance query) event-time windows → loads, ranking, plans.
+
+Two queries on one source, each with its own checkpoint: landing raw telemetry must not
+wait for windows to close, and the window state must not be rebuilt to re-land raw data.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from balancer.config import Config, duration_seconds
+from balancer.spark import loads
+from balancer.spark.lakehouse import Lakehouse
+from balancer.spark.parse import parse_telemetry, valid_records
+from balancer.spark.session import kafka_jar_available
+from balancer.spark.sinks import BalanceSink, IngestSink, PlanListener
+
+log = logging.getLogger(__name__)
+
+
+def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
+    """The metrics topic as Spark's Kafka columns (key, value, topic, partition, offset, timestamp)."""
+    source = config.source
+    if source.connector == "native":
+        if not kafka_jar_available(spark):
+            raise RuntimeError("source.connector is 'native' but Spark's Kafka connector jar is not on the "
+                               "classpath; submit with spark-submit.sh (it passes --packages "
+                               "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python")
+        reader = spark.readStream.format("kafka")
+    else:
+        from balancer.spark.kafka_source import KafkaSource
+
+        spark.dataSource.register(KafkaSource)
+        reader = spark.readStream.format(KafkaSource.name())
+        reader = reader.option("kafkaUnavailableTimeoutMs",
+                               str(int(duration_seconds(source.unavailable_timeout) * 1000)))
+    reader = (reader.option("kafka.bootstrap.servers", source.bootstrap_servers)
+              .option("subscribe", source.topic)
+              .option("startingOffsets", source.starting_offsets)
+              .option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
+              .option("failOnDataLoss", "true"))
+    for key, value in source.options.items():
+        reader = reader.option(f"kafka.{key}", value)
+    return reader.load()
+
+
+def start(spark: SparkSession, config: Config, *, once: bool = False,
+          on_plans: PlanListener | None = None) -> list[StreamingQuery]:
+    """Start the ingest and balance queries; the caller awaits or stops them."""
+    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
+    lakehouse.create_all()
+    checkpoints = Path(config.checkpoint.path).resolve()
+    parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=config.source.max_value_bytes)
+
+    def trigger(writer):
+        return writer.trigger(availableNow=True) if once else writer.trigger(processingTime=config.trigger.interval)
+
+    ingest_checkpoint = checkpoints / "ingest"
+    ingest = trigger(parsed.writeStream.queryName("balancer_ingest")
+                     .option("checkpointLocation", str(ingest_checkpoint))
+                     .foreachBatch(IngestSink(lakehouse, config, ingest_checkpoint))).start()
+
+    balance_checkpoint = checkpoints / "balance"
+    windows = loads.replica_windows(valid_records(parsed), config.windows)
+    balance = trigger(windows.writeStream.queryName("balancer_windows").outputMode("append")
+                      .option("checkpointLocation", str(balance_checkpoint))
+                      .foreachBatch(BalanceSink(lakehouse, config, balance_checkpoint, on_plans))).start()
+    log.info("started queries %s and %s; lakehouse at %s (%s)", ingest.name, balance.name, lakehouse.root,
+             lakehouse.engine)
+    return [ingest, balance]
+
+
+def await_all(spark: SparkSession, queries: list[StreamingQuery]) -> None:
+    """Wait until every query has ended; the first failure stops the others and is raised."""
+    try:
+        while any(query.isActive for query in queries):
+            spark.streams.awaitAnyTermination()  # raises the failure of a failed query
+            spark.streams.resetTerminated()
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()

@@ -1,0 +1,131 @@
+"""Event-time windows and Cruise Control's load model, as Spark transformations.
+
+The streaming part is one stateful aggregation per replica report (``replica_windows``);
+everything after it runs on finalized windows only, inside ``foreachBatch``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from balancer.config import BalancerConfig, WindowsConfig, spark_interval
+
+WINDOW_KEYS = ("cluster", "window_start", "window_end")
+
+
+def replica_windows(valid: DataFrame, windows: WindowsConfig) -> DataFrame:
+    """Streaming: per window, one row per (broker, partition replica) report and per broker report."""
+    latest = F.col("ts")
+    return (
+        valid.withWatermark("ts", spark_interval(windows.watermark))
+        .groupBy("cluster", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"),
+                 "type", "broker", "topic", "partition")
+        .agg(
+            F.avg("bytes_in").alias("bytes_in"),
+            F.avg("bytes_out").alias("bytes_out"),
+            F.avg("messages_in").alias("messages_in"),
+            F.max_by("size", latest).alias("size"),
+            F.max_by("leader", latest).alias("leader"),
+            F.max_by("replicas", latest).alias("replicas"),
+            F.max_by("rack", latest).alias("rack"),
+            F.max_by("capacity_network_in", latest).alias("capacity_network_in"),
+            F.max_by("capacity_network_out", latest).alias("capacity_network_out"),
+            F.max_by("capacity_disk", latest).alias("capacity_disk"),
+            F.avg("cpu").alias("cpu"),
+            F.max("ts").alias("last_ts"),
+            F.count(F.lit(1)).alias("samples"),
+        )
+        .select("cluster", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                "type", "broker", "topic", "partition", "bytes_in", "bytes_out", "messages_in", "size", "leader",
+                "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
+                "last_ts", "samples")
+    )
+
+
+def partition_load(replicas: DataFrame) -> DataFrame:
+    """Per partition: rates from the leader's latest report, topology from the latest report of any replica."""
+    reports = replicas.where(F.col("type") == "partition")
+    # Orders reports so the leader's latest wins; a partition whose leader went silent falls back
+    # to a follower's figures (followers replicate the same bytes in).
+    leader_first = F.struct(F.col("leader").cast("int"), F.col("last_ts"))
+    return (
+        reports.groupBy(*WINDOW_KEYS, "topic", "partition")
+        .agg(
+            F.max_by(F.when(F.col("leader"), F.col("broker")), leader_first).alias("leader"),
+            F.max_by("replicas", "last_ts").alias("replicas"),
+            F.max_by("bytes_in", leader_first).alias("bytes_in"),
+            F.max_by(F.when(F.col("leader"), F.col("bytes_out")).otherwise(F.lit(0.0)), leader_first).alias("bytes_out"),
+            F.max_by("messages_in", leader_first).alias("messages_in"),
+            F.max_by("size", leader_first).alias("size"),
+            F.sum("samples").alias("samples"),
+            F.count(F.lit(1)).cast("int").alias("reporting_replicas"),
+        )
+        .withColumn("leader", F.coalesce("leader", F.col("replicas")[0]))
+        .withColumn("replication_factor", F.size("replicas"))
+    )
+
+
+def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
+    """Cruise Control's model per broker, joined with each broker's capacity report.
+
+    network_in  = Σ bytes_in over replicas on the broker
+    network_out = Σ over partitions it leads of bytes_out + bytes_in × (RF − 1)
+    disk        = Σ size over replicas on the broker
+    A broker that reports capacity but hosts nothing (a new, empty broker) gets zero load.
+    """
+    hosted = partitions.select(*WINDOW_KEYS, "leader", "bytes_in", "bytes_out", "size", "replication_factor",
+                               F.explode("replicas").alias("broker"))
+    is_leader = F.col("broker") == F.col("leader")
+    loads = hosted.groupBy(*WINDOW_KEYS, "broker").agg(
+        F.sum("bytes_in").alias("network_in"),
+        F.sum(F.when(is_leader, F.col("bytes_out") + F.col("bytes_in") * (F.col("replication_factor") - 1))
+              .otherwise(0.0)).alias("network_out"),
+        F.sum("size").alias("disk"),
+        F.count(F.lit(1)).cast("int").alias("replicas"),
+        F.sum(is_leader.cast("int")).cast("int").alias("leaders"),
+    )
+    capacity = replicas.where(F.col("type") == "broker").select(
+        *WINDOW_KEYS, "broker", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
+        "samples")
+    joined = loads.join(capacity, [*WINDOW_KEYS, "broker"], "full_outer")
+    zero = F.lit(0.0)
+    joined = joined.select(
+        *WINDOW_KEYS, "broker", "rack",
+        F.coalesce("network_in", zero).alias("network_in"),
+        F.coalesce("network_out", zero).alias("network_out"),
+        F.coalesce("disk", zero).alias("disk"),
+        F.coalesce("replicas", F.lit(0)).alias("replicas"),
+        F.coalesce("leaders", F.lit(0)).alias("leaders"),
+        "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
+        F.coalesce("samples", F.lit(0)).cast("long").alias("samples"),
+    )
+    for resource in ("network_in", "network_out", "disk"):
+        joined = joined.withColumn(f"util_{resource}", F.col(resource) / F.col(f"capacity_{resource}"))
+    return joined
+
+
+def broker_ranking(brokers: DataFrame, balancer: BalancerConfig) -> DataFrame:
+    """Rank by traffic (bytes in + out) beside rank by partition count; hot = outside the balance band.
+
+    A broker is hot when its network utilization exceeds ``balance_threshold`` × the cluster's
+    (Σ load / Σ capacity), or ``capacity_threshold`` outright.
+    """
+    per_window = Window.partitionBy(*WINDOW_KEYS)
+    traffic = F.col("network_in") + F.col("network_out")
+    ranked = brokers.select(
+        *WINDOW_KEYS, "broker", "network_in", "network_out", traffic.alias("traffic"), "replicas", "leaders",
+        F.greatest("util_network_in", "util_network_out").alias("utilization"),
+        (F.sum("network_in").over(per_window) / F.sum("capacity_network_in").over(per_window)).alias("_avg_in"),
+        (F.sum("network_out").over(per_window) / F.sum("capacity_network_out").over(per_window)).alias("_avg_out"),
+        "util_network_in", "util_network_out",
+    )
+    hot = ((F.col("util_network_in") > F.col("_avg_in") * balancer.balance_threshold)
+           | (F.col("util_network_out") > F.col("_avg_out") * balancer.balance_threshold)
+           | (F.col("utilization") > balancer.capacity_threshold))
+    return ranked.select(
+        *WINDOW_KEYS, "broker", "network_in", "network_out", "traffic", "replicas", "leaders", "utilization",
+        F.row_number().over(per_window.orderBy(F.desc("traffic"), "broker")).alias("rank_by_traffic"),
+        F.row_number().over(per_window.orderBy(F.desc("replicas"), "broker")).alias("rank_by_partitions"),
+        F.coalesce(hot, F.lit(False)).alias("is_hot"),
+    )

@@ -1,0 +1,145 @@
+"""Parse telemetry v1 from Kafka records in the JVM, attaching a reason to every bad record.
+
+Two ``from_json`` passes over the value: one with every field as a string (is the field
+there, and what did it say?) and one typed (is it the right type?). The first failing
+rule gives the reason; valid records have ``quarantine_reason`` NULL. Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from balancer import telemetry as tm
+
+_SPARK_TYPES = {
+    "int": T.IntegerType(),
+    "long": T.LongType(),
+    "double": T.DoubleType(),
+    "bool": T.BooleanType(),
+    "string": T.StringType(),
+    "int_array": T.ArrayType(T.IntegerType()),
+    "capacity": T.StructType([T.StructField(k, T.DoubleType()) for k in tm.CAPACITY_KEYS]),
+}
+_TYPE_WORDS = {"int": "an integer", "long": "an integer", "double": "a number", "bool": "true or false",
+               "string": "a string", "int_array": "an array of integers",
+               "capacity": "an object {network_in, network_out, disk} of numbers"}
+_CORRUPT = "_corrupt_record"
+
+RAW_SCHEMA = T.StructType([T.StructField(f.name, T.StringType()) for f in tm.FIELDS]
+                          + [T.StructField(_CORRUPT, T.StringType())])
+TYPED_SCHEMA = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in tm.FIELDS]
+                            + [T.StructField(_CORRUPT, T.StringType())])
+
+KAFKA_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
+
+
+def _show(raw: Column) -> Column:
+    """A bad value as the reason quotes it: at most 80 characters."""
+    return F.when(F.length(raw) > 80, F.concat(F.substring(raw, 1, 77), F.lit("..."))).otherwise(raw)
+
+
+def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_ms: Column) -> list[Column]:
+    """Ordered (condition → reason) checks; the first that fires names the problem."""
+    rtype = raw["type"]
+    rules = [
+        F.when(value.isNull() | (F.length(value) == 0), F.lit("empty value")),
+        F.when(F.octet_length(value) > max_value_bytes,
+               F.format_string(f"value is %d bytes, over source.max_value_bytes={max_value_bytes}",
+                               F.octet_length(value))),
+        F.when(raw.isNull() | raw[_CORRUPT].isNotNull(),
+               F.concat(F.lit("not a JSON object: "), _show(value))),
+        F.when(raw["v"].isNull(), F.lit("missing field 'v' (telemetry version)")),
+        F.when(typed["v"].isNull() | (typed["v"] != tm.VERSION),
+               F.concat(F.lit("unknown telemetry version v="), _show(raw["v"]),
+                        F.lit(f" (this job reads v={tm.VERSION})"))),
+        F.when(rtype.isNull(), F.lit("missing field 'type'")),
+        F.when(~rtype.isin(*tm.RECORD_TYPES),
+               F.concat(F.lit("unknown type '"), _show(rtype), F.lit("' (expected 'partition' or 'broker')"))),
+    ]
+    for field in tm.FIELDS:
+        required = F.lit(False) if not field.required_for else rtype.isin(*field.required_for)
+        rules.append(F.when(required & raw[field.name].isNull(),
+                            F.concat(F.lit(f"missing field '{field.name}' for a "), rtype, F.lit(" record"))))
+    for field in tm.FIELDS:
+        rules.append(F.when(raw[field.name].isNotNull() & typed[field.name].isNull(),
+                            F.concat(F.lit(f"field '{field.name}' must be {_TYPE_WORDS[field.type]}, got "),
+                                     _show(raw[field.name]))))
+        if field.type == "capacity":
+            for key in tm.CAPACITY_KEYS:
+                sub = typed[field.name][key]
+                rules.append(F.when(typed[field.name].isNotNull() & sub.isNull(),
+                                    F.lit(f"field 'capacity.{key}' is missing or not a number")))
+                rules.append(F.when(F.isnan(sub) | (F.abs(sub) == float("inf")),
+                                    F.lit(f"field 'capacity.{key}' is not a finite number")))
+                rules.append(F.when(sub <= 0, F.concat(F.lit(f"field 'capacity.{key}' must be positive, got "),
+                                                       sub.cast("string"))))
+        if field.type == "double":
+            rules.append(F.when(F.isnan(typed[field.name]) | (F.abs(typed[field.name]) == float("inf")),
+                                F.lit(f"field '{field.name}' is not a finite number")))
+        if field.non_negative:
+            rules.append(F.when(typed[field.name] < 0,
+                                F.concat(F.lit(f"field '{field.name}' is negative: "), _show(raw[field.name]))))
+    ts = typed["ts"]
+    rules += [
+        F.when((ts < tm.MIN_TS_MS) | (ts > now_ms + tm.MAX_CLOCK_SKEW_MS),
+               F.concat(F.lit("field 'ts' is not a plausible epoch-milliseconds time: "), raw["ts"])),
+        F.when(F.trim(typed["cluster"]) == "", F.lit("field 'cluster' is empty")),
+        F.when((rtype == "partition") & ~typed["topic"].rlike(tm.TOPIC_NAME_PATTERN),
+               F.concat(F.lit("field 'topic' is not a valid Kafka topic name: "), _show(raw["topic"]))),
+        F.when((rtype == "partition") & (F.size(typed["replicas"]) == 0), F.lit("field 'replicas' is empty")),
+        F.when((rtype == "partition") & F.exists(typed["replicas"], lambda r: r.isNull() | (r < 0)),
+               F.concat(F.lit("field 'replicas' holds an invalid broker id: "), raw["replicas"])),
+        F.when((rtype == "partition") & (F.size(F.array_distinct(typed["replicas"])) != F.size(typed["replicas"])),
+               F.concat(F.lit("field 'replicas' lists a broker twice: "), raw["replicas"])),
+        F.when((rtype == "partition") & ~F.array_contains(typed["replicas"], typed["broker"]),
+               F.concat(F.lit("broker "), typed["broker"].cast("string"),
+                        F.lit(" reports a replica but is not in replicas "), raw["replicas"])),
+    ]
+    return rules
+
+
+def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
+    """Kafka records (key, value, topic, partition, offset, timestamp) → telemetry columns,
+    Kafka coordinates, the raw value, and ``quarantine_reason`` (NULL when valid)."""
+    value = F.col("value").cast("string")
+    # Parse the value only when it is within bounds: an oversized value is not worth parsing.
+    guarded = F.when(F.octet_length(F.col("value")) <= max_value_bytes, value)
+    parsed = kafka.select(
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("key"),
+        value.alias("value"),
+        F.from_json(guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT}).alias("_raw"),
+        F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
+                                            "allowNonNumericNumbers": "true"}).alias("_typed"),
+    )
+    now_ms = F.unix_millis(F.current_timestamp())
+    reason = F.coalesce(*_rules(F.col("_raw"), F.col("_typed"), F.col("value"), max_value_bytes, now_ms))
+    typed = F.col("_typed")
+    return parsed.select(
+        *KAFKA_COLUMNS, "key", "value",
+        typed["v"].alias("v"),
+        typed["type"].alias("type"),
+        F.timestamp_millis(typed["ts"]).alias("ts"),
+        *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
+        *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),
+        reason.alias("quarantine_reason"),
+    )
+
+
+TELEMETRY_COLUMNS = ("v", "type", "ts", "cluster", "broker", "topic", "partition", "leader", "replicas",
+                     "bytes_in", "bytes_out", "messages_in", "size", "rack", "cpu",
+                     "capacity_network_in", "capacity_network_out", "capacity_disk")
+
+
+def valid_records(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col("quarantine_reason").isNull()).select(*KAFKA_COLUMNS, *TELEMETRY_COLUMNS)
+
+
+def quarantined_records(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col("quarantine_reason").isNotNull()).select(
+        *KAFKA_COLUMNS, F.col("key"), F.col("value"), F.col("quarantine_reason").alias("reason"))

@@ -1,0 +1,116 @@
+"""Plan every (cluster, window) inside Spark: ``cogroup(...).applyInPandas`` with the pure planner.
+
+Planning runs on executors, one group per cluster and finalized window, so a fleet of
+clusters scales with executors. The function below is stateless and picklable.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from balancer.config import BalancerConfig
+from balancer.spark.lakehouse import spark_schema
+from balancer.spark.loads import WINDOW_KEYS
+
+ACTION_TYPE = T.StructType([
+    T.StructField("seq", T.IntegerType()), T.StructField("action", T.StringType()),
+    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+    T.StructField("old_replicas", T.ArrayType(T.IntegerType())),
+    T.StructField("new_replicas", T.ArrayType(T.IntegerType())),
+    T.StructField("old_leader", T.IntegerType()), T.StructField("new_leader", T.IntegerType()),
+    T.StructField("bytes_to_move", T.LongType()),
+])
+PLAN_RESULT_SCHEMA = T.StructType(list(spark_schema("balance_plans").fields)
+                                  + [T.StructField("actions", T.ArrayType(ACTION_TYPE))])
+_NAMESPACE = uuid.UUID("5d0b0f4e-6a59-4f3c-9a59-0d7d8f1a7c11")
+
+
+def plan_id(cluster: str, window_end: datetime) -> str:
+    """Deterministic, so a replayed micro-batch produces the same plan id."""
+    return str(uuid.uuid5(_NAMESPACE, f"{cluster}|{window_end.isoformat()}"))
+
+
+def planner_options(balancer: BalancerConfig):
+    from balancer.planner import PlannerOptions
+
+    return PlannerOptions(
+        balance_threshold=balancer.balance_threshold, capacity_threshold=balancer.capacity_threshold,
+        max_bytes_to_move=balancer.max_bytes_to_move, max_moves_per_broker=balancer.max_moves_per_broker,
+        excluded_topics=balancer.excluded_topics, excluded_brokers=tuple(balancer.excluded_brokers))
+
+
+def plan_window(cluster: str, window_start, window_end, partitions: list[dict], brokers: list[dict],
+                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
+    """One balance_plans row (with its actions) for one cluster and window. Pure but for the clock."""
+    from balancer.planner import plan
+    from balancer.snapshot import build_snapshot
+
+    row = {name: None for name in PLAN_RESULT_SCHEMA.names}
+    row.update(plan_id=plan_id(cluster, pd.Timestamp(window_end).to_pydatetime()), cluster=cluster,
+               created_at=datetime.now(timezone.utc), window_start=window_start, window_end=window_end,
+               actions=[])
+    built = build_snapshot(cluster, partitions, brokers)
+    problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
+    if problems:
+        row.update(status="skipped", reason="; ".join(problems))
+        return row
+    result = plan(built.snapshot, planner_options(balancer))
+    row.update(
+        status="proposed" if result.actions else "balanced",
+        reason=None if result.actions else "within thresholds: nothing to do",
+        imbalance_before=result.imbalance_before, imbalance_after=result.imbalance_after,
+        network_in_before=result.before["network_in"], network_in_after=result.after["network_in"],
+        network_out_before=result.before["network_out"], network_out_after=result.after["network_out"],
+        disk_before=result.before["disk"], disk_after=result.after["disk"],
+        bytes_to_move=int(result.bytes_to_move), leader_moves=int(result.leader_moves),
+        replica_moves=int(result.replica_moves),
+        reassignment_json=json.dumps(result.to_reassignment()) if result.actions else None,
+        election_json=json.dumps(result.to_election()) if result.leader_moves else None,
+        actions=[{"seq": seq, "action": a.kind, "topic": a.topic, "partition": a.partition,
+                  "old_replicas": list(a.old_replicas), "new_replicas": list(a.new_replicas),
+                  "old_leader": a.old_leader, "new_leader": a.new_leader, "bytes_to_move": int(a.bytes_to_move)}
+                 for seq, a in enumerate(result.actions)],
+    )
+    return row
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_dict("records")
+
+
+def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
+          blocked: DataFrame | None = None) -> DataFrame:
+    """balance_plans rows, with an ``actions`` array column, one per (cluster, window).
+
+    ``blocked``: optional (cluster, window_start, window_end, reason) rows from the data
+    contract; such windows get a ``skipped`` plan naming the reason.
+    """
+    if blocked is not None:
+        brokers = brokers.join(blocked.withColumnRenamed("reason", "_blocked"), list(WINDOW_KEYS), "left")
+    else:
+        brokers = brokers.withColumn("_blocked", F.lit(None).cast("string"))
+
+    def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
+        cluster, window_start, window_end = key
+        reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
+        row = plan_window(cluster, window_start, window_end, _records(partition_rows),
+                          _records(broker_rows.drop(columns=["_blocked"], errors="ignore")), balancer,
+                          blocked_reason="; ".join(sorted(reasons)) or None)
+        return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
+
+    return (partitions.groupBy(*WINDOW_KEYS)
+            .cogroup(brokers.groupBy(*WINDOW_KEYS))
+            .applyInPandas(plan_group, schema=PLAN_RESULT_SCHEMA))
+
+
+def plan_actions(plan_rows: DataFrame) -> DataFrame:
+    return plan_rows.select("plan_id", "cluster", F.explode("actions").alias("a")).select(
+        "plan_id", "cluster", "a.*").select(*spark_schema("plan_actions").names)

@@ -1,0 +1,28 @@
+-- Every valid telemetry record, exactly once (unique by kafka_topic, kafka_partition, kafka_offset).
+CREATE TABLE IF NOT EXISTS telemetry_raw (
+  kafka_topic STRING NOT NULL,
+  kafka_partition INT NOT NULL,
+  kafka_offset BIGINT NOT NULL,
+  kafka_timestamp TIMESTAMP,
+  v INT,
+  type STRING,
+  ts TIMESTAMP,
+  cluster STRING,
+  broker INT,
+  topic STRING,
+  partition INT,
+  leader BOOLEAN,
+  replicas ARRAY<INT>,
+  bytes_in DOUBLE,
+  bytes_out DOUBLE,
+  messages_in DOUBLE,
+  size DOUBLE,
+  rack STRING,
+  cpu DOUBLE,
+  capacity_network_in DOUBLE,
+  capacity_network_out DOUBLE,
+  capacity_disk DOUBLE,
+  is_late BOOLEAN,
+  batch_id BIGINT,
+  ingested_at TIMESTAMP
+) USING DELTA

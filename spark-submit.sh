@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Submit the streaming balancer to Spark.
+#   ./spark-submit.sh [--master URL] [--config FILE] [--set key=value ...] [--once]
+# The config is validated before Spark starts. When it selects the cluster path
+# (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta jars are added
+# with --packages; the library is shipped to executors with --py-files.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+make --no-print-directory setup >/dev/null
+py="$here/.venv/bin/python"
+export PYSPARK_PYTHON="$py" PYSPARK_DRIVER_PYTHON="$py"
+
+master="local[*]"
+job_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --master) master="$2"; shift 2 ;;
+    --master=*) master="${1#--master=}"; shift ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) job_args+=("$1"); shift ;;
+  esac
+done
+
+packages="$("$py" -m balancer.cli.packages "${job_args[@]}")"
+mkdir -p build
+rm -f build/balancer.zip
+"$py" -c "import shutil; shutil.make_archive('build/balancer', 'zip', '.', 'balancer')"
+
+submit=("$here/.venv/bin/spark-submit" --master "$master" --py-files build/balancer.zip
+        --conf spark.ui.showConsoleProgress=false)
+[ -n "$packages" ] && submit+=(--packages "$packages")
+exec "${submit[@]}" jobs/stream_balancer.py "${job_args[@]}"
