@@ -1,0 +1,526 @@
+"""Goals: small plug-ins with one contract (after Cruise Control's AbstractGoal).
+
+``name``, ``hard``, ``accept(move, model) -> bool``, ``optimize(model, optimized_goals, options)``.
+Goals run in priority order; every move a goal proposes must be accepted by each goal already
+optimized, so later goals never undo earlier ones. ``run`` measures the goal's own metric
+before and after ``optimize`` and raises :class:`GoalError` if it got worse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .actions import Move
+from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
+from .options import PlannerOptions
+
+_EPS = 1e-9
+_DEST_TRIES = 4          # coldest feasible destinations tried per candidate
+_FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
+
+
+class GoalError(RuntimeError):
+    """A goal broke its own contract (made its own metric worse)."""
+
+
+class Goal:
+    name = "goal"
+    hard = False
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        return True
+
+    def metric(self, model: ClusterModel) -> float:
+        """Lower is better; 0 means satisfied."""
+        return 0.0
+
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> None:
+        return None
+
+    def run(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> dict:
+        before = self.metric(model)
+        moves = model.moves_applied
+        self.optimize(model, tuple(optimized_goals), options)
+        after = self.metric(model)
+        if after > before + _EPS * max(1.0, abs(before)):
+            raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
+        return {"goal": self.name, "hard": self.hard, "before": before, "after": after,
+                "moves": model.moves_applied - moves}
+
+    @staticmethod
+    def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence["Goal"]) -> bool:
+        """Apply ``move`` if the plan's caps allow it and no optimized goal vetoes it."""
+        for goal in optimized_goals:
+            if not goal.accept(move, model):
+                return False
+        if not model.allowed(move) or not model.within_caps(move):
+            return False
+        model.apply(move)
+        return True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def _structurally_valid(move: Move, model: ClusterModel) -> bool:
+    if move.kind == "leadership":
+        return model.leader[move.p] == move.src and model.holds(move.p, move.dst) and move.src != move.dst
+    ok = model.holds(move.p, move.src) and move.src != move.dst
+    if move.kind == "swap":
+        ok = ok and move.q != move.p and model.holds(move.q, move.dst)
+    return ok
+
+
+class ReplicationFactorGoal(Goal):
+    """Hard: a move replaces one replica by another, it never adds or drops one."""
+
+    name = "replication_factor"
+    hard = True
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        return _structurally_valid(move, model)
+
+
+class DistinctBrokersGoal(Goal):
+    """Hard: no two replicas of a partition on one broker."""
+
+    name = "distinct_brokers"
+    hard = True
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        if move.kind == "leadership":
+            return True
+        if model.holds(move.p, move.dst):
+            return False
+        return move.kind != "swap" or not model.holds(move.q, move.src)
+
+
+class RackAwareGoal(Goal):
+    """Hard: replicas span min(RF, racks) racks; never made worse, fixed where possible."""
+
+    name = "rack_aware"
+    hard = True
+
+    def metric(self, model: ClusterModel) -> float:
+        return float(len(model.rack_violations()))
+
+    def _ok(self, model: ClusterModel, p: int, src: int, dst: int) -> bool:
+        row = model.replicas[p]
+        new = row.copy()
+        new[new == src] = dst
+        before = model.distinct_racks(row)
+        return model.distinct_racks(new) >= min(before, model.rack_target(p))
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        if not model.rack_aware or move.kind == "leadership":
+            return True
+        ok = self._ok(model, move.p, move.src, move.dst)
+        return ok and (move.kind != "swap" or self._ok(model, move.q, move.dst, move.src))
+
+    def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
+        """Vectorized accept over every destination for moving p's replica off ``src``."""
+        if not model.rack_aware:
+            return None
+        row = model.replicas[p]
+        others = row[(row >= 0) & (row != src)]
+        other_racks = np.unique(model.rack[others])
+        before = model.distinct_racks(row)
+        new_distinct = len(other_racks) + ~np.isin(model.rack, other_racks)
+        return new_distinct >= min(before, model.rack_target(p))
+
+    def optimize(self, model, optimized_goals, options) -> None:
+        checks = tuple(optimized_goals) + (self,)
+        for p in model.rack_violations().tolist():
+            if not model.movable[p]:
+                continue
+            row = model.replicas[p]
+            reps = row[row >= 0]
+            racks = model.rack[reps]
+            dup = [b for b, r in zip(reps.tolist(), racks.tolist()) if (racks == r).sum() > 1]
+            dup.sort(key=lambda b: (b == model.leader[p], b))  # followers first: no leadership change
+            util = model.util(IN)
+            free = model.dest_ok & ~np.isin(model.rack, racks)
+            free[reps] = False
+            dests = np.nonzero(free)[0]
+            dests = dests[np.argsort(util[dests], kind="stable")]
+            done = False
+            for src in dup:
+                for dst in dests.tolist():
+                    if self.try_move(Move("replica_move", p, src, dst), model, checks):
+                        done = True
+                        break
+                if done:
+                    break
+
+
+class ResourceGoal(Goal):
+    """Keeps each broker's utilization of one dimension within [lower, upper] limits.
+
+    The metric is the total distance outside the limits; ``accept`` vetoes any move that
+    pushes a broker over its upper limit or under its lower limit.
+    """
+
+    leadership = False   # may transfer leadership (no data moves)
+    moves = True         # may move replicas
+    swaps = True         # may swap two replicas when no plain move helps
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        # Totals per dimension never change under moves, so limits are fixed for a model.
+        if self._cache is None or self._cache[0] != id(model):
+            upper, lower = self.compute_limits(model)
+            self._cache = (id(model), upper, lower)
+        return self._cache[1], self._cache[2]
+
+    def metric(self, model: ClusterModel) -> float:
+        upper, lower = self.limits(model)
+        u = model.util(self.dim)
+        return float(np.maximum(u - upper, 0).sum() + np.maximum(lower - u, 0).sum())
+
+    def _term(self, model: ClusterModel, b: int, load: float) -> float:
+        upper, lower = self.limits(model)
+        u = load / model.cap[b, self.dim]
+        return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        d = model.delta(move)[self.dim]
+        if d == 0:
+            return True
+        upper, lower = self.limits(model)
+        gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
+        d = abs(d)
+        cap = model.cap[:, self.dim]
+        tol = _EPS * max(1.0, abs(upper[gain]))
+        return ((model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
+                and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol)
+
+    def improves(self, move: Move, model: ClusterModel) -> bool:
+        d = model.delta(move)[self.dim]
+        if d == 0:
+            return False
+        s, t = move.src, move.dst
+        ls, lt = model.load[s, self.dim], model.load[t, self.dim]
+        before = self._term(model, s, ls) + self._term(model, t, lt)
+        after = self._term(model, s, ls - d) + self._term(model, t, lt + d)
+        return after < before - _EPS * 1e-3
+
+    # ---- candidate ordering --------------------------------------------------------------
+    def relief(self, model: ClusterModel, ps: np.ndarray, brokers: np.ndarray | int) -> np.ndarray:
+        """What moving each partition's replica off its broker takes from this dimension."""
+        led = (model.leader[ps] == brokers).astype(np.float64)
+        d = self.dim
+        if d == IN:
+            return model.bytes_in[ps]
+        if d == OUT:
+            return model.leader_out[ps] * led
+        if d == DISK:
+            return model.size[ps]
+        if d == LBIN:
+            return model.bytes_in[ps] * led
+        if d == NREP:
+            return np.ones(len(ps))
+        return led
+
+    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray) -> np.ndarray:
+        """Sort key (ascending = tried first) for replica moves: most relief per byte moved."""
+        if self.dim == DISK:
+            # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
+            # traffic balance, already settled, undisturbed; among equals the biggest first.
+            return -(model.size[ps] / (model.bytes_in[ps] + 1.0)) - relief * 1e-30
+        if self.dim in (NREP, NLEAD):
+            return model.size[ps] + model.bytes_in[ps] * 1e-9   # cheapest data first
+        return -relief / (model.size[ps] + 1.0)
+
+    def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
+        if self.dim == NLEAD:
+            return model.leader_out[ps]       # least traffic disturbed first
+        return -self.relief(model, ps, model.leader[ps])
+
+    # ---- search --------------------------------------------------------------------------
+    def optimize(self, model, optimized_goals, options) -> None:
+        optimized = tuple(optimized_goals)
+        res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)) + (self,)
+        rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
+        for _ in range(3):
+            before = model.moves_applied
+            self._shed_all(model, optimized, res_goals, rack)
+            self._fill_all(model, optimized, res_goals, rack)
+            if model.moves_applied == before:
+                break
+
+    def _shed_all(self, model, optimized, res_goals, rack) -> None:
+        upper, _ = self.limits(model)
+        stuck: set[int] = set()
+        while True:
+            excess = model.util(self.dim) - upper
+            over = [b for b in np.argsort(-excess, kind="stable").tolist() if excess[b] > _EPS and b not in stuck]
+            if not over:
+                return
+            a = over[0]
+            self._shed(a, model, optimized, res_goals, rack)
+            stuck.add(a)  # everything movable off ``a`` was tried
+
+    def _over(self, model, b) -> bool:
+        upper, _ = self.limits(model)
+        return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + _EPS
+
+    def _shed(self, a, model, optimized, res_goals, rack) -> None:
+        checks = optimized + (self,)
+        if self.leadership:
+            ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+            # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
+            ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
+            util = model.util(self.dim)
+            for p in ps.tolist():
+                if not self._over(model, a):
+                    return
+                row = model.replicas[p]
+                followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
+                # The preferred replica first: handing leadership back needs only an election.
+                preferred = model.orig_replicas[p, 0]
+                followers.sort(key=lambda b: (b != preferred, util[b], b))
+                for f in followers:
+                    move = Move("leadership", p, a, f)
+                    if self._fits(move, model) and self.improves(move, model) and self.try_move(move, model, checks):
+                        util = model.util(self.dim)
+                        break
+        if self.moves and self._over(model, a):
+            ps = model.partitions_on(a)
+            ps = ps[model.movable[ps]]
+            relief = self.relief(model, ps, a)
+            keep = relief > 0
+            ps, relief = ps[keep], relief[keep]
+            ps = ps[np.argsort(self.move_key(model, ps, relief), kind="stable")]
+            for p in ps.tolist():
+                if not self._over(model, a):
+                    return
+                self._move_out(p, a, model, checks, res_goals, rack)
+        if self.swaps and self._over(model, a):
+            self._swap_out(a, model, checks, res_goals, rack)
+
+    def _fits(self, move: Move, model: ClusterModel) -> bool:
+        """The receiving broker stays within this goal's upper limit."""
+        upper, _ = self.limits(model)
+        d = model.delta(move)[self.dim]
+        b = move.dst if d > 0 else move.src
+        return (model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + _EPS
+
+    def _dest_mask(self, p, a, vec, model, res_goals, rack) -> np.ndarray:
+        mask = model.dest_ok.copy()
+        row = model.replicas[p]
+        mask[row[row >= 0]] = False
+        for g in res_goals:
+            v = vec[g.dim]
+            if v > 0:
+                upper, _ = g.limits(model)
+                mask &= (model.load[:, g.dim] + v) <= (upper + _EPS) * model.cap[:, g.dim]
+        if rack is not None:
+            rm = rack.dest_mask(model, p, a)
+            if rm is not None:
+                mask &= rm
+        return mask
+
+    def _source_ok(self, a, vec, model, res_goals) -> bool:
+        for g in res_goals:
+            v = vec[g.dim]
+            if v > 0:
+                _, lower = g.limits(model)
+                if (model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS and g is not self:
+                    return False
+        return True
+
+    def _move_out(self, p, a, model, checks, res_goals, rack) -> bool:
+        vec = model.contrib(p, a)
+        if not self._source_ok(a, vec, model, res_goals):
+            return False
+        mask = self._dest_mask(p, a, vec, model, res_goals, rack)
+        dests = np.nonzero(mask)[0]
+        if not len(dests):
+            return False
+        util = model.util(self.dim)[dests]
+        dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
+        for dst in dests.tolist():
+            move = Move("replica_move", p, a, dst)
+            if self.improves(move, model) and self.try_move(move, model, checks):
+                return True
+        return False
+
+    def _swap_out(self, a, model, checks, res_goals, rack) -> None:
+        """Exchange a heavy replica on ``a`` for a lighter one on a cold broker (net transfer fits)."""
+        if not model.dest_ok[a]:
+            return  # an excluded broker takes nothing back
+        upper, _ = self.limits(model)
+        util = model.util(self.dim)
+        cold = [b for b in np.argsort(util, kind="stable").tolist() if b != a and model.dest_ok[b]][:3]
+        for b in cold:
+            if not self._over(model, a):
+                return
+            pa = model.partitions_on(a)
+            pa = pa[model.movable[pa] & ~(model.replicas[pa] == b).any(axis=1)]
+            pb = model.partitions_on(b)
+            pb = pb[model.movable[pb] & ~(model.replicas[pb] == a).any(axis=1)]
+            if not len(pa) or not len(pb):
+                continue
+            la = self.relief(model, pa, a)
+            lb = self.relief(model, pb, b)
+            order_b = np.argsort(lb, kind="stable")
+            pb, lb = pb[order_b], lb[order_b]
+            pa = pa[np.argsort(-la, kind="stable")][:50]
+            la = np.sort(la)[::-1][:50]
+            for p, load_p in zip(pa.tolist(), la.tolist()):
+                room = (upper[b] - model.load[b, self.dim] / model.cap[b, self.dim]) * model.cap[b, self.dim]
+                need = (model.load[a, self.dim] / model.cap[a, self.dim] - upper[a]) * model.cap[a, self.dim]
+                if room <= 0 or need <= 0:
+                    break
+                # Smallest q whose net transfer load_p - load_q fits the room and a's excess.
+                lo_q = load_p - min(room, need)
+                i = int(np.searchsorted(lb, lo_q, side="left"))
+                for q, load_q in zip(pb[i:i + 3].tolist(), lb[i:i + 3].tolist()):
+                    if load_q >= load_p or q == p:
+                        break
+                    move = Move("swap", p, a, b, q)
+                    if self.improves(move, model) and self.try_move(move, model, checks):
+                        break
+
+    def _fill_all(self, model, optimized, res_goals, rack) -> None:
+        _, lower = self.limits(model)
+        if not np.isfinite(lower).any():
+            return
+        checks = optimized + (self,)
+        util = model.util(self.dim)
+        under = [b for b in np.argsort(util, kind="stable").tolist()
+                 if util[b] < lower[b] - _EPS and model.dest_ok[b]]
+        if not under:
+            return
+        avg = model.cluster_util(self.dim)
+        pool = None
+        for b in under:
+            if self.leadership:
+                ps = np.nonzero((model.replicas == b).any(axis=1) & (model.leader != b) & model.movable)[0]
+                # Partitions preferring b first (election only), then by this goal's key.
+                ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
+                for p in ps.tolist():
+                    if not self._under(model, b):
+                        break
+                    move = Move("leadership", p, int(model.leader[p]), b)
+                    if self._fits(move, model) and self.improves(move, model):
+                        self.try_move(move, model, checks)
+            if not self.moves or not self._under(model, b):
+                continue
+            if pool is None:
+                pool = self._fill_pool(model, avg)
+            tries = 0
+            for p, a in pool:
+                if not self._under(model, b) or tries > 4 * _FILL_CANDIDATES // max(1, len(under)) + 200:
+                    break
+                if model.leader[p] != a and self.dim in (OUT, LBIN, NLEAD):
+                    continue
+                if not model.holds(p, a) or model.holds(p, b) or not model.dest_ok[b]:
+                    continue
+                tries += 1
+                move = Move("replica_move", p, a, b)
+                if self._fits(move, model) and self.improves(move, model):
+                    if rack is not None and not rack.accept(move, model):
+                        continue
+                    self.try_move(move, model, checks)
+
+    def _under(self, model, b) -> bool:
+        _, lower = self.limits(model)
+        return model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - _EPS
+
+    def _fill_pool(self, model, avg) -> list[tuple[int, int]]:
+        """Replicas on brokers above average, best relief per byte first."""
+        util = model.util(self.dim)
+        flat = model.replicas.ravel()
+        ps = np.repeat(np.arange(model.n_partitions), model.replicas.shape[1])
+        ok = flat >= 0
+        ps, bs = ps[ok], flat[ok]
+        hot = (util[bs] > avg) & model.movable[ps]
+        ps, bs = ps[hot], bs[hot]
+        relief = self.relief(model, ps, bs)
+        keep = relief > 0
+        ps, bs, relief = ps[keep], bs[keep], relief[keep]
+        key = self.move_key(model, ps, relief)
+        if len(key) > _FILL_CANDIDATES:
+            top = np.argpartition(key, _FILL_CANDIDATES)[:_FILL_CANDIDATES]
+            ps, bs, key = ps[top], bs[top], key[top]
+        order = np.lexsort((bs, ps, key))
+        return list(zip(ps[order].tolist(), bs[order].tolist()))
+
+
+class CapacityGoal(ResourceGoal):
+    """Hard: every broker's utilization <= capacity_threshold (network_in, network_out, disk)."""
+
+    hard = True
+
+    def __init__(self, dim: int, threshold: float) -> None:
+        super().__init__(dim)
+        self.threshold = threshold
+        self.name = f"capacity_{DIMS[dim]}"
+        self.leadership = dim == OUT
+
+    def compute_limits(self, model):
+        n = model.n_brokers
+        return np.full(n, self.threshold), np.full(n, -np.inf)
+
+
+class DistributionGoal(ResourceGoal):
+    """Soft: utilization within balance_threshold of the cluster average (both sides for traffic).
+
+    Disk has no lower limit: filling brokers with data that carries no traffic costs bytes
+    without relieving anything.
+    """
+
+    def __init__(self, dim: int, threshold: float, *, lower: bool) -> None:
+        super().__init__(dim)
+        self.threshold = threshold
+        self.lower = lower
+        self.name = f"{DIMS[dim]}_distribution"
+        self.leadership = dim in (OUT, LBIN, NLEAD)
+        self.moves = dim != NLEAD
+        self.swaps = dim in (IN, OUT, DISK)
+
+    def compute_limits(self, model):
+        n = model.n_brokers
+        d = self.dim
+        if d in (NREP, NLEAD):
+            avg = model.load[:, d].sum() / n
+            upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
+            lower = np.full(n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf)
+            return upper, lower
+        avg = model.cluster_util(d)
+        # Where one partition alone, or the broker's rack, forces more than the threshold,
+        # aim just above that bound instead (other racks still get the threshold).
+        biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[d]
+        part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
+        upper = np.maximum(avg * self.threshold, 1.01 * np.maximum(part_bound, model.rack_floor(d)))
+        lower = np.full(n, avg * (2 - self.threshold) if self.lower else -np.inf)
+        return upper, lower
+
+
+def default_goals(options: PlannerOptions) -> list[Goal]:
+    """Priority order: hard goals, then traffic, leader bytes-in, disk, replica and leader counts."""
+    bt, ct = options.balance_threshold, options.capacity_threshold
+    return [
+        ReplicationFactorGoal(),
+        DistinctBrokersGoal(),
+        RackAwareGoal(),
+        CapacityGoal(IN, ct),
+        CapacityGoal(OUT, ct),
+        CapacityGoal(DISK, ct),
+        DistributionGoal(IN, bt, lower=True),
+        DistributionGoal(OUT, bt, lower=True),
+        DistributionGoal(LBIN, bt, lower=False),
+        DistributionGoal(DISK, bt, lower=False),
+        DistributionGoal(NREP, bt, lower=True),
+        DistributionGoal(NLEAD, bt, lower=True),
+    ]

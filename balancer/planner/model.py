@@ -1,0 +1,363 @@
+"""The cluster model: numpy arrays (partition x replica-slot), per-broker load updated incrementally.
+
+Load model (Cruise Control's): every replica takes the partition's bytes_in (leaders from
+producers, followers as replication); the leader serves bytes_out plus bytes_in x (RF - 1) to
+followers; every replica stores ``size``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from .actions import Move
+from .options import PlannerOptions
+
+RESOURCES = ("network_in", "network_out", "disk")
+# Model dimensions: the three resources, then what the soft count/leader goals balance.
+IN, OUT, DISK, LBIN, NREP, NLEAD = range(6)
+DIMS = ("network_in", "network_out", "disk", "leader_bytes_in", "replicas", "leaders")
+NDIM = len(DIMS)
+
+
+class SnapshotError(ValueError):
+    """The snapshot is malformed; the message says where and what."""
+
+
+def _number(value, what: str, *, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SnapshotError(f"{what} must be a finite number, got {value!r}")
+    if value < 0 or (not allow_zero and value == 0):
+        raise SnapshotError(f"{what} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+class ClusterModel:
+    """Mutable planning state. Broker fields are indices into ``broker_ids`` (sorted ids)."""
+
+    def __init__(self, snapshot: Mapping, options: PlannerOptions | None = None) -> None:
+        options = options or PlannerOptions()
+        if not isinstance(snapshot, Mapping):
+            raise SnapshotError(f"snapshot must be a JSON object, got {type(snapshot).__name__}")
+        brokers = snapshot.get("brokers")
+        partitions = snapshot.get("partitions")
+        if not isinstance(brokers, list) or not brokers:
+            raise SnapshotError("snapshot.brokers must be a non-empty list")
+        if not isinstance(partitions, list):
+            raise SnapshotError("snapshot.partitions must be a list")
+        self.cluster = str(snapshot.get("cluster", ""))
+
+        ids, racks, caps = [], [], []
+        for i, b in enumerate(brokers):
+            if not isinstance(b, Mapping):
+                raise SnapshotError(f"brokers[{i}] must be an object")
+            bid = b.get("id")
+            if isinstance(bid, bool) or not isinstance(bid, int):
+                raise SnapshotError(f"brokers[{i}].id must be an int, got {bid!r}")
+            cap = b.get("capacity")
+            if not isinstance(cap, Mapping):
+                raise SnapshotError(f"brokers[{i}] (id {bid}): missing capacity object")
+            caps.append([_number(cap.get(r), f"brokers[{i}] (id {bid}).capacity.{r}", allow_zero=False) for r in RESOURCES])
+            rack = b.get("rack")
+            if rack is not None and not isinstance(rack, str):
+                raise SnapshotError(f"brokers[{i}] (id {bid}).rack must be a string, got {rack!r}")
+            ids.append(bid)
+            racks.append(rack or None)
+        if len(set(ids)) != len(ids):
+            dup = sorted({x for x in ids if ids.count(x) > 1})
+            raise SnapshotError(f"duplicate broker id(s) in snapshot.brokers: {dup}")
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        self.broker_ids = np.array([ids[i] for i in order], dtype=np.int64)
+        index = {int(b): k for k, b in enumerate(self.broker_ids)}
+        self.index = index
+        nb = len(ids)
+        rack_names = sorted({r for r in racks if r is not None})
+        self.rack_aware = bool(rack_names)
+        # A broker without a rack is a rack of its own: never colocated with anyone.
+        self.rack = np.array([rack_names.index(racks[i]) if racks[i] is not None else len(rack_names) + k
+                              for k, i in enumerate(order)], dtype=np.int64)
+        self.n_racks = len(set(self.rack.tolist()))
+        self.rack_names = rack_names
+        cap3 = np.array([caps[i] for i in order], dtype=np.float64)
+
+        n = len(partitions)
+        rf_max = 1
+        rows: list[list[int]] = []
+        lead = np.empty(n, dtype=np.int64)
+        bin_ = np.empty(n, dtype=np.float64)
+        bout = np.empty(n, dtype=np.float64)
+        size = np.empty(n, dtype=np.float64)
+        topics: list[str] = []
+        pids = np.empty(n, dtype=np.int64)
+        seen: set[tuple[str, int]] = set()
+        for i, p in enumerate(partitions):
+            if not isinstance(p, Mapping):
+                raise SnapshotError(f"partitions[{i}] must be an object")
+            topic, pid = p.get("topic"), p.get("partition")
+            if not isinstance(topic, str) or not topic:
+                raise SnapshotError(f"partitions[{i}].topic must be a non-empty string, got {topic!r}")
+            if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+                raise SnapshotError(f"partitions[{i}] (topic {topic!r}).partition must be an int >= 0, got {pid!r}")
+            where = f"partitions[{i}] ({topic}-{pid})"
+            key = (topic, pid)
+            if key in seen:
+                raise SnapshotError(f"{where}: listed twice")
+            seen.add(key)
+            reps = p.get("replicas")
+            if not isinstance(reps, list) or not reps:
+                raise SnapshotError(f"{where}.replicas must be a non-empty list of broker ids, got {reps!r}")
+            try:
+                row = [index[b] for b in reps]
+            except (KeyError, TypeError):
+                unknown = [b for b in reps if not isinstance(b, int) or b not in index]
+                raise SnapshotError(f"{where}: unknown broker(s) {unknown} in replicas {reps}") from None
+            if len(set(row)) != len(row):
+                raise SnapshotError(f"{where}: duplicate replica in {reps}")
+            leader = p.get("leader")
+            if leader not in reps or isinstance(leader, bool):
+                raise SnapshotError(f"{where}: leader {leader!r} is not among replicas {reps}")
+            lead[i] = index[leader]
+            bin_[i] = _number(p.get("bytes_in"), f"{where}.bytes_in")
+            bout[i] = _number(p.get("bytes_out"), f"{where}.bytes_out")
+            size[i] = _number(p.get("size"), f"{where}.size")
+            rows.append(row)
+            topics.append(topic)
+            pids[i] = pid
+            if len(row) > rf_max:
+                rf_max = len(row)
+        reps_arr = np.full((n, rf_max), -1, dtype=np.int64)
+        rf = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+        if n and (rf == rf_max).all():
+            reps_arr[:] = np.array(rows, dtype=np.int64).reshape(n, rf_max)
+        else:
+            for i, r in enumerate(rows):
+                reps_arr[i, : len(r)] = r
+
+        self.topics = topics
+        self.partition_ids = pids
+        self.replicas = reps_arr
+        self.leader = lead
+        self.rf = rf
+        self.bytes_in = bin_
+        self.bytes_out = bout
+        self.size = size
+        self.leader_out = bout + bin_ * (rf - 1)   # network_out a leader serves
+        self.orig_replicas = reps_arr.copy()
+        self.orig_leader = lead.copy()
+
+        self.cap = np.ones((nb, NDIM), dtype=np.float64)
+        self.cap[:, :3] = cap3
+        self.cap[:, LBIN] = cap3[:, IN]
+        self.load = self._compute_load()
+
+        # Planning constraints.
+        self.options = options
+        unknown = [b for b in options.excluded_brokers if b not in index]
+        if unknown:
+            raise SnapshotError(f"excluded_brokers {unknown} are not brokers of this snapshot")
+        self.dest_ok = np.ones(nb, dtype=bool)
+        for b in options.excluded_brokers:
+            self.dest_ok[index[b]] = False
+        if options.excluded_topics is None:
+            self.movable = np.ones(n, dtype=bool)
+        else:
+            excluded = {t for t in set(topics) if options.topic_excluded(t)}
+            self.movable = np.fromiter((t not in excluded for t in topics), dtype=bool, count=n)
+        self.bytes_moved = 0.0
+        self.broker_moves = np.zeros(nb, dtype=np.int64)
+        self.touched: dict[int, None] = {}   # insertion-ordered set of changed partitions
+        self.swapped: set[int] = set()
+        self.moves_applied = 0
+
+    # ---- load -------------------------------------------------------------------------
+    def _compute_load(self) -> np.ndarray:
+        nb = len(self.broker_ids)
+        load = np.zeros((nb, NDIM), dtype=np.float64)
+        flat = self.replicas.ravel()
+        ok = flat >= 0
+        fb = flat[ok]
+        per = lambda v: np.broadcast_to(v[:, None], self.replicas.shape).ravel()[ok]  # noqa: E731
+        load[:, IN] = np.bincount(fb, weights=per(self.bytes_in), minlength=nb)
+        load[:, DISK] = np.bincount(fb, weights=per(self.size), minlength=nb)
+        load[:, NREP] = np.bincount(fb, minlength=nb)
+        load[:, OUT] = np.bincount(self.leader, weights=self.leader_out, minlength=nb)
+        load[:, LBIN] = np.bincount(self.leader, weights=self.bytes_in, minlength=nb)
+        load[:, NLEAD] = np.bincount(self.leader, minlength=nb)
+        return load
+
+    @property
+    def n_brokers(self) -> int:
+        return len(self.broker_ids)
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.rf)
+
+    def util(self, dim: int) -> np.ndarray:
+        return self.load[:, dim] / self.cap[:, dim]
+
+    def cluster_util(self, dim: int) -> float:
+        return float(self.load[:, dim].sum() / self.cap[:, dim].sum())
+
+    def balance(self, dim: int) -> float:
+        """Max utilization / cluster utilization (1.0 is perfect; 1.0 for an idle resource)."""
+        avg = self.cluster_util(dim)
+        return float(self.util(dim).max() / avg) if avg > 0 else 1.0
+
+    def _per_replica(self, dim: int) -> np.ndarray | None:
+        return {IN: self.bytes_in, DISK: self.size, NREP: np.ones(self.n_partitions)}.get(dim)
+
+    def rack_floor(self, dim: int) -> np.ndarray:
+        """Per broker: the least utilization its rack can average while rack awareness holds.
+
+        With RF >= racks, every rack must keep a replica of each partition, so a rack's
+        replica-borne load (network_in, disk, replica count) cannot go below that.
+        """
+        floor = np.zeros(self.n_brokers)
+        per = self._per_replica(dim)
+        if not self.rack_aware or per is None or self.n_racks < 2:
+            return floor
+        forced = (self.rf >= self.n_racks).astype(np.float64)
+        need = float((per * forced).sum())
+        if need <= 0:
+            return floor
+        for r in np.unique(self.rack).tolist():
+            members = self.rack == r
+            floor[members] = need / self.cap[members, dim].sum()
+        return floor
+
+    def lower_bound(self, dim: int) -> float:
+        """No plan beats 1.0, nor the biggest single partition on the biggest broker, nor a rack's floor."""
+        avg = self.cluster_util(dim)
+        if avg <= 0 or self.n_partitions == 0:
+            return 1.0
+        bound = 1.0
+        biggest = {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
+        if biggest is not None:
+            bound = max(bound, float(biggest.max() / self.cap[:, dim].max() / avg))
+        return max(bound, float(self.rack_floor(dim).max() / avg))
+
+    def contrib(self, p: int, b: int) -> np.ndarray:
+        """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""
+        led = 1.0 if self.leader[p] == b else 0.0
+        bi = self.bytes_in[p]
+        return np.array([bi, self.leader_out[p] * led, self.size[p], bi * led, 1.0, led])
+
+    def leadership_vec(self, p: int) -> np.ndarray:
+        return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
+
+    def delta(self, move: Move) -> np.ndarray:
+        """Load that ``move`` takes from ``src`` and gives to ``dst`` (negative: the other way)."""
+        if move.kind == "leadership":
+            return self.leadership_vec(move.p)
+        vec = self.contrib(move.p, move.src)
+        if move.kind == "swap":
+            vec = vec - self.contrib(move.q, move.dst)
+        return vec
+
+    def holds(self, p: int, b: int) -> bool:
+        return bool((self.replicas[p] == b).any())
+
+    def partitions_on(self, b: int) -> np.ndarray:
+        return np.nonzero((self.replicas == b).any(axis=1))[0]
+
+    # ---- bookkeeping for caps ------------------------------------------------------------
+    def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
+        old = set(self.orig_replicas[p].tolist()) - {-1}
+        new = set(row.tolist()) - {-1}
+        return old - new, new - old
+
+    def _moved_row(self, p: int, src: int, dst: int) -> np.ndarray:
+        row = self.replicas[p].copy()
+        row[row == src] = dst
+        return row
+
+    def cost_after(self, move: Move) -> tuple[float, dict[int, int]]:
+        """(bytes moved by the plan, per-broker move counts changed) if ``move`` were applied."""
+        if move.kind == "leadership":
+            return self.bytes_moved, {}
+        changes = [(move.p, self._moved_row(move.p, move.src, move.dst))]
+        if move.kind == "swap":
+            changes.append((move.q, self._moved_row(move.q, move.dst, move.src)))
+        total = self.bytes_moved
+        counts: dict[int, int] = {}
+        for p, row in changes:
+            for sign, r in ((-1, self.replicas[p]), (1, row)):
+                removed, added = self._diff(p, r)
+                total += sign * len(added) * self.size[p]
+                for b in removed | added:
+                    counts[b] = counts.get(b, int(self.broker_moves[b])) + sign
+        return total, counts
+
+    def allowed(self, move: Move) -> bool:
+        """Excluded topics never move; excluded brokers receive nothing (a swap gives src a replica)."""
+        if not self.movable[move.p] or not self.dest_ok[move.dst]:
+            return False
+        return move.kind != "swap" or (bool(self.movable[move.q]) and bool(self.dest_ok[move.src]))
+
+    def within_caps(self, move: Move) -> bool:
+        opts = self.options
+        if opts.max_bytes_to_move is None and opts.max_moves_per_broker is None:
+            return True
+        total, counts = self.cost_after(move)
+        if opts.max_bytes_to_move is not None and total > opts.max_bytes_to_move:
+            return False
+        if opts.max_moves_per_broker is not None and any(
+                c > opts.max_moves_per_broker and c > self.broker_moves[b] for b, c in counts.items()):
+            return False
+        return True
+
+    def apply(self, move: Move) -> None:
+        total, counts = self.cost_after(move)
+        vec = self.delta(move)
+        self.load[move.src] -= vec
+        self.load[move.dst] += vec
+        p = move.p
+        if move.kind == "leadership":
+            self.leader[p] = move.dst
+        else:
+            self.replicas[p] = self._moved_row(p, move.src, move.dst)
+            if self.leader[p] == move.src:
+                self.leader[p] = move.dst
+            if move.kind == "swap":
+                q = move.q
+                self.replicas[q] = self._moved_row(q, move.dst, move.src)
+                if self.leader[q] == move.dst:
+                    self.leader[q] = move.src
+                self.touched.setdefault(q, None)
+                self.swapped.update((p, q))
+        self.touched.setdefault(p, None)
+        self.bytes_moved = total
+        for b, c in counts.items():
+            self.broker_moves[b] = c
+        self.moves_applied += 1
+
+    # ---- racks -------------------------------------------------------------------------
+    def rack_target(self, p: int) -> int:
+        return min(int(self.rf[p]), self.n_racks)
+
+    def distinct_racks(self, row: np.ndarray) -> int:
+        return len(set(self.rack[row[row >= 0]].tolist()))
+
+    def rack_violations(self) -> np.ndarray:
+        """Indices of partitions whose replicas span fewer racks than they could."""
+        if not self.rack_aware or self.n_partitions == 0:
+            return np.zeros(0, dtype=np.int64)
+        racks = np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1)
+        racks = np.sort(racks, axis=1)
+        distinct = (racks >= 0).sum(axis=1) - ((racks[:, 1:] == racks[:, :-1]) & (racks[:, 1:] >= 0)).sum(axis=1)
+        target = np.minimum(self.rf, self.n_racks)
+        return np.nonzero(distinct < target)[0]
+
+
+def broker_loads(snapshot: Mapping) -> dict[int, dict[str, float]]:
+    """Per broker id: network_in, network_out, disk (B/s, B/s, bytes), replicas, leaders."""
+    model = ClusterModel(snapshot)
+    out = {}
+    for k, b in enumerate(model.broker_ids.tolist()):
+        row = model.load[k]
+        out[b] = {"network_in": float(row[IN]), "network_out": float(row[OUT]), "disk": float(row[DISK]),
+                  "replicas": float(row[NREP]), "leaders": float(row[NLEAD])}
+    return out

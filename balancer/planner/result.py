@@ -1,0 +1,104 @@
+"""The plan: coalesced per-partition actions plus before/after figures and Kafka's JSON files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .actions import Action
+from .model import RESOURCES, ClusterModel
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+    before: dict[str, float]
+    after: dict[str, float]
+    lower_bound: dict[str, float]
+    bytes_to_move: int
+    leader_moves: int
+    replica_moves: int
+    total_bytes: int = 0                  # all data on the cluster (every replica)
+    unsatisfied: tuple[str, ...] = ()     # hard goals the plan could not meet, with why
+    goals: tuple[dict, ...] = field(default=(), compare=False)   # per-goal metric before/after
+    seconds: float = field(default=0.0, compare=False)
+
+    @property
+    def imbalance_before(self) -> float:
+        return max(self.before["network_in"], self.before["network_out"])
+
+    @property
+    def imbalance_after(self) -> float:
+        return max(self.after["network_in"], self.after["network_out"])
+
+    def to_reassignment(self) -> dict:
+        """Kafka's reassignment JSON (``kafka-reassign-partitions.sh --execute``): changed partitions only."""
+        parts = [{"topic": a.topic, "partition": a.partition, "replicas": list(a.new_replicas),
+                  "log_dirs": ["any"] * len(a.new_replicas)}
+                 for a in self.actions if a.new_replicas != a.old_replicas]
+        return {"version": 1, "partitions": parts}
+
+    def to_election(self) -> dict:
+        """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader changes."""
+        return {"partitions": [{"topic": a.topic, "partition": a.partition}
+                               for a in self.actions if a.new_leader != a.old_leader]}
+
+    def summary(self) -> str:
+        lines = [f"{'resource':<12} {'before':>8} {'after':>8} {'bound':>8}"]
+        for r in RESOURCES:
+            lines.append(f"{r:<12} {self.before[r]:>8.3f} {self.after[r]:>8.3f} {self.lower_bound[r]:>8.3f}")
+        share = self.bytes_to_move / self.total_bytes if self.total_bytes else 0.0
+        lines.append(f"leadership transfers: {self.leader_moves}, replica moves: {self.replica_moves}, "
+                     f"data moved: {_human(self.bytes_to_move)} ({share:.2%} of {_human(self.total_bytes)})")
+        lines.append(f"imbalance (max of network in/out): {self.imbalance_before:.3f} -> {self.imbalance_after:.3f}"
+                     f" in {self.seconds:.2f}s")
+        for problem in self.unsatisfied:
+            lines.append(f"UNSATISFIED hard goal: {problem}")
+        return "\n".join(lines)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000.0
+    return str(n)
+
+
+def build_actions(model: ClusterModel) -> tuple[Action, ...]:
+    """One action per changed partition (moves coalesced); leadership transfers first."""
+    ids = model.broker_ids
+    leaderships: list[Action] = []
+    moves: list[Action] = []
+    for p in model.touched:
+        old_row = model.orig_replicas[p]
+        new_row = model.replicas[p]
+        old = [int(ids[b]) for b in old_row[old_row >= 0]]
+        new = [int(ids[b]) for b in new_row[new_row >= 0]]
+        old_leader, new_leader = int(ids[model.orig_leader[p]]), int(ids[model.leader[p]])
+        # Intended leader first, the rest in their original slots' order.
+        new_ordered = [new_leader] + [b for b in new if b != new_leader]
+        same_set = set(old) == set(new)
+        if same_set and old_leader == new_leader:
+            continue  # moved away and back
+        size = int(round(model.size[p]))
+        if same_set:
+            kind = "leadership"
+            moved = 0
+        else:
+            kind = "swap" if p in model.swapped else "replica_move"
+            moved = size * len(set(new) - set(old))
+        action = Action(kind=kind, topic=model.topics[p], partition=int(model.partition_ids[p]),
+                        old_replicas=tuple(old), new_replicas=tuple(new_ordered), old_leader=old_leader,
+                        new_leader=new_leader, bytes_to_move=moved)
+        (leaderships if kind == "leadership" else moves).append(action)
+    return tuple(leaderships + moves)
+
+
+def figures(model: ClusterModel) -> dict[str, float]:
+    return {r: model.balance(i) for i, r in enumerate(RESOURCES)}
+
+
+def total_bytes(model: ClusterModel) -> int:
+    return int(round(float(np.sum(model.size * model.rf))))
