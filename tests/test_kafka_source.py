@@ -164,3 +164,15 @@ def test_broker_restart_is_reported_as_data_loss(kspark, own_broker, workdir):
                       failOnDataLoss="false")
     rows = output(kspark, workdir)
     assert len(rows) == 46 and after <= as_set(rows)
+
+
+def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic):
+    sent = produce(broker.bootstrap_servers, topic, 20)
+    beyond = (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("subscribe", topic).option("endingOffsets", '{"%s": {"0": 50, "1": 10}}' % topic))
+    started = time.monotonic()
+    with pytest.raises(Exception) as failure:
+        beyond.load().collect()
+    assert time.monotonic() - started < 30  # an EOF at offset 10 ends the wait, no timeout needed
+    assert "Data loss" in str(failure.value) and "expected offset 50" in str(failure.value)
+    assert as_set(beyond.option("failOnDataLoss", "false").load().collect()) == sent
