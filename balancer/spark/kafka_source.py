@@ -27,6 +27,18 @@ Options (mirroring Spark's Kafka source): ``kafka.bootstrap.servers``, ``subscri
 ``startingOffsets``, ``endingOffsets`` (batch reads), ``maxOffsetsPerTrigger``,
 ``failOnDataLoss``, ``kafkaUnavailableTimeoutMs``, ``minPartitions``; any other
 ``kafka.<prop>`` goes to confluent-kafka as ``<prop>``. Secrets never reach logs or errors.
+
+Limits of PySpark 4.1's Python streaming API (no ReadLimit / admission control, no
+SupportsTriggerAvailableNow for Python sources):
+
+* ``maxOffsetsPerTrigger`` is applied inside ``latestOffset()``, from the end of the last
+  planned batch (tracked on the driver; Spark re-announces it on restart through
+  ``partitions(end, end)``). Under ``trigger(availableNow=True)`` Spark falls back to a single
+  batch, so with a cap that run reads just one capped batch; use a processing-time trigger.
+* Partitions missing from a ``startingOffsets`` JSON start at earliest (Spark would reject them).
+* Data loss is found when offsets go backwards, a partition disappears or the earliest offset
+  passes ours. Without leader epochs, a wiped partition that has grown past our offset again
+  cannot be detected.
 """
 
 from __future__ import annotations
