@@ -46,7 +46,7 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     produce(broker, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
 
     config = job_config(tmp_path, broker, topic)
-    job.await_all(spark, job.start(spark, config, once=True))
+    job.run_until_idle(spark, job.start(spark, config, once=True))
 
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     raw = lakehouse.read("telemetry_raw")
@@ -65,8 +65,12 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     proposed = [p for p in plans if p["status"] == "proposed"]
     assert proposed, [(p["status"], p["reason"]) for p in plans]
     assert all(p["imbalance_after"] < p["imbalance_before"] for p in proposed)
-    actions = lakehouse.read("plan_actions")
-    assert actions.count() == sum(p["leader_moves"] + p["replica_moves"] for p in proposed)
+    actions = lakehouse.read("plan_actions").collect()
+    for plan in proposed:
+        own = [a for a in actions if a["plan_id"] == plan["plan_id"]]
+        assert sum(a["action"] == "leadership" for a in own) == plan["leader_moves"]
+        assert sum(a["bytes_to_move"] for a in own) == plan["bytes_to_move"]
+        assert [a["seq"] for a in own] == sorted(a["seq"] for a in own)
 
     # The CLI answers SQL on the tables by name, against the same lakehouse path.
     code = balancer_cli(["sql", "--set", f"lakehouse.path={config.lakehouse.path}", "--set", "lakehouse.engine=delta-rs",
@@ -81,14 +85,14 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker, topic, first)
     config = job_config(tmp_path, broker, topic)
-    job.await_all(spark, job.start(spark, config, once=True))
+    job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     assert lakehouse.read("telemetry_raw").count() == len(first)
     plans_before = lakehouse.read("balance_plans").count()
 
     second = [tm.encode(r) for minute in range(7, 12) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker, topic, second)
-    job.await_all(spark, job.start(spark, config, once=True))
+    job.run_until_idle(spark, job.start(spark, config, once=True))
     assert lakehouse.read("telemetry_raw").count() == len(first) + len(second)
     plans = lakehouse.read("balance_plans")
     assert plans.count() == plans_before + 1

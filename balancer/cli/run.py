@@ -23,5 +23,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
     spark = build_session(master=args.master or (None if submitted else config.spark.master),
                           app_name=config.spark.app_name,
                           conf=config.spark.conf)
-    job.await_all(spark, job.start(spark, config, once=args.once))
+    queries = job.start(spark, config, once=args.once)
+    (job.run_until_idle if args.once else job.await_all)(spark, queries)
     return 0

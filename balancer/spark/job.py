@@ -8,6 +8,7 @@ wait for windows to close, and the window state must not be rebuilt to re-land r
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,7 +59,9 @@ def start(spark: SparkSession, config: Config, *, once: bool = False,
     parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=config.source.max_value_bytes)
 
     def trigger(writer):
-        return writer.trigger(availableNow=True) if once else writer.trigger(processingTime=config.trigger.interval)
+        # --once does not use availableNow: that trigger runs no batch after the last data batch, so
+        # windows closed by its watermark would not be emitted until the next run (see run_until_idle).
+        return writer.trigger(processingTime="1 second" if once else config.trigger.interval)
 
     ingest_checkpoint = checkpoints / "ingest"
     ingest = trigger(parsed.writeStream.queryName("balancer_ingest")
@@ -73,6 +76,31 @@ def start(spark: SparkSession, config: Config, *, once: bool = False,
     log.info("started queries %s and %s; lakehouse at %s (%s)", ingest.name, balance.name, lakehouse.root,
              lakehouse.engine)
     return [ingest, balance]
+
+
+def _idle(query: StreamingQuery) -> bool:
+    status, progress = query.status, query.lastProgress
+    return (progress is not None and progress["numInputRows"] == 0
+            and not status["isDataAvailable"] and not status["isTriggerActive"])
+
+
+def run_until_idle(spark: SparkSession, queries: list[StreamingQuery], *, poll_seconds: float = 0.5) -> None:
+    """``--once``: let the queries drain the topic, run the no-data batch that emits the windows its
+    watermark closed, and stop once every query is idle. A failed query is raised."""
+    try:
+        while True:
+            for query in queries:
+                if query.exception() is not None:
+                    raise query.exception()
+                if not query.isActive:
+                    raise RuntimeError(f"streaming query {query.name} stopped unexpectedly")
+            if all(_idle(query) for query in queries):
+                return
+            time.sleep(poll_seconds)
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
 
 
 def await_all(spark: SparkSession, queries: list[StreamingQuery]) -> None:

@@ -46,12 +46,34 @@ def table_ddl() -> dict[str, str]:
 TABLES = tuple(table_ddl())
 
 
+_SCALARS = {"STRING": T.StringType(), "INT": T.IntegerType(), "BIGINT": T.LongType(), "DOUBLE": T.DoubleType(),
+            "BOOLEAN": T.BooleanType(), "TIMESTAMP": T.TimestampType(), "BINARY": T.BinaryType()}
+_COLUMN = re.compile(r"^(\w+)\s+(ARRAY<(\w+)>|\w+)(\s+NOT NULL)?$", re.I)
+
+
+def _column(definition: str, table: str) -> T.StructField:
+    # Our DDL uses a small subset of Spark's types; parsed here because Spark's own DDL
+    # parser needs a live JVM, and Python workers (applyInPandas) have none.
+    match = _COLUMN.match(definition.strip())
+    if not match:
+        raise ValueError(f"lakehouse/tables/{table}.sql: cannot parse column {definition.strip()!r}")
+    name, type_text, element, not_null = match.groups()
+    if element:
+        data_type = T.ArrayType(_SCALARS[element.upper()])
+    elif type_text.upper() in _SCALARS:
+        data_type = _SCALARS[type_text.upper()]
+    else:
+        raise ValueError(f"lakehouse/tables/{table}.sql: unsupported type {type_text!r} for column {name}")
+    return T.StructField(name, data_type, nullable=not not_null)
+
+
+@cache
 def spark_schema(table: str) -> T.StructType:
-    return T.StructType.fromDDL(table_ddl()[table])
+    return T.StructType([_column(c, table) for c in table_ddl()[table].split(",")])
 
 
 def arrow_schema(table: str) -> pa.Schema:
-    return to_arrow_schema(spark_schema(table), timezone="UTC", prefers_large_types=False)
+    return to_arrow_schema(spark_schema(table), timestamp_utc=True)
 
 
 class Lakehouse:
