@@ -118,7 +118,7 @@ class RackAwareGoal(Goal):
         if not model.rack_aware or move.kind == "leadership":
             return True
         ok = self._ok(model, move.p, move.src, move.dst)
-        return ok and (move.kind != "swap" or self._ok(model, move.q, move.dst, move.src))
+        return bool(ok) and (move.kind != "swap" or self._ok(model, move.q, move.dst, move.src))
 
     def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
         """Vectorized accept over every destination for moving p's replica off ``src``."""
@@ -200,8 +200,8 @@ class ResourceGoal(Goal):
         d = abs(d)
         cap = model.cap[:, self.dim]
         tol = _EPS * max(1.0, abs(upper[gain]))
-        return ((model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
-                and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol)
+        return bool((model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
+                    and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol)
 
     def improves(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
@@ -211,7 +211,7 @@ class ResourceGoal(Goal):
         ls, lt = model.load[s, self.dim], model.load[t, self.dim]
         before = self._term(model, s, ls) + self._term(model, t, lt)
         after = self._term(model, s, ls - d) + self._term(model, t, lt + d)
-        return after < before - _EPS * 1e-3
+        return bool(after < before - _EPS * 1e-3)
 
     # ---- candidate ordering --------------------------------------------------------------
     def relief(self, model: ClusterModel, ps: np.ndarray, brokers: np.ndarray | int) -> np.ndarray:

@@ -295,7 +295,7 @@ class ClusterModel:
         """Excluded topics never move; excluded brokers receive nothing (a swap gives src a replica)."""
         if not self.movable[move.p] or not self.dest_ok[move.dst]:
             return False
-        return move.kind != "swap" or (bool(self.movable[move.q]) and bool(self.dest_ok[move.src]))
+        return move.kind != "swap" or bool(self.movable[move.q] and self.dest_ok[move.src])
 
     def within_caps(self, move: Move) -> bool:
         opts = self.options

@@ -13,7 +13,7 @@ class PlannerOptions:
     capacity_threshold: float = 0.8       # hard ceiling on any broker's utilization
     max_bytes_to_move: int | None = None  # cap on data copied by the whole plan
     max_moves_per_broker: int | None = None  # cap on replica moves in or out of any one broker
-    excluded_topics: str | None = None    # regex (re.fullmatch) of topics never moved
+    excluded_topics: str | None = None    # regex of topics never moved; whole-name match, like Java matches()
     excluded_brokers: tuple[int, ...] = field(default=())  # never receive replicas or leadership
 
     def __post_init__(self) -> None:

@@ -1,0 +1,66 @@
+"""Snapshot validation at the edge and the load model."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from balancer.planner import SnapshotError, broker_loads, plan
+
+BASE = {
+    "cluster": "c",
+    "brokers": [{"id": 1, "rack": "a", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
+                {"id": 2, "rack": "b", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
+                {"id": 3, "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}}],
+    "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3], "leader": 2, "bytes_in": 10, "bytes_out": 30, "size": 500},
+                   {"topic": "t", "partition": 1, "replicas": [3], "leader": 3, "bytes_in": 5, "bytes_out": 0, "size": 7}],
+}
+
+
+def test_load_model_is_cruise_controls():
+    loads = broker_loads(BASE)
+    assert loads[1] == {"network_in": 10, "network_out": 0, "disk": 500, "replicas": 1, "leaders": 0}
+    # Leader of an RF-3 partition: consumers' 30 plus 10 x 2 to followers.
+    assert loads[2] == {"network_in": 10, "network_out": 50, "disk": 500, "replicas": 1, "leaders": 1}
+    assert loads[3] == {"network_in": 15, "network_out": 0, "disk": 507, "replicas": 2, "leaders": 1}
+
+
+def _broken(path, value):
+    snap = copy.deepcopy(BASE)
+    node = snap
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return snap
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("partitions", 0, "replicas"), [1, 2, 9], r"unknown broker\(s\) \[9\]"),
+    (("partitions", 0, "leader"), 9, "leader 9 is not among replicas"),
+    (("partitions", 0, "replicas"), [1, 1, 2], "duplicate replica"),
+    (("partitions", 0, "bytes_in"), -1, r"partitions\[0\] \(t-0\).bytes_in must be >= 0"),
+    (("partitions", 1, "partition"), 0, "listed twice"),
+    (("partitions", 0, "size"), float("nan"), "size must be a finite number"),
+    (("brokers", 0, "capacity"), {"network_in": 0, "network_out": 1, "disk": 1}, r"capacity.network_in must be > 0"),
+    (("brokers", 1, "id"), 1, r"duplicate broker id"),
+    (("partitions", 0, "replicas"), [], "non-empty list"),
+])
+def test_bad_snapshots_are_rejected_with_a_clear_message(path, value, message):
+    with pytest.raises(SnapshotError, match=message):
+        plan(_broken(path, value))
+
+
+def test_missing_sections_are_named():
+    with pytest.raises(SnapshotError, match="snapshot.brokers"):
+        plan({"partitions": []})
+    with pytest.raises(SnapshotError, match="excluded_brokers"):
+        from balancer.planner import PlannerOptions
+        plan(BASE, PlannerOptions(excluded_brokers=(42,)))
+
+
+def test_empty_cluster_plans_nothing():
+    snap = copy.deepcopy(BASE)
+    snap["partitions"] = []
+    result = plan(snap)
+    assert result.actions == () and result.before["network_in"] == 1.0

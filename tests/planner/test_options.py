@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from balancer.config import BalancerConfig
+from balancer.planner import PlannerOptions
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"balance_threshold": 1.0}, "balance_threshold"),
+    ({"capacity_threshold": 1.5}, "capacity_threshold"),
+    ({"max_bytes_to_move": 0}, "max_bytes_to_move"),
+    ({"max_moves_per_broker": 2.5}, "max_moves_per_broker"),
+    ({"excluded_topics": "("}, "excluded_topics"),
+    ({"excluded_brokers": ["1"]}, "excluded_brokers"),
+    ({"excluded_brokers": None}, "excluded_brokers"),
+])
+def test_bad_values_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=f"PlannerOptions.{name}"):
+        PlannerOptions(**kwargs)
+
+
+def test_keyword_only_and_frozen():
+    with pytest.raises(TypeError):
+        PlannerOptions(1.2)  # type: ignore[misc]
+    options = PlannerOptions(excluded_brokers=[3, 1, 3])
+    assert options.excluded_brokers == (1, 3)
+    with pytest.raises(Exception):
+        options.balance_threshold = 2.0  # type: ignore[misc]
+
+
+def test_from_config():
+    config = BalancerConfig(balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=[4], max_bytes_to_move=10)
+    options = PlannerOptions.from_config(config)
+    assert options == PlannerOptions(balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=(4,), max_bytes_to_move=10)
+    assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
