@@ -238,7 +238,7 @@ class ResourceGoal(Goal):
             return -(model.size[ps] / (model.bytes_in[ps] + 1.0)) - relief * 1e-30
         if self.dim in (NREP, NLEAD):
             return model.size[ps] + model.bytes_in[ps] * 1e-9   # cheapest data first
-        return -relief / (model.size[ps] + 1.0)
+        return -_bucketed(relief / (model.size[ps] + model.move_overhead), relief)
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
         if self.dim == NLEAD:
@@ -455,6 +455,19 @@ class ResourceGoal(Goal):
             ps, bs, key = ps[top], bs[top], key[top]
         order = np.lexsort((bs, ps, key))
         return list(zip(ps[order].tolist(), bs[order].tolist()))
+
+
+def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
+    """Relief per byte in 10% buckets, then the bigger relief first within a bucket.
+
+    Exact ratios tie for a whole topic (same retention), which would favour its tiniest
+    partitions: many moves for the same bytes. Bucketing trades <=10% bytes for far fewer moves.
+    """
+    if not len(ratio):
+        return ratio
+    bucket = np.floor(np.log(np.maximum(ratio, 1e-300)) / np.log(1.1))
+    top = relief.max()
+    return bucket + (relief / top * 0.999 if top > 0 else 0.0)
 
 
 class CapacityGoal(ResourceGoal):

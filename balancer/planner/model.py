@@ -20,6 +20,7 @@ RESOURCES = ("network_in", "network_out", "disk")
 IN, OUT, DISK, LBIN, NREP, NLEAD = range(6)
 DIMS = ("network_in", "network_out", "disk", "leader_bytes_in", "replicas", "leaders")
 NDIM = len(DIMS)
+MOVE_OVERHEAD_SHARE = 0.5   # of the mean partition size
 
 
 class SnapshotError(ValueError):
@@ -144,6 +145,9 @@ class ClusterModel:
         self.bytes_out = bout
         self.size = size
         self.leader_out = bout + bin_ * (rf - 1)   # network_out a leader serves
+        # Fixed cost charged per replica move when ranking candidates (not in bytes_to_move):
+        # without it, "relief per byte" prefers hundreds of tiny moves to a few useful ones.
+        self.move_overhead = MOVE_OVERHEAD_SHARE * float(size.mean()) + 1.0 if n else 1.0
         self.orig_replicas = reps_arr.copy()
         self.orig_leader = lead.copy()
 
