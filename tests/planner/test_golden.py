@@ -1,0 +1,47 @@
+"""Golden files: snapshot -> reassignment + election JSON, byte for byte.
+
+A change to the search shows up here as a diff to review. After an intended change, rewrite
+the expected files with ``UPDATE_GOLDEN=1 pytest tests/planner/test_golden.py`` and read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from balancer.planner import PlannerOptions, plan
+from balancer.planner.validate import check_plan
+from balancer.scenarios import ScenarioSpec, generate
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = {
+    "scale_out": (ScenarioSpec(brokers=6, racks=3, topics=8, partitions_per_topic=(3, 9), new_empty_brokers=2, seed=21), {}),
+    "restarted": (ScenarioSpec(brokers=5, racks=0, topics=8, partitions_per_topic=(3, 9), skew=0.0, restarted_broker=3, seed=22), {}),
+    "hetero_capped": (ScenarioSpec(brokers=6, racks=2, topics=10, partitions_per_topic=(2, 8), heterogeneous_capacity=True, seed=23),
+                      {"max_moves_per_broker": 3, "excluded_topics": "topic-000[01]", "excluded_brokers": (5,)}),
+}
+
+
+def _dump(payload) -> str:
+    return json.dumps(payload, indent=1, sort_keys=True) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
+    spec, opts = CASES[name]
+    snap_file = GOLDEN / f"{name}.snapshot.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        snap_file.write_text(_dump(generate(spec)))
+    snapshot = json.loads(snap_file.read_text())   # the stored snapshot is the input, not the generator
+    result = plan(snapshot, PlannerOptions(**opts))
+    assert check_plan(snapshot, result) == []
+    got = {"reassignment": result.to_reassignment(), "election": result.to_election(),
+           "after": {k: round(v, 6) for k, v in result.after.items()}}
+    plan_file = GOLDEN / f"{name}.plan.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        plan_file.write_text(_dump(got))
+    assert _dump(got) == plan_file.read_text()
