@@ -230,15 +230,19 @@ class ResourceGoal(Goal):
             return np.ones(len(ps))
         return led
 
-    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray) -> np.ndarray:
-        """Sort key (ascending = tried first) for replica moves: most relief per byte moved."""
+    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+        """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``."""
         if self.dim == DISK:
             # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
             # traffic balance, already settled, undisturbed; among equals the biggest first.
             return -(model.size[ps] / (model.bytes_in[ps] + 1.0)) - relief * 1e-30
         if self.dim in (NREP, NLEAD):
             return model.size[ps] + model.bytes_in[ps] * 1e-9   # cheapest data first
-        return -_bucketed(relief / (model.size[ps] + model.move_overhead), relief)
+        key = -_bucketed(relief / (model.size[ps] + model.move_overhead), relief)
+        if self.dim == IN:
+            # Followers first within a bucket: moving a leader replica drags its network_out along.
+            key = key + 0.5 * (model.leader[ps] == brokers)
+        return key
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
         if self.dim == NLEAD:
@@ -299,13 +303,55 @@ class ResourceGoal(Goal):
             relief = self.relief(model, ps, a)
             keep = relief > 0
             ps, relief = ps[keep], relief[keep]
-            ps = ps[np.argsort(self.move_key(model, ps, relief), kind="stable")]
+            ps = ps[np.argsort(self.move_key(model, ps, relief, a), kind="stable")]
             for p in ps.tolist():
                 if not self._over(model, a):
                     return
                 self._move_out(p, a, model, checks, res_goals, rack)
         if self.swaps and self._over(model, a):
             self._swap_out(a, model, checks, res_goals, rack)
+        if self.leadership and self._over(model, a):
+            self._swap_leadership(a, model, checks)
+
+    def _swap_leadership(self, a, model, checks) -> None:
+        """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
+
+        Applied as two transfers, each checked by every optimized goal; undone if the second
+        is vetoed, so only the pair's net effect ever stays.
+        """
+        upper, _ = self.limits(model)
+        d = self.dim
+        ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+        load_p = self.relief(model, ps, a)
+        ps = ps[np.argsort(-load_p, kind="stable")][:50]
+        for p in ps.tolist():
+            if not self._over(model, a):
+                return
+            row = model.replicas[p]
+            for f in [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]:
+                qs = np.nonzero((model.leader == f) & model.movable & (model.replicas == a).any(axis=1))[0]
+                if not len(qs):
+                    continue
+                lp = float(self.relief(model, np.array([p]), a)[0])
+                lq = self.relief(model, qs, f)
+                room = upper[f] * model.cap[f, d] - model.load[f, d]
+                need = model.load[a, d] - upper[a] * model.cap[a, d]
+                want = min(max((model.load[a, d] - model.load[f, d]) / 2, need), room)
+                net = lp - lq
+                ok = (net > 0) & (net <= room)
+                if not ok.any():
+                    continue
+                k = int(np.argmin(np.where(ok, np.abs(net - want), np.inf)))
+                q = int(qs[k])
+                first, second = Move("leadership", p, a, f), Move("leadership", q, f, a)
+                before = self._term(model, a, model.load[a, d]) + self._term(model, f, model.load[f, d])
+                after = (self._term(model, a, model.load[a, d] - net[k])
+                         + self._term(model, f, model.load[f, d] + net[k]))
+                if after >= before - _EPS * 1e-3 or not self.try_move(first, model, checks):
+                    continue
+                if self.try_move(second, model, checks):
+                    break
+                model.apply(Move("leadership", p, f, a))  # undo the first half
 
     def _fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
@@ -381,12 +427,16 @@ class ResourceGoal(Goal):
                 need = (model.load[a, self.dim] / model.cap[a, self.dim] - upper[a]) * model.cap[a, self.dim]
                 if room <= 0 or need <= 0:
                     break
-                # Smallest q whose net transfer load_p - load_q fits the room and a's excess.
-                lo_q = load_p - min(room, need)
-                i = int(np.searchsorted(lb, lo_q, side="left"))
-                for q, load_q in zip(pb[i:i + 3].tolist(), lb[i:i + 3].tolist()):
-                    if load_q >= load_p or q == p:
-                        break
+                # Aim the net transfer load_p - load_q at half the gap (both end level), at
+                # least a's excess, at most b's room; try the q nearest that target.
+                gap = (model.load[a, self.dim] - model.load[b, self.dim]) / 2
+                want = min(max(gap, need), room)
+                i = int(np.searchsorted(lb, load_p - want, side="left"))
+                near = sorted(range(max(0, i - 2), min(len(lb), i + 2)), key=lambda k: abs(load_p - lb[k] - want))
+                for k in near:
+                    q, load_q = int(pb[k]), float(lb[k])
+                    if not 0 < load_p - load_q <= room or q == p:
+                        continue
                     move = Move("swap", p, a, b, q)
                     if self.improves(move, model) and self.try_move(move, model, checks):
                         break
@@ -449,7 +499,7 @@ class ResourceGoal(Goal):
         relief = self.relief(model, ps, bs)
         keep = relief > 0
         ps, bs, relief = ps[keep], bs[keep], relief[keep]
-        key = self.move_key(model, ps, relief)
+        key = self.move_key(model, ps, relief, bs)
         if len(key) > _FILL_CANDIDATES:
             top = np.argpartition(key, _FILL_CANDIDATES)[:_FILL_CANDIDATES]
             ps, bs, key = ps[top], bs[top], key[top]
@@ -517,6 +567,8 @@ class DistributionGoal(ResourceGoal):
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
         upper = np.maximum(avg * self.threshold, 1.01 * np.maximum(part_bound, model.rack_floor(d)))
         lower = np.full(n, avg * (2 - self.threshold) if self.lower else -np.inf)
+        # A rack that cannot hold more (one replica per partition) is not pushed to.
+        lower = np.minimum(lower, 0.99 * model.rack_ceiling(d))
         return upper, lower
 
 

@@ -232,6 +232,22 @@ class ClusterModel:
             floor[members] = need / self.cap[members, dim].sum()
         return floor
 
+    def rack_ceiling(self, dim: int) -> np.ndarray:
+        """Per broker: the most utilization its rack can average while rack awareness holds.
+
+        A partition spanning rf <= racks racks puts at most one replica in each rack.
+        """
+        ceiling = np.full(self.n_brokers, np.inf)
+        per = self._per_replica(dim)
+        if not self.rack_aware or per is None or self.n_racks < 2:
+            return ceiling
+        most = np.where(self.rf <= self.n_racks, 1.0, self.rf.astype(np.float64))
+        room = float((per * most).sum())
+        for r in np.unique(self.rack).tolist():
+            members = self.rack == r
+            ceiling[members] = room / self.cap[members, dim].sum()
+        return ceiling
+
     def lower_bound(self, dim: int) -> float:
         """No plan beats 1.0, nor the biggest single partition on the biggest broker, nor a rack's floor."""
         avg = self.cluster_util(dim)

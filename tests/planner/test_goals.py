@@ -94,3 +94,15 @@ def test_rack_goal_fixes_a_violation():
     assert len(result.actions) == 1
     new = result.actions[0].new_replicas
     assert {b // 2 for b in new} == {0, 1}
+
+
+def test_swap_when_no_single_move_fits():
+    # Broker 0 carries 45+35, broker 1 carries 25+15: any single move overshoots the other
+    # broker past 1.10 x average; exchanging 45 for 25 (or 35 for 15) balances both at 60.
+    snap = snapshot([([0], 45, 0, 45), ([0], 35, 0, 35), ([1], 25, 0, 25), ([1], 15, 0, 15)],
+                    brokers=2, racks=("a", "b"))
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DistributionGoal(IN, 1.10, lower=True)])
+    kinds = sorted(a.kind for a in result.actions)
+    assert kinds == ["swap", "swap"]
+    assert result.after["network_in"] == pytest.approx(1.0)
+    assert result.replica_moves == 2
