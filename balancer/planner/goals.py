@@ -213,6 +213,30 @@ class ResourceGoal(Goal):
         after = self._term(model, s, ls - d) + self._term(model, t, lt + d)
         return bool(after < before - _EPS * 1e-3)
 
+    guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
+
+    def wants(self, move: Move, model: ClusterModel) -> bool:
+        """Improves this goal, and keeps each guarded dimension's hottest broker no hotter.
+
+        network_in moves may carry leadership along; without the guard they could make
+        network_out worse than before (network_out is optimized only afterwards).
+        """
+        if not self.improves(move, model):
+            return False
+        if not self.guards:
+            return True
+        vec = model.delta(move)
+        for g in self.guards:
+            v = vec[g]
+            if v == 0:
+                continue
+            gain = move.dst if v > 0 else move.src
+            util = model.util(g)
+            ceiling = max(util.max(), self.threshold * model.cluster_util(g))
+            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ceiling + _EPS:
+                return False
+        return True
+
     # ---- candidate ordering --------------------------------------------------------------
     def relief(self, model: ClusterModel, ps: np.ndarray, brokers: np.ndarray | int) -> np.ndarray:
         """What moving each partition's replica off its broker takes from this dimension."""
@@ -294,7 +318,7 @@ class ResourceGoal(Goal):
                 followers.sort(key=lambda b: (b != preferred, util[b], b))
                 for f in followers:
                     move = Move("leadership", p, a, f)
-                    if self._fits(move, model) and self.improves(move, model) and self.try_move(move, model, checks):
+                    if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
                         util = model.util(self.dim)
                         break
         if self.moves and self._over(model, a):
@@ -396,7 +420,7 @@ class ResourceGoal(Goal):
         dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
         for dst in dests.tolist():
             move = Move("replica_move", p, a, dst)
-            if self.improves(move, model) and self.try_move(move, model, checks):
+            if self.wants(move, model) and self.try_move(move, model, checks):
                 return True
         return False
 
@@ -438,7 +462,7 @@ class ResourceGoal(Goal):
                     if not 0 < load_p - load_q <= room or q == p:
                         continue
                     move = Move("swap", p, a, b, q)
-                    if self.improves(move, model) and self.try_move(move, model, checks):
+                    if self.wants(move, model) and self.try_move(move, model, checks):
                         break
 
     def _fill_all(self, model, optimized, res_goals, rack) -> None:
@@ -462,7 +486,7 @@ class ResourceGoal(Goal):
                     if not self._under(model, b):
                         break
                     move = Move("leadership", p, int(model.leader[p]), b)
-                    if self._fits(move, model) and self.improves(move, model):
+                    if self._fits(move, model) and self.wants(move, model):
                         self.try_move(move, model, checks)
             if not self.moves or not self._under(model, b):
                 continue
@@ -478,7 +502,7 @@ class ResourceGoal(Goal):
                     continue
                 tries += 1
                 move = Move("replica_move", p, a, b)
-                if self._fits(move, model) and self.improves(move, model):
+                if self._fits(move, model) and self.wants(move, model):
                     if rack is not None and not rack.accept(move, model):
                         continue
                     self.try_move(move, model, checks)
@@ -548,6 +572,7 @@ class DistributionGoal(ResourceGoal):
         self.threshold = threshold
         self.lower = lower
         self.name = f"{DIMS[dim]}_distribution"
+        self.guards = (OUT,) if dim == IN else ()
         self.leadership = dim in (OUT, LBIN, NLEAD)
         self.moves = dim != NLEAD
         self.swaps = dim in (IN, OUT, DISK)
@@ -565,7 +590,9 @@ class DistributionGoal(ResourceGoal):
         # aim just above that bound instead (other racks still get the threshold).
         biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[d]
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
-        upper = np.maximum(avg * self.threshold, 1.01 * np.maximum(part_bound, model.rack_floor(d)))
+        bound = 1.01 * np.maximum(part_bound, model.rack_floor(d))
+        # ...but never above today's hottest broker: the balance figure must not get worse.
+        upper = np.maximum(avg * self.threshold, np.minimum(bound, model.util(d).max()))
         lower = np.full(n, avg * (2 - self.threshold) if self.lower else -np.inf)
         # A rack that cannot hold more (one replica per partition) is not pushed to.
         lower = np.minimum(lower, 0.99 * model.rack_ceiling(d))

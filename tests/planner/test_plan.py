@@ -41,7 +41,7 @@ def option_sets(draw):
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs(), option_sets())
 def test_every_plan_is_valid(spec, options):
     snapshot = generate(spec)
@@ -73,7 +73,9 @@ def test_every_plan_is_valid(spec, options):
     # Soft goals never make the traffic balance worse than the lower bound allows.
     for r in ("network_in", "network_out"):
         assert result.after[r] >= result.lower_bound[r] - 1e-9
-    assert result.imbalance_after <= result.imbalance_before + 1e-9 or result.imbalance_after <= 1.10 + 1e-9
+    # Unless a hard goal (capacity) had to move something, the traffic figure never gets worse.
+    if not any(g["hard"] and g["moves"] for g in result.goals):
+        assert result.imbalance_after <= max(result.imbalance_before, options.balance_threshold) + 1e-9
 
 
 def test_plan_is_deterministic():
