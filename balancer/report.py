@@ -6,7 +6,6 @@ from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
-from balancer.config import Config
 
 MB = 1e6
 
@@ -25,22 +24,23 @@ def ranking_table(rows: list, title: str) -> Table:
     return table
 
 
-def plans_table(rows: list) -> Table:
-    table = Table(title="Plans, one per finalized window (imbalance = max utilization / cluster utilization)",
-                  title_justify="left")
+def plans_table(rows: list, executed: set[str] = frozenset()) -> Table:
+    table = Table(title="Plans, one per finalized window (imbalance = max utilization / cluster utilization; "
+                        "after = predicted)", title_justify="left")
     for column in ("window end", "status", "net in before→after", "net out before→after", "leader moves",
-                   "replica moves", "GB to move", "reason"):
+                   "replica moves", "GB to move", "executed", "reason"):
         table.add_column(column)
     for r in rows:
         def pair(before, after):
             return "" if before is None else f"{before:.3f} → {after:.3f}"
         table.add_row(f"{r['window_end']:%H:%M}", r["status"], pair(r["network_in_before"], r["network_in_after"]),
                       pair(r["network_out_before"], r["network_out_after"]), str(r["leader_moves"] or 0),
-                      str(r["replica_moves"] or 0), f"{(r['bytes_to_move'] or 0) / 1e9:,.1f}", r["reason"] or "")
+                      str(r["replica_moves"] or 0), f"{(r['bytes_to_move'] or 0) / 1e9:,.1f}",
+                      "yes" if r["plan_id"] in executed else "", r["reason"] or "")
     return table
 
 
-def print_demo_report(console: Console, lakehouse, config: Config, *, window_ms: float) -> None:
+def print_demo_report(console: Console, lakehouse, *, executed: list[str]) -> None:
     ranking = lakehouse.read("broker_ranking")
     windows = [r[0] for r in ranking.select("window_end").distinct().orderBy("window_end").collect()]
     console.rule("Hot brokers: by traffic, not by partition count")
@@ -49,9 +49,16 @@ def print_demo_report(console: Console, lakehouse, config: Config, *, window_ms:
         return
     for label, window_end in (("first window", windows[0]), ("last window", windows[-1])):
         rows = ranking.where(F.col("window_end") == window_end).orderBy("rank_by_traffic").collect()
-        console.print(ranking_table(rows, f"{label} (ends {window_end:%H:%M}, simulated time)"))
+        console.print(ranking_table(rows, f"{label} (ends {window_end:%H:%M} simulated time)"))
     plans = lakehouse.read("balance_plans").orderBy("window_end").collect()
-    console.print(plans_table(plans))
-    actions = lakehouse.read("plan_actions")
-    counts = {r["action"]: r["n"] for r in actions.groupBy("action").agg(F.count("*").alias("n")).collect()}
-    console.print(f"actions recorded in plan_actions: {counts}")
+    console.print(plans_table(plans, executed=set(executed)))
+    carried = [p for p in plans if p["plan_id"] in executed]
+    if carried:
+        first, last = plans[0], plans[-1]
+        console.print(
+            f"[bold]network out imbalance {first['network_out_before']:.2f} → {last['network_out_before']:.2f}, "
+            f"network in {first['network_in_before']:.2f} → {last['network_in_before']:.2f}[/] "
+            f"(measured, first → last window) after {len(carried)} plan(s) carried out: "
+            f"{sum(p['leader_moves'] for p in carried)} leadership transfers, "
+            f"{sum(p['replica_moves'] for p in carried)} replica moves, "
+            f"{sum(p['bytes_to_move'] for p in carried) / 1e9:,.1f} GB copied")

@@ -36,6 +36,13 @@ class SimulatedCluster:
         self.rng = np.random.default_rng(seed)
         self.pending: list[_PendingMove] = []
         self.silent_brokers: set[int] = set()
+        # Simulated time of the last topology change; telemetry before it describes the old layout.
+        self.changed_at_ms = 0
+
+    @property
+    def busy(self) -> bool:
+        """Replica moves are still copying data: an executor submits no new plan meanwhile."""
+        return bool(self.pending)
 
     def snapshot(self) -> dict:
         return {"cluster": self.cluster, "brokers": [copy.deepcopy(b) for b in self.brokers.values()],
@@ -69,13 +76,22 @@ class SimulatedCluster:
                     messages_in=bytes_in / 200.0, size=float(p["size"])))
         return records
 
-    def apply(self, reassignment: dict, now_ms: int) -> int:
-        """Execute a Kafka reassignment (``replicas[0]`` = intended leader, then a preferred election).
+    def apply(self, reassignment: dict, now_ms: int, election: dict | None = None) -> int:
+        """Execute a plan as Kafka would: the reassignment (``replicas[0]`` = preferred leader), then a
+        preferred-leader election for the partitions ``election`` names.
 
-        Returns how many partitions changed at once (leadership only); replica moves complete
-        once their data has been copied at the throttle rate.
+        Returns how many partitions changed at once; replica moves complete once their data
+        has been copied at the throttle rate (their new preferred leader takes over then).
         """
         immediate = 0
+        for entry in (election or {}).get("partitions", []):
+            partition = self.partitions.get((entry["topic"], entry["partition"]))
+            if partition is None:
+                raise KeyError(f"election names unknown partition {entry['topic']}-{entry['partition']}")
+            if partition["leader"] != partition["replicas"][0]:
+                partition["leader"] = partition["replicas"][0]
+                immediate += 1
+                self.changed_at_ms = now_ms
         for entry in reassignment.get("partitions", []):
             key = (entry["topic"], entry["partition"])
             partition = self.partitions.get(key)
@@ -90,6 +106,7 @@ class SimulatedCluster:
                 partition["replicas"] = new
                 partition["leader"] = new[0]
                 immediate += 1
+                self.changed_at_ms = now_ms
                 continue
             copy_ms = int(math.ceil(partition["size"] * len(added) / self.throttle * 1000))
             self.pending.append(_PendingMove(key[0], key[1], new, now_ms + copy_ms))
@@ -102,6 +119,7 @@ class SimulatedCluster:
                 partition = self.partitions[(move.topic, move.partition)]
                 partition["replicas"] = move.replicas
                 partition["leader"] = move.replicas[0]
+                self.changed_at_ms = now_ms
             else:
                 still.append(move)
         self.pending = still

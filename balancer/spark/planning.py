@@ -62,6 +62,7 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
         row.update(status="skipped", reason="; ".join(problems))
         return row
     result = plan(built.snapshot, planner_options(balancer))
+    election = result.to_election()
     row.update(
         status="proposed" if result.actions else "balanced",
         reason=None if result.actions else "within thresholds: nothing to do",
@@ -72,7 +73,7 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
         bytes_to_move=int(result.bytes_to_move), leader_moves=int(result.leader_moves),
         replica_moves=int(result.replica_moves),
         reassignment_json=json.dumps(result.to_reassignment()) if result.actions else None,
-        election_json=json.dumps(result.to_election()) if result.leader_moves else None,
+        election_json=json.dumps(election) if election["partitions"] else None,
         actions=[{"seq": seq, "action": a.kind, "topic": a.topic, "partition": a.partition,
                   "old_replicas": list(a.old_replicas), "new_replicas": list(a.new_replicas),
                   "old_leader": a.old_leader, "new_leader": a.new_leader, "bytes_to_move": int(a.bytes_to_move)}
