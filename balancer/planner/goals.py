@@ -216,7 +216,7 @@ class ResourceGoal(Goal):
     guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
 
     def wants(self, move: Move, model: ClusterModel) -> bool:
-        """Improves this goal, and keeps each guarded dimension's hottest broker no hotter.
+        """Improves this goal, and pushes no broker past the threshold on a guarded dimension.
 
         network_in moves may carry leadership along; without the guard they could make
         network_out worse than before (network_out is optimized only afterwards).
@@ -231,9 +231,7 @@ class ResourceGoal(Goal):
             if v == 0:
                 continue
             gain = move.dst if v > 0 else move.src
-            util = model.util(g)
-            ceiling = max(util.max(), self.threshold * model.cluster_util(g))
-            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ceiling + _EPS:
+            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > self.threshold * model.cluster_util(g) + _EPS:
                 return False
         return True
 

@@ -6,7 +6,7 @@ import pytest
 
 from balancer.planner import (CapacityGoal, ClusterModel, DistinctBrokersGoal, DistributionGoal, Goal, GoalError, Move,
                               PlannerOptions, RackAwareGoal, ReplicationFactorGoal, plan)
-from balancer.planner.model import IN, OUT
+from balancer.planner.model import DISK, IN, OUT
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
 
@@ -82,8 +82,8 @@ def test_base_class_catches_a_goal_that_worsens_its_own_metric():
 
 
 def test_goal_run_reports_metric_before_and_after():
-    model = ClusterModel(snapshot([([0, 2], 50, 1, 1), ([1, 3], 1, 1, 1), ([0, 3], 50, 1, 1)]))
-    goal = DistributionGoal(IN, 1.10, lower=False)
+    model = ClusterModel(snapshot([([0, 2], 1, 1, 500), ([1, 3], 1, 1, 10), ([0, 3], 1, 1, 500)]))
+    goal = DistributionGoal(DISK, 1.10, lower=False)
     report = goal.run(model, (ReplicationFactorGoal(), DistinctBrokersGoal(), RackAwareGoal()), PlannerOptions())
     assert report["before"] > 0 and report["after"] < report["before"] and report["moves"] >= 1
 
@@ -106,3 +106,13 @@ def test_swap_when_no_single_move_fits():
     assert kinds == ["swap", "swap"]
     assert result.after["network_in"] == pytest.approx(1.0)
     assert result.replica_moves == 2
+
+
+def test_network_in_moves_do_not_unbalance_network_out():
+    # Broker 0 is hot on network_in only through the replicas it leads; moving either would
+    # carry ~51 B/s of network_out onto a broker, past 1.10 x the network_out average.
+    model = ClusterModel(snapshot([([0, 2], 50, 1, 1), ([1, 3], 1, 1, 1), ([0, 3], 50, 1, 1)]))
+    goal = DistributionGoal(IN, 1.10, lower=False)
+    assert goal.improves(Move("replica_move", 0, 0, 1), model)
+    assert not goal.wants(Move("replica_move", 0, 0, 1), model)
+    assert goal.wants(Move("replica_move", 0, 2, 1), model) is False   # broker 2 is not hot: no gain
