@@ -214,6 +214,7 @@ class ResourceGoal(Goal):
         return bool(after < before - _EPS * 1e-3)
 
     guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
+    _guard_ratio: float | None = None   # guard ceiling / cluster utilization; None: the threshold
 
     def wants(self, move: Move, model: ClusterModel) -> bool:
         """Improves this goal, and pushes no broker past the threshold on a guarded dimension.
@@ -231,7 +232,8 @@ class ResourceGoal(Goal):
             if v == 0:
                 continue
             gain = move.dst if v > 0 else move.src
-            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > self.threshold * model.cluster_util(g) + _EPS:
+            ratio = self._guard_ratio if self._guard_ratio is not None else self.threshold
+            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + _EPS:
                 return False
         return True
 
@@ -293,7 +295,21 @@ class ResourceGoal(Goal):
                 return
             a = over[0]
             self._shed(a, model, optimized, res_goals, rack)
+            if self.guards and self._over(model, a) and self._sets_figure(model, a):
+                # ``a`` defines this resource's figure and the guard held it back: let guarded
+                # resources rise up to a's level, which leaves max(in, out) no worse.
+                self._guard_ratio = model.util(self.dim)[a] / model.cluster_util(self.dim)
+                try:
+                    self._shed(a, model, optimized, res_goals, rack)
+                finally:
+                    self._guard_ratio = None
             stuck.add(a)  # everything movable off ``a`` was tried
+
+    def _sets_figure(self, model, a) -> bool:
+        """``a`` is the hottest broker and more than 2% above the bound."""
+        util = model.util(self.dim)
+        return bool(util[a] >= util.max() - _EPS
+                    and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim))
 
     def _over(self, model, b) -> bool:
         upper, _ = self.limits(model)
@@ -420,6 +436,36 @@ class ResourceGoal(Goal):
             move = Move("replica_move", p, a, dst)
             if self.wants(move, model) and self.try_move(move, model, checks):
                 return True
+        if self.guards and model.leader[p] == a:
+            for dst in dests.tolist():
+                if self._move_with_handback(Move("replica_move", p, a, dst), model, checks):
+                    return True
+        return False
+
+    def _move_with_handback(self, move: Move, model: ClusterModel, checks) -> bool:
+        """Move a leader replica whose network_out would overload ``dst``, handing ``src`` a
+        leadership of ``dst``'s in exchange (no data): ``src`` just lost that much network_out.
+        """
+        if not self.improves(move, model):
+            return False
+        a, dst, d = move.src, move.dst, OUT
+        limit = self.threshold * model.cluster_util(d)
+        lo_p = model.leader_out[move.p]
+        excess = model.load[dst, d] + lo_p - limit * model.cap[dst, d]
+        if excess <= 0:
+            return False
+        qs = np.nonzero((model.leader == dst) & model.movable & (model.replicas == a).any(axis=1))[0]
+        qs = qs[qs != move.p]
+        lo_q = model.leader_out[qs]
+        fits = (lo_q >= excess) & (model.load[a, d] - lo_p + lo_q <= limit * model.cap[a, d])
+        if not fits.any():
+            return False
+        q = int(qs[fits][np.argmin(lo_q[fits])])
+        if not self.try_move(Move("leadership", q, dst, a), model, checks):
+            return False
+        if self.wants(move, model) and self.try_move(move, model, checks):
+            return True
+        model.apply(Move("leadership", q, a, dst))  # undo: the pair only counts together
         return False
 
     def _swap_out(self, a, model, checks, res_goals, rack) -> None:

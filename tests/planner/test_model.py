@@ -64,3 +64,25 @@ def test_empty_cluster_plans_nothing():
     snap["partitions"] = []
     result = plan(snap)
     assert result.actions == () and result.before["network_in"] == 1.0
+
+
+def test_lower_bound_counts_the_biggest_partition_and_the_plan_reaches_it():
+    from balancer.scenarios import ScenarioSpec, generate
+    snap = generate(ScenarioSpec(brokers=8, racks=0, topics=30, replication_factor=2, skew=0.0, seed=3))
+    giant = snap["partitions"][0]
+    # Half the other partitions' traffic: on its own 1.33x the average broker's network_in.
+    giant["bytes_in"] = 0.5 * sum(p["bytes_in"] for p in snap["partitions"])
+    from balancer.planner import PlannerOptions
+    result = plan(snap, PlannerOptions(capacity_threshold=1.0))
+    assert result.lower_bound["network_in"] == pytest.approx(4 / 3, rel=0.01)
+    assert result.after["network_in"] <= result.lower_bound["network_in"] * 1.02
+    assert result.after["network_in"] >= result.lower_bound["network_in"] - 1e-9
+
+
+def test_brokers_without_rack_are_racks_of_their_own():
+    from balancer.planner.validate import check_plan
+    snap = copy.deepcopy(BASE)
+    snap["brokers"].append({"id": 4, "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}})
+    snap["partitions"][1]["bytes_in"] = 60
+    result = plan(snap)
+    assert check_plan(snap, result) == []
