@@ -469,12 +469,18 @@ class ResourceGoal(Goal):
         return False
 
     def _swap_out(self, a, model, checks, res_goals, rack) -> None:
-        """Exchange a heavy replica on ``a`` for a lighter one on a cold broker (net transfer fits)."""
+        """Exchange a heavy replica on ``a`` for a lighter one on a cold broker.
+
+        For each candidate p, every replica q on the partner broker is screened at once
+        (numpy) against the limits of every optimized resource goal, so only exchanges that
+        can pass are tried; the full ``accept`` chain (racks included) still decides.
+        """
         if not model.dest_ok[a]:
             return  # an excluded broker takes nothing back
+        d = self.dim
         upper, _ = self.limits(model)
-        util = model.util(self.dim)
-        cold = [b for b in np.argsort(util, kind="stable").tolist() if b != a and model.dest_ok[b]][:3]
+        util = model.util(d)
+        cold = [b for b in np.argsort(util, kind="stable").tolist() if b != a and model.dest_ok[b]][:5]
         for b in cold:
             if not self._over(model, a):
                 return
@@ -484,30 +490,45 @@ class ResourceGoal(Goal):
             pb = pb[model.movable[pb] & ~(model.replicas[pb] == a).any(axis=1)]
             if not len(pa) or not len(pb):
                 continue
-            la = self.relief(model, pa, a)
-            lb = self.relief(model, pb, b)
-            order_b = np.argsort(lb, kind="stable")
-            pb, lb = pb[order_b], lb[order_b]
-            pa = pa[np.argsort(-la, kind="stable")][:50]
-            la = np.sort(la)[::-1][:50]
-            for p, load_p in zip(pa.tolist(), la.tolist()):
-                room = (upper[b] - model.load[b, self.dim] / model.cap[b, self.dim]) * model.cap[b, self.dim]
-                need = (model.load[a, self.dim] / model.cap[a, self.dim] - upper[a]) * model.cap[a, self.dim]
-                if room <= 0 or need <= 0:
+            ca = model.contrib_matrix(pa, a)
+            keep = ca[:, d] > 0
+            pa, ca = pa[keep], ca[keep]
+            order = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
+            cb = model.contrib_matrix(pb, b)
+            for i in order.tolist():
+                if not self._over(model, a):
+                    return
+                room = upper[b] * model.cap[b, d] - model.load[b, d]
+                need = model.load[a, d] - upper[a] * model.cap[a, d]
+                if room <= 0:
                     break
-                # Aim the net transfer load_p - load_q at half the gap (both end level), at
-                # least a's excess, at most b's room; try the q nearest that target.
-                gap = (model.load[a, self.dim] - model.load[b, self.dim]) / 2
-                want = min(max(gap, need), room)
-                i = int(np.searchsorted(lb, load_p - want, side="left"))
-                near = sorted(range(max(0, i - 2), min(len(lb), i + 2)), key=lambda k: abs(load_p - lb[k] - want))
-                for k in near:
-                    q, load_q = int(pb[k]), float(lb[k])
-                    if not 0 < load_p - load_q <= room or q == p:
-                        continue
-                    move = Move("swap", p, a, b, q)
+                net = ca[i][None, :] - cb            # what goes a -> b, per dimension
+                ok = (net[:, d] > 0) & (net[:, d] <= room) & (pb != pa[i])
+                for g in res_goals:
+                    ok &= self._swap_screen(g, net[:, g.dim], a, b, model)
+                if not ok.any():
+                    continue
+                # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
+                want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
+                cand = np.nonzero(ok)[0]
+                cand = cand[np.argsort(np.abs(net[cand, d] - want), kind="stable")][:3]
+                for k in cand.tolist():
+                    move = Move("swap", int(pa[i]), a, b, int(pb[k]))
                     if self.wants(move, model) and self.try_move(move, model, checks):
+                        cb = model.contrib_matrix(pb, b)   # b's replicas changed
+                        pb[k] = pa[i]
+                        cb[k] = model.contrib(int(pa[i]), b)
                         break
+
+    @staticmethod
+    def _swap_screen(g: "ResourceGoal", n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
+        """Per candidate: transferring ``n`` from a to b keeps goal g's limits (vectorized accept)."""
+        upper, lower = g.limits(model)
+        load, cap = model.load[:, g.dim], model.cap[:, g.dim]
+        tol = _EPS
+        to_b = (load[b] + n <= (upper[b] + tol) * cap[b]) & (load[a] - n >= (lower[a] - tol) * cap[a])
+        to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
+        return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
 
     def _fill_all(self, model, optimized, res_goals, rack) -> None:
         _, lower = self.limits(model)

@@ -265,6 +265,12 @@ class ClusterModel:
         bi = self.bytes_in[p]
         return np.array([bi, self.leader_out[p] * led, self.size[p], bi * led, 1.0, led])
 
+    def contrib_matrix(self, ps: np.ndarray, b: int) -> np.ndarray:
+        """``contrib`` for many partitions on one broker: (len(ps), NDIM)."""
+        led = (self.leader[ps] == b).astype(np.float64)
+        bi = self.bytes_in[ps]
+        return np.column_stack([bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led])
+
     def leadership_vec(self, p: int) -> np.ndarray:
         return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
 
