@@ -158,12 +158,12 @@ class ClusterModel:
 
         # Planning constraints.
         self.options = options
-        unknown = [b for b in options.excluded_brokers if b not in index]
-        if unknown:
-            raise SnapshotError(f"excluded_brokers {unknown} are not brokers of this snapshot")
+        # An excluded broker absent from this snapshot (decommissioned, silent) can receive
+        # nothing anyway: ignored rather than failing every plan of a long-running job.
         self.dest_ok = np.ones(nb, dtype=bool)
         for b in options.excluded_brokers:
-            self.dest_ok[index[b]] = False
+            if b in index:
+                self.dest_ok[index[b]] = False
         if options.excluded_topics is None:
             self.movable = np.ones(n, dtype=bool)
         else:
