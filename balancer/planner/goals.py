@@ -341,15 +341,35 @@ class ResourceGoal(Goal):
             relief = self.relief(model, ps, a)
             keep = relief > 0
             ps, relief = ps[keep], relief[keep]
-            ps = ps[np.argsort(self.move_key(model, ps, relief, a), kind="stable")]
-            for p in ps.tolist():
-                if not self._over(model, a):
-                    return
-                self._move_out(p, a, model, checks, res_goals, rack)
+            key = self.move_key(model, ps, relief, a)
+            order = np.argsort(key, kind="stable")
+            ps, relief, key = ps[order], relief[order], key[order]
+            if self.dim in (IN, OUT, LBIN):
+                self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
+            else:
+                for p in ps.tolist():
+                    if not self._over(model, a):
+                        return
+                    self._move_out(p, a, model, checks, res_goals, rack)
         if self.swaps and self._over(model, a):
             self._swap_out(a, model, checks, res_goals, rack)
         if self.leadership and self._over(model, a):
             self._swap_leadership(a, model, checks)
+
+    def _best_fit_out(self, a, ps, relief, bucket, model, checks, res_goals, rack) -> None:
+        """Greedy by relief per byte, but within the best buckets take the smallest replica that
+        alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
+        upper, _ = self.limits(model)
+        d = self.dim
+        left = list(range(len(ps)))
+        while left and self._over(model, a):
+            need = model.load[a, d] - upper[a] * model.cap[a, d]
+            top = bucket[left[0]]
+            window = [i for i in left[:256] if bucket[i] >= top - 1]
+            covering = [i for i in window if relief[i] >= need]
+            pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
+            left.remove(pick)
+            self._move_out(int(ps[pick]), a, model, checks, res_goals, rack)
 
     def _swap_leadership(self, a, model, checks) -> None:
         """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
