@@ -184,6 +184,20 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+# Sections whose keys are client properties that contain dots themselves (security.protocol, spark.sql.x).
+_MAP_SECTIONS = (("source", "options"), ("spark", "conf"))
+
+
+def _parse_value(raw: str):
+    """YAML typing for --set values (ints, floats, bools, lists); anything else stays text."""
+    if not raw.strip():
+        return ""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
 def _apply_override(tree: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected dotted.key=value")
@@ -191,14 +205,15 @@ def _apply_override(tree: dict, assignment: str) -> None:
     parts = dotted.strip().split(".")
     if not all(parts):
         raise ConfigError(f"--set {assignment!r}: {dotted!r} is not a dotted key")
+    if tuple(parts[:2]) in _MAP_SECTIONS and len(parts) > 2:
+        parts = parts[:2] + [".".join(parts[2:])]
     node = tree
     for part in parts[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             raise ConfigError(f"--set {assignment!r}: {part!r} is a value, not a section")
         node = child
-    # YAML parsing of the value gives ints, floats, bools and lists their types.
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    node[parts[-1]] = _parse_value(raw)
 
 
 def _format_errors(exc: ValidationError) -> str:

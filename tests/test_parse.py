@@ -1,0 +1,92 @@
+"""Every kind of bad telemetry gets a reason a person understands; good telemetry passes untouched."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from balancer import telemetry as tm
+from balancer.spark.parse import parse_telemetry, quarantined_records, valid_records
+
+NOW = int(time.time() * 1000)
+GOOD = tm.partition_record(ts=NOW, cluster="prod-eu-1", broker=3, topic="orders", partition=7, leader=True,
+                           replicas=[3, 1, 5], bytes_in=1e6, bytes_out=2e6, messages_in=5e3, size=1e9)
+GOOD_BROKER = tm.broker_record(ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8,
+                               network_out=2e8, disk=1e12, cpu=0.4)
+
+
+def with_(**changes) -> str:
+    return json.dumps({**GOOD, **changes})
+
+
+def without(field: str, record=GOOD) -> str:
+    return json.dumps({k: v for k, v in record.items() if k != field})
+
+
+CASES = {
+    "not JSON": ("hello", "not a JSON object"),
+    "truncated": (json.dumps(GOOD)[:40], "not a JSON object"),
+    "a JSON array": ("[1, 2]", "not a JSON object"),
+    "empty": ("", "empty value"),
+    "unknown version": (with_(v=2), "unknown telemetry version v=2"),
+    "version as text": (with_(v="one"), "unknown telemetry version v=one"),
+    "missing version": (without("v"), "missing field 'v'"),
+    "unknown type": (with_(type="topic"), "unknown type 'topic'"),
+    "missing type": (without("type"), "missing field 'type'"),
+    "missing bytes_in": (without("bytes_in"), "missing field 'bytes_in' for a partition record"),
+    "missing capacity": (without("capacity", GOOD_BROKER), "missing field 'capacity' for a broker record"),
+    "ts as text": (with_(ts="yesterday"), "field 'ts' must be an integer, got yesterday"),
+    "leader as text": (with_(leader="yes"), "field 'leader' must be true or false"),
+    "replicas of text": (with_(replicas=["a"]), "field 'replicas' must be an array of integers"),
+    "negative rate": (with_(bytes_out=-5), "field 'bytes_out' is negative: -5"),
+    "NaN rate": (with_(bytes_in="@").replace('"@"', 'NaN'), "'bytes_in' is not a finite number"),
+    "infinite rate": (with_(size="@").replace('"@"', 'Infinity'), "'size' is not a finite number"),
+    "negative broker id": (with_(broker=-1, replicas=[-1]), "field 'broker' is negative"),
+    "broker id beyond int32": (with_(broker=2**40), "field 'broker' must be an integer"),
+    "negative partition": (with_(partition=-2), "field 'partition' is negative"),
+    "ts in seconds": (with_(ts=NOW // 1000), "not a plausible epoch-milliseconds time"),
+    "ts in the far future": (with_(ts=NOW + 86_400_000 * 365), "not a plausible epoch-milliseconds time"),
+    "empty cluster": (with_(cluster=" "), "field 'cluster' is empty"),
+    "bad topic name": (with_(topic="orders/eu"), "not a valid Kafka topic name"),
+    "empty replicas": (with_(replicas=[]), "field 'replicas' is empty"),
+    "duplicate replica": (with_(replicas=[3, 3]), "lists a broker twice"),
+    "reporter not a replica": (with_(broker=9), "broker 9 reports a replica but is not in replicas"),
+    "zero capacity": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 0, "network_out": 1, "disk": 1}}),
+                      "field 'capacity.network_in' must be positive"),
+    "capacity without disk": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1}}),
+                              "field 'capacity.disk' is missing or not a number"),
+    "oversized": (json.dumps({**GOOD, "pad": "x" * 70_000}), "over source.max_value_bytes=65536"),
+}
+
+
+@pytest.fixture(scope="module")
+def parsed(spark):
+    values = [json.dumps(GOOD), json.dumps(GOOD_BROKER)] + [value for value, _ in CASES.values()]
+    rows = [(None, v.encode(), "metrics", 0, offset, None) for offset, v in enumerate(values)]
+    frame = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
+                                        "timestamp timestamp")
+    return parse_telemetry(frame, max_value_bytes=65536).cache()
+
+
+def test_good_records_pass_with_typed_fields(parsed):
+    good = {r["kafka_offset"]: r for r in valid_records(parsed).collect()}
+    assert set(good) == {0, 1}
+    assert good[0]["replicas"] == [3, 1, 5] and good[0]["bytes_out"] == 2e6 and good[0]["leader"] is True
+    assert good[1]["capacity_disk"] == 1e12 and good[1]["rack"] == "eu-1a"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_record_is_quarantined_with_reason(parsed, case):
+    offset = 2 + list(CASES).index(case)
+    rows = quarantined_records(parsed).where(f"kafka_offset = {offset}").collect()
+    assert len(rows) == 1, f"{case}: not quarantined"
+    assert CASES[case][1] in rows[0]["reason"], rows[0]["reason"]
+    assert rows[0]["kafka_topic"] == "metrics" and rows[0]["kafka_partition"] == 0
+    # Nothing is lost: the value is kept as it arrived.
+    assert rows[0]["value"] == CASES[case][0]
+
+
+def test_every_record_is_either_valid_or_quarantined(parsed):
+    assert valid_records(parsed).count() + quarantined_records(parsed).count() == 2 + len(CASES)
