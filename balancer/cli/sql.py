@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from balancer.config import Config
+from balancer.config import REPO_ROOT, Config
+
+VIEWS_DIR = REPO_ROOT / "lakehouse" / "views"
+
+
+def register_sql_views(spark) -> list[str]:
+    """The saved views in lakehouse/views (each file one CREATE OR REPLACE TEMP VIEW)."""
+    names = []
+    for path in sorted(VIEWS_DIR.glob("*.sql")):
+        spark.sql(path.read_text())
+        names.append(path.stem)
+    return names
 
 
 def add_parser(subparsers, parents) -> None:
-    parser = subparsers.add_parser("sql", parents=parents, help="query the lakehouse tables with Spark SQL")
+    parser = subparsers.add_parser(
+        "sql", parents=parents, help="query the lakehouse tables with Spark SQL",
+        description="Tables: telemetry_raw, telemetry_quarantine, partition_load, broker_load, broker_ranking, "
+                    "balance_plans, plan_actions, quality_runs. Views: latest_ranking, plan_history, "
+                    "quarantine_reasons.")
     parser.add_argument("query", help='e.g. "SELECT * FROM balance_plans ORDER BY window_end DESC"')
     parser.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
 
@@ -21,5 +36,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
                           conf={**config.spark.conf, "spark.ui.enabled": "false"})
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
     lakehouse.register_views()
+    register_sql_views(spark)
     spark.sql(args.query).show(args.limit, truncate=False)
     return 0
