@@ -2,8 +2,11 @@
 
 Two engines, one interface:
 
-- ``delta-rs`` (embedded default): writes Arrow with ``write_deltalake``; reads back into Spark
-  from the table's active file list (``DeltaTable.file_uris()``), never by globbing parquet.
+- ``delta-rs`` (embedded default): reads back into Spark from the table's active file list
+  (``DeltaTable.file_uris()``), never by globbing parquet. Writes of a Spark DataFrame are
+  split between executors and driver (see ``Lakehouse.append``): executors write the parquet
+  files into the table folder, the driver commits their add actions in one Delta transaction.
+  An Arrow table already on the driver is written with ``write_deltalake``.
 - ``delta-spark`` (cluster path): ``format("delta")``, needs Delta's jar on the classpath.
 
 Appends are idempotent per (app_id, batch_id), so a micro-batch replayed after a crash
@@ -13,12 +16,20 @@ check ``transaction_version(app_id)`` first and record the new one in the same c
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
 import re
+import uuid
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -116,7 +127,25 @@ class Lakehouse:
         return max(versions) if versions else None
 
     def append(self, table: str, data: DataFrame | pa.Table, *, app_id: str, batch_id: int) -> bool:
-        """Append once per (app_id, batch_id); returns False when that batch was already committed."""
+        """Append once per (app_id, batch_id); returns False when that batch was already committed.
+
+        delta-rs engine, Spark DataFrame: nothing but file metadata reaches the driver for big data.
+        Each task writes its partition as one parquet file into the table folder and returns the
+        file's path, size, row count and stats; the driver then commits all of them, plus the
+        app transaction (app_id, batch_id), as ONE Delta commit. A partition holding less than
+        ``INLINE_MAX_BYTES`` of Arrow data is instead sent back to the driver, which writes all
+        such pieces as one file of the same commit: small tables (rankings, plans) get one file
+        per batch instead of one per shuffle partition, and the driver never holds more than
+        ``INLINE_MAX_BYTES`` per task (see ``write_files``).
+
+        Crash safety: readers only see files named by an add action in the log. A batch that
+        dies after some tasks wrote their files but before the driver's commit leaves those
+        files as orphans, invisible to every reader (delta-rs, delta-spark, ``read`` here);
+        Spark replays the batch, which writes new files under new names and commits them;
+        ``DeltaTable.vacuum(full=True)`` deletes the orphans once older than the retention period
+        (a default, "lite" vacuum only deletes files the log itself removed, never orphans). A
+        batch whose commit did land is skipped on replay by the ``transaction_version`` check.
+        """
         if self.engine == "delta-spark":
             frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data.to_pandas(),
                                                                                           spark_schema(table))
@@ -128,10 +157,13 @@ class Lakehouse:
         done = delta.transaction_version(app_id)
         if done is not None and done >= batch_id:
             return False
-        arrow = data.toArrow() if isinstance(data, DataFrame) else data
-        arrow = conform(arrow, arrow_schema(table), table)
-        write_deltalake(delta, arrow, mode="append",
-                        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+        commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+        if isinstance(data, DataFrame):
+            actions = write_files(data, self.path(table), table, prefix=f"b{batch_id}")
+            delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table),
+                                           commit_properties=commit)
+            return True
+        write_deltalake(delta, conform(data, arrow_schema(table), table), mode="append", commit_properties=commit)
         return True
 
     # -- reads ----------------------------------------------------------------------------
@@ -153,6 +185,165 @@ class Lakehouse:
         for table in TABLES:
             self.read(table).createOrReplaceTempView(table)
         return list(TABLES)
+
+
+# -- executor-side writes ---------------------------------------------------------------
+
+# A task whose partition holds less Arrow data than this ships it to the driver instead of
+# writing its own file (measured in benchmarks/README.md, "## Ingest": a file per tiny partition
+# costs more, in files and in commit size, than the bytes it saves the driver).
+INLINE_MAX_BYTES = 4 << 20
+_STRING_STAT_CHARS = 32
+_RESULT_SCHEMA = ("path string, size long, rows long, stats string, mtime long, inline binary")
+
+
+def _ts_text(micros: int, round_up: bool) -> str:
+    # Delta stats keep timestamps to the millisecond: round the max up and the min down so the
+    # range still covers every value (data skipping must never skip a file that matches).
+    millis = -(-micros // 1000) if round_up else micros // 1000
+    stamp = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=millis)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+class _Stats:
+    """Delta add-action stats (numRecords, nullCount, minValues, maxValues) accumulated per batch."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.rows = 0
+        self.nulls = {f.name: 0 for f in schema if not pa.types.is_nested(f.type)}
+        self.lo: dict = {}
+        self.hi: dict = {}
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        for field in self.schema:
+            if field.name not in self.nulls:
+                continue
+            column = batch.column(field.name)
+            self.nulls[field.name] += column.null_count
+            if pa.types.is_boolean(field.type) or pa.types.is_binary(field.type) or column.null_count == len(column):
+                continue  # Delta keeps no min/max for booleans and binary
+            if pa.types.is_timestamp(field.type):
+                column = column.cast(pa.int64())
+            if pa.types.is_floating(field.type):
+                column = pc.if_else(pc.is_nan(column), None, column)  # NaN has no order
+            bounds = pc.min_max(column)
+            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+            if lo is None:
+                continue
+            self.lo[field.name] = lo if field.name not in self.lo else min(lo, self.lo[field.name])
+            self.hi[field.name] = hi if field.name not in self.hi else max(hi, self.hi[field.name])
+
+    def json(self) -> str:
+        lo, hi = {}, {}
+        for field in self.schema:
+            name = field.name
+            if name not in self.lo:
+                continue
+            if pa.types.is_timestamp(field.type):
+                lo[name], hi[name] = _ts_text(self.lo[name], False), _ts_text(self.hi[name], True)
+            elif pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                # A prefix is a valid lower bound; a long max has no short upper bound: left out.
+                lo[name] = self.lo[name][:_STRING_STAT_CHARS]
+                if len(self.hi[name]) <= _STRING_STAT_CHARS:
+                    hi[name] = self.hi[name]
+            else:
+                lo[name], hi[name] = self.lo[name], self.hi[name]
+        return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
+                          allow_nan=False)
+
+
+def write_parquet(batches: Iterator[pa.RecordBatch], folder: str, schema: pa.Schema, prefix: str) -> dict | None:
+    """Write ``batches`` as one new parquet file in ``folder``; its add-action fields, or None if empty."""
+    name = f"part-{prefix}-{uuid.uuid4()}-c000.snappy.parquet"
+    full = os.path.join(folder, name)
+    stats = _Stats(schema)
+    writer = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(full, schema, compression="snappy")
+            stats.add(batch)
+            writer.write_batch(batch, row_group_size=1 << 20)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return None
+    info = os.stat(full)
+    return {"path": name, "size": info.st_size, "rows": stats.rows, "stats": stats.json(),
+            "mtime": int(info.st_mtime * 1000), "inline": None}
+
+
+def _task_writer(folder: str, table: str, prefix: str, inline_max_bytes: int):
+    schema = arrow_schema(table)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Buffer up to inline_max_bytes; a partition that ends first goes to the driver inline.
+        held, held_bytes = [], 0
+        for batch in batches:
+            held.append(conform_batch(batch, schema, table))
+            held_bytes += batch.nbytes
+            if held_bytes >= inline_max_bytes:
+                rest = (conform_batch(b, schema, table) for b in batches)
+                meta = write_parquet(_chain(held, rest), folder, schema, prefix)
+                yield pa.RecordBatch.from_pylist([meta], schema=_result_arrow_schema())
+                return
+        rows = sum(b.num_rows for b in held)
+        if rows:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, schema) as ipc:
+                for batch in held:
+                    ipc.write_batch(batch)
+            yield pa.RecordBatch.from_pylist([{"path": None, "size": 0, "rows": rows, "stats": None, "mtime": 0,
+                                               "inline": sink.getvalue().to_pybytes()}],
+                                             schema=_result_arrow_schema())
+
+    return write
+
+
+def _chain(first: list, rest: Iterator) -> Iterator:
+    yield from first
+    yield from rest
+
+
+@cache
+def _result_arrow_schema() -> pa.Schema:
+    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string()),
+                      ("mtime", pa.int64()), ("inline", pa.binary())])
+
+
+def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
+                inline_max_bytes: int | None = None) -> list[AddAction]:
+    """Executors write ``frame`` as parquet files in ``folder``; returns add actions for ONE commit.
+
+    Partitions under ``inline_max_bytes`` come back to the driver as Arrow IPC and are written
+    here as a single file. The files are not in the table until the caller commits the actions.
+    """
+    schema = arrow_schema(table)
+    if inline_max_bytes is None:
+        inline_max_bytes = INLINE_MAX_BYTES
+    results = (frame.select(*schema.names)
+               .mapInArrow(_task_writer(folder, table, prefix, inline_max_bytes), _RESULT_SCHEMA)
+               .toArrow().to_pylist())
+    files = [r for r in results if r["path"] is not None]
+    pieces = [r["inline"] for r in results if r["inline"] is not None]
+    if pieces:
+        batches = (batch for piece in pieces for batch in pa.ipc.open_stream(piece))
+        meta = write_parquet(batches, folder, schema, prefix)
+        if meta is not None:
+            files.append(meta)
+    return [AddAction(f["path"], f["size"], {}, f["mtime"], True, f["stats"]) for f in files]
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, table: str) -> pa.RecordBatch:
+    if batch.schema.equals(schema):
+        return batch
+    return conform(pa.Table.from_batches([batch]), schema, table).combine_chunks().to_batches()[0] \
+        if batch.num_rows else pa.RecordBatch.from_pylist([], schema=schema)
 
 
 def conform(arrow: pa.Table, schema: pa.Schema, table: str) -> pa.Table:

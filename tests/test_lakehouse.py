@@ -1,0 +1,130 @@
+"""Lakehouse.append on the delta-rs engine: executors write parquet, the driver commits once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from balancer.spark import lakehouse as lh
+from balancer.spark.lakehouse import Lakehouse, spark_schema
+
+T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
+
+
+def raw_rows(n: int, start: int = 0) -> list[tuple]:
+    rows = []
+    for i in range(start, start + n):
+        broker = i % 7
+        rows.append(("metrics", i % 3, i, T0, 1, "partition", T0 + dt.timedelta(microseconds=i), "c1", broker,
+                     f"topic-{i % 11}", i % 13, i % 2 == 0, [broker, (broker + 1) % 7], float(i), 2.0 * i,
+                     i / 200.0, 1e6 + i, None if i % 5 else "rack-a", None, None, None, None, False, 4, T0))
+    return rows
+
+
+@pytest.fixture
+def house(spark, tmp_path) -> Lakehouse:
+    house = Lakehouse(spark, tmp_path / "lakehouse", engine="delta-rs")
+    house.create_all()
+    return house
+
+
+def frame(spark, rows, partitions: int):
+    return spark.createDataFrame(rows, spark_schema("telemetry_raw")).repartition(partitions)
+
+
+def key(row) -> tuple:
+    return row["kafka_partition"], row["kafka_offset"]
+
+
+def log_adds(path: str) -> list[dict]:
+    adds = []
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        adds += [json.loads(line)["add"] for line in commit.read_text().splitlines() if '"add"' in line]
+    return adds
+
+
+@pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
+def test_append_then_read_back_equals_input(spark, house, monkeypatch, inline_max_bytes):
+    monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
+    rows = raw_rows(3000)
+    data = frame(spark, rows, 3)
+    assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
+
+    back = house.read("telemetry_raw").collect()
+    expected = data.collect()
+    assert sorted(back, key=key) == sorted(expected, key=key)
+    # delta-rs reads its own log: one commit, same rows, and the app transaction recorded.
+    delta = DeltaTable(house.path("telemetry_raw"))
+    assert delta.to_pyarrow_table().num_rows == len(rows)
+    assert delta.transaction_version("app-1") == 0
+    adds = log_adds(house.path("telemetry_raw"))
+    # Three executor files, or all partitions inline → one driver file.
+    assert len(adds) == (3 if inline_max_bytes == 0 else 1)
+    stats = [json.loads(a["stats"]) for a in adds]
+    assert sum(s["numRecords"] for s in stats) == len(rows)
+    assert min(s["minValues"]["kafka_offset"] for s in stats) == 0
+    assert max(s["maxValues"]["kafka_offset"] for s in stats) == len(rows) - 1
+    # Timestamp stats are rounded outwards to the millisecond: they still cover every value.
+    assert min(s["minValues"]["ts"] for s in stats) == "2026-09-21T12:00:00.123Z"
+    assert max(s["maxValues"]["ts"] for s in stats) == "2026-09-21T12:00:00.127Z"
+    assert sum(s["nullCount"]["rack"] for s in stats) == len(rows) - len(rows) // 5
+
+
+def test_replay_of_committed_batch_writes_nothing(spark, house):
+    data = frame(spark, raw_rows(500), 2)
+    assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
+    assert house.append("telemetry_raw", frame(spark, raw_rows(200, 500), 2), app_id="app-1", batch_id=1)
+    path = house.path("telemetry_raw")
+    files_before = sorted(os.listdir(path))
+    version_before = DeltaTable(path).version()
+
+    assert not house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
+    assert not house.append("telemetry_raw", data, app_id="app-1", batch_id=1)
+    assert sorted(os.listdir(path)) == files_before  # no data file written, no commit
+    assert DeltaTable(path).version() == version_before
+    assert house.read("telemetry_raw").count() == 700
+    # Another writer (a fresh checkpoint) with the same batch id is not a replay.
+    assert house.append("telemetry_raw", data, app_id="app-2", batch_id=0)
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 1200
+
+
+def test_files_written_but_not_committed_are_invisible(spark, house):
+    path = house.path("telemetry_raw")
+    assert house.append("telemetry_raw", frame(spark, raw_rows(100), 1), app_id="app-1", batch_id=0)
+    # A batch that crashed between the executors' writes and the driver's commit.
+    orphans = lh.write_files(frame(spark, raw_rows(400, 100), 2), path, "telemetry_raw", prefix="b1",
+                             inline_max_bytes=0)
+    assert len(orphans) == 2 and all(Path(path, a.path).exists() for a in orphans)
+
+    assert house.read("telemetry_raw").count() == 100
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 100
+    assert spark.read.parquet(*(str(Path(path, a.path)) for a in orphans)).count() == 400  # they do exist
+    # The replayed batch commits its own new files; the orphans stay out of the log.
+    assert house.append("telemetry_raw", frame(spark, raw_rows(400, 100), 2), app_id="app-1", batch_id=1)
+    assert house.read("telemetry_raw").count() == 500
+    assert not {a.path for a in orphans} & {a["path"] for a in log_adds(path)}
+    # Only a FULL vacuum lists the folder; the default (lite) one only deletes files the log removed.
+    removed = DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,
+                                      full=True)
+    assert sorted(Path(r).name for r in removed) == sorted(a.path for a in orphans)
+    assert house.read("telemetry_raw").count() == 500
+
+
+def test_empty_frame_commits_the_transaction_only(spark, house):
+    path = house.path("telemetry_quarantine")
+    empty = spark.createDataFrame([], spark_schema("telemetry_quarantine"))
+    assert house.append("telemetry_quarantine", empty, app_id="app-1", batch_id=3)
+    assert DeltaTable(path).transaction_version("app-1") == 3
+    assert not log_adds(path)
+    assert not house.append("telemetry_quarantine", empty, app_id="app-1", batch_id=3)
+
+
+def test_arrow_table_on_driver_still_uses_write_deltalake(spark, house):
+    data = frame(spark, raw_rows(50), 1).toArrow()
+    assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
+    assert house.read("telemetry_raw").count() == 50
