@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 
 from balancer.cli.main import main as balancer_cli
-from balancer.config import load_config
+from balancer.config import REPO_ROOT, load_config
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
 from balancer.spark import job
@@ -77,6 +77,22 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
                          "SELECT status, count(*) AS n FROM balance_plans GROUP BY status"])
     assert code == 0
     assert "proposed" in capsys.readouterr().out
+
+    # The balance-history notebook runs on what the job wrote.
+    run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", config.lakehouse.path)
+
+
+def run_notebook(path, lakehouse_path) -> dict:
+    """Execute a notebook's code cells in order, in one namespace (no Jupyter needed)."""
+    import os
+
+    os.environ["BALANCER_LAKEHOUSE"] = str(lakehouse_path)
+    namespace: dict = {}
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), f"{path.name}", "exec"), namespace)
+    assert len(namespace["plans"]) > 0 and namespace["imbalance_chart"].to_dict()
+    return namespace
 
 
 def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path):
