@@ -21,6 +21,7 @@ from balancer.config import Config, duration_seconds
 from balancer.spark import loads, planning
 from balancer.spark.lakehouse import Lakehouse, spark_schema
 from balancer.spark.parse import quarantined_records, valid_records
+from balancer.spark.quality import Contract
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class IngestSink:
         self.lakehouse = lakehouse
         self.checkpoint = Path(checkpoint)
         self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
+        self.contract = Contract(lakehouse, config.quality)
         self._app_id: str | None = None
         self._max_event_ms: int | None = None
 
@@ -73,6 +75,7 @@ class IngestSink:
                                   app_id=self.app_id, batch_id=batch_id)
             self.lakehouse.append("telemetry_quarantine", bad.select(*spark_schema("telemetry_quarantine").names),
                                   app_id=self.app_id, batch_id=batch_id)
+            self.contract.check_ingest(batch, valid, app_id=self.app_id, batch_id=batch_id)
             latest = batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()[0]
             if latest is not None:
                 latest_ms = int(latest.replace(tzinfo=timezone.utc).timestamp() * 1000)
@@ -93,6 +96,7 @@ class BalanceSink:
         self.config = config
         self.checkpoint = Path(checkpoint)
         self.on_plans = on_plans
+        self.contract = Contract(lakehouse, config.quality)
         self._app_id: str | None = None
 
     @property
@@ -114,8 +118,10 @@ class BalanceSink:
             write("partition_load", partitions)
             write("broker_load", brokers)
             write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer))
+            blocked = self.contract.check_windows(windows, partitions, app_id=self.app_id, batch_id=batch_id)
             # Planning runs once: both tables below and the listener read the cached result.
-            plan_rows = planning.plans(partitions, brokers, self.config.balancer).persist(StorageLevel.MEMORY_AND_DISK)
+            plan_rows = planning.plans(partitions, brokers, self.config.balancer,
+                                       blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
             write("balance_plans", plan_rows)
             write("plan_actions", planning.plan_actions(plan_rows))
