@@ -128,3 +128,13 @@ def test_arrow_table_on_driver_still_uses_write_deltalake(spark, house):
     data = frame(spark, raw_rows(50), 1).toArrow()
     assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
     assert house.read("telemetry_raw").count() == 50
+
+
+def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monkeypatch):
+    small = frame(spark, raw_rows(200), 2).cache()
+    small.count()  # materialized: Spark now knows its size
+    assert lh.estimated_bytes(small) <= lh.DRIVER_MAX_BYTES
+    assert lh.estimated_bytes(frame(spark, raw_rows(200), 2)) > lh.DRIVER_MAX_BYTES  # unknown size
+    monkeypatch.setattr(lh, "write_files", lambda *a, **k: pytest.fail("small frame sent to the executors"))
+    assert house.append("telemetry_raw", small, app_id="app-1", batch_id=0)
+    assert DeltaTable(house.path("telemetry_raw")).to_pyarrow_table().num_rows == 200

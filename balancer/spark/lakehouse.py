@@ -34,10 +34,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from balancer.config import REPO_ROOT
+from balancer.resources import sql_files
 from balancer.spark.session import delta_jar_available
 
-TABLES_DIR = REPO_ROOT / "lakehouse" / "tables"
 _COLUMNS = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)\s*\((.*)\)\s*USING DELTA", re.S | re.I)
 
 
@@ -45,7 +44,7 @@ _COLUMNS = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)\s*\((.*)\)\s*USING DE
 def table_ddl() -> dict[str, str]:
     """Table name → its column list in Spark DDL, read from lakehouse/tables/<name>.sql."""
     tables = {}
-    for path in sorted(TABLES_DIR.glob("*.sql")):
+    for path in sql_files("lakehouse", "tables"):
         body = "\n".join(line for line in path.read_text().splitlines() if not line.strip().startswith("--"))
         match = _COLUMNS.search(body)
         if not match:
@@ -129,10 +128,14 @@ class Lakehouse:
     def append(self, table: str, data: DataFrame | pa.Table, *, app_id: str, batch_id: int) -> bool:
         """Append once per (app_id, batch_id); returns False when that batch was already committed.
 
-        delta-rs engine, Spark DataFrame: nothing but file metadata reaches the driver for big data.
-        Each task writes its partition as one parquet file into the table folder and returns the
-        file's path, size, row count and stats; the driver then commits all of them, plus the
-        app transaction (app_id, batch_id), as ONE Delta commit. A partition holding less than
+        delta-rs engine, which path: a DataFrame Spark's optimizer estimates at no more than
+        ``DRIVER_MAX_BYTES`` (cached or aggregated data: rankings, plans, small batches) is collected
+        and written by the driver with ``write_deltalake``: one Spark job and no Python worker,
+        which for small frames is several times faster (benchmarks/README.md, "## Ingest").
+        Anything bigger, or of unknown size (a Kafka micro-batch not yet cached), goes through
+        the executors, and nothing but file metadata reaches the driver: each task writes its
+        partition as one parquet file into the table folder and returns the file's path, size,
+        row count and stats; the driver then commits all of them, plus the app transaction (app_id, batch_id), as ONE Delta commit. A partition holding less than
         ``INLINE_MAX_BYTES`` of Arrow data is instead sent back to the driver, which writes all
         such pieces as one file of the same commit: small tables (rankings, plans) get one file
         per batch instead of one per shuffle partition, and the driver never holds more than
@@ -158,12 +161,13 @@ class Lakehouse:
         if done is not None and done >= batch_id:
             return False
         commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-        if isinstance(data, DataFrame):
+        if isinstance(data, DataFrame) and estimated_bytes(data) > DRIVER_MAX_BYTES:
             actions = write_files(data, self.path(table), table, prefix=f"b{batch_id}")
             delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table),
                                            commit_properties=commit)
             return True
-        write_deltalake(delta, conform(data, arrow_schema(table), table), mode="append", commit_properties=commit)
+        arrow = data.toArrow() if isinstance(data, DataFrame) else data
+        write_deltalake(delta, conform(arrow, arrow_schema(table), table), mode="append", commit_properties=commit)
         return True
 
     # -- reads ----------------------------------------------------------------------------
@@ -188,6 +192,22 @@ class Lakehouse:
 
 
 # -- executor-side writes ---------------------------------------------------------------
+
+# Frames Spark estimates at or under this are collected to the driver (see Lakehouse.append).
+DRIVER_MAX_BYTES = 16 << 20
+
+
+def estimated_bytes(frame: DataFrame) -> int:
+    """Spark's optimizer estimate of ``frame``'s size (bytes); unknown → a huge number.
+
+    Exact for cached data once materialized; filters, projections and aggregates keep the
+    child's size (an upper bound); scans Spark knows nothing about report Long.MaxValue.
+    """
+    try:
+        return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # Spark Connect (no _jdf), or a plan without statistics
+        return 2**63 - 1
+
 
 # A task whose partition holds less Arrow data than this ships it to the driver instead of
 # writing its own file (measured in benchmarks/README.md, "## Ingest": a file per tiny partition
