@@ -25,7 +25,15 @@ done
 packages="$("$py" -m balancer.cli.packages "${job_args[@]}")"
 mkdir -p build
 rm -f build/balancer.zip
-"$py" -c "import shutil; shutil.make_archive('build/balancer', 'zip', '.', 'balancer')"
+# The library with the resources it reads at run time (table DDL, views, suites, default config).
+"$py" - <<'PY'
+import pathlib, zipfile
+with zipfile.ZipFile("build/balancer.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+    for top in ("balancer", "lakehouse", "conf"):
+        for path in sorted(pathlib.Path(top).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path)
+PY
 
 submit=("$here/.venv/bin/spark-submit" --master "$master" --py-files build/balancer.zip
         --conf spark.ui.showConsoleProgress=false)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from balancer.resources import resource_root
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$")
 _UNIT_SECONDS = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
@@ -182,7 +184,7 @@ class Config(_Strict):
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = REPO_ROOT / "conf" / "balancer.yaml"
+DEFAULT_CONFIG = resource_root() / "conf" / "balancer.yaml"
 
 
 def _deep_merge(base: dict, override: dict) -> dict:
@@ -249,7 +251,7 @@ def _allowed_keys(section: str) -> str:
     return "; allowed: " + ", ".join(sorted(model.model_fields))
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path) -> dict:
     try:
         loaded = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
@@ -264,7 +266,7 @@ def _read_yaml(path: Path) -> dict:
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Defaults from conf/balancer.yaml, then ``path`` on top, then each ``--set`` override."""
     tree = _read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.exists() else {}
-    if path is not None and Path(path).resolve() != DEFAULT_CONFIG:
+    if path is not None and str(Path(path).resolve()) != str(DEFAULT_CONFIG):
         tree = _deep_merge(tree, _read_yaml(Path(path)))
     for assignment in overrides:
         _apply_override(tree, assignment)

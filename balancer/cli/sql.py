@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from balancer.config import REPO_ROOT, Config
-
-VIEWS_DIR = REPO_ROOT / "lakehouse" / "views"
+from balancer.config import Config
+from balancer.resources import sql_files
 
 
 def register_sql_views(spark) -> list[str]:
     """The saved views in lakehouse/views (each file one CREATE OR REPLACE TEMP VIEW)."""
     names = []
-    for path in sorted(VIEWS_DIR.glob("*.sql")):
+    for path in sql_files("lakehouse", "views"):
         spark.sql(path.read_text())
-        names.append(path.stem)
+        names.append(path.name.removesuffix(".sql"))
     return names
 
 

@@ -1,0 +1,57 @@
+"""The entry points users run: spark-submit.sh, and the config check that precedes Spark."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from balancer import telemetry as tm
+from balancer.config import REPO_ROOT
+from balancer.scenarios import ScenarioSpec, generate
+from balancer.simulator import SimulatedCluster
+
+T0 = 1_790_000_000_000 // 300_000 * 300_000
+
+
+@pytest.mark.integration
+def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path):
+    from confluent_kafka import Producer
+
+    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
+                                                     replication_factor=2, cluster="submit")), noise=0.0)
+    records = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for value in records:
+        producer.produce(topic, value=value)
+    producer.flush(30)
+
+    lakehouse = tmp_path / "lh"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(
+        ["./spark-submit.sh", "--master", "local[2]", "--once",
+         "--set", f"source.bootstrap_servers={broker.bootstrap_servers}", "--set", f"source.topic={topic}",
+         "--set", f"lakehouse.path={lakehouse}", "--set", f"checkpoint.path={tmp_path / 'cp'}",
+         "--set", "windows.slide=5 minutes", "--set", "windows.watermark=1 minute",
+         "--set", "spark.conf.spark.ui.enabled=false"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    from deltalake import DeltaTable
+
+    assert DeltaTable(str(lakehouse / "telemetry_raw")).to_pyarrow_table().num_rows == len(records)
+    plans = DeltaTable(str(lakehouse / "balance_plans")).to_pyarrow_table()
+    assert plans.num_rows == 1  # minutes 0-6 close the window [0, 5) only
+
+
+def test_bad_config_stops_spark_submit_before_spark_starts(tmp_path):
+    started = time.monotonic()
+    result = subprocess.run(["./spark-submit.sh", "--set", "windows.size=banana"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "windows.size" in result.stderr and "banana" in result.stderr
+    assert "SparkContext" not in result.stderr and "log4j" not in result.stderr
+    assert time.monotonic() - started < 60
