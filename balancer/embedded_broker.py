@@ -101,9 +101,18 @@ class EmbeddedBroker:
         self.stop()
         self.start()
 
-    def add_user(self, username: str, password: str) -> None:
-        subprocess.run([self.binary(), "user", "create", "--username", username, "--password", password,
-                        "--storage-engine", "memory://tansu/"], check=True, capture_output=True)
+    def add_user(self, username: str, password: str, mechanism: str = "scram512") -> None:
+        """SCRAM user via ``tansu user create --broker URL NAME PASSWORD`` (tansu 0.6; scram256|scram512).
+
+        Tansu creates users over the Kafka protocol, through the running broker. A broker started
+        with ``--authentication`` refuses that unauthenticated request (NotAuthenticated), and one
+        without it offers no SASL at all, so on memory storage no user can ever log in.
+        """
+        result = subprocess.run([self.binary(), "user", "create", "--broker", f"tcp://127.0.0.1:{self.port}",
+                                 "--mechanism", mechanism, username, password], capture_output=True, timeout=30)
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).decode(errors="replace").replace(password, "***")
+            raise RuntimeError(f"tansu user create {username!r} failed ({result.returncode}): {output.strip()[-500:]}")
 
     def create_topic(self, topic: str, partitions: int = 1, config: dict | None = None, timeout: float = 10.0) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **(config or {})})
