@@ -20,6 +20,16 @@ from .options import PlannerOptions
 _EPS = 1e-9
 _DEST_TRIES = 4          # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
+# Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
+# only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
+# where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
+# (threshold - 1). A freshly balanced cluster thus sits ~1% inside the band that triggers a plan,
+# and re-measuring it with a few % noise per partition does not trigger another one.
+BALANCE_MARGIN = 0.9
+BOUND_TOLERANCE = 0.02
+# A distribution goal's move must cut its excess by at least this share of the cluster's average
+# utilization: no data moved (or leadership shuffled) for gains below measurement noise.
+MIN_GAIN_SHARE = 0.005
 
 
 class GoalError(RuntimeError):
@@ -29,6 +39,7 @@ class GoalError(RuntimeError):
 class Goal:
     name = "goal"
     hard = False
+    all_or_nothing = False   # keep this goal's moves only if they bring it within its band
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         return True
@@ -37,18 +48,30 @@ class Goal:
         """Lower is better; 0 means satisfied."""
         return 0.0
 
+    def violated(self, model: ClusterModel) -> bool:
+        """The goal has work to do (soft goals: some broker is outside the band that triggers a plan)."""
+        return self.metric(model) > _EPS
+
     def optimize(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> None:
         return None
 
     def run(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> dict:
         before = self.metric(model)
+        violated = self.violated(model)
         moves = model.moves_applied
-        self.optimize(model, tuple(optimized_goals), options)
+        mark, swapped = len(model.log), set(model.swapped)
+        if violated:
+            self.optimize(model, tuple(optimized_goals), options)
         after = self.metric(model)
+        if violated and self.all_or_nothing and self.violated(model):
+            # An unfixable violation proposes nothing (Cruise Control's goal violation detector):
+            # otherwise the moves that noise happens to allow creep in, a few every window.
+            model.undo_to(mark, swapped)
+            after, moves = self.metric(model), model.moves_applied
         if after > before + _EPS * max(1.0, abs(before)):
             raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
         return {"goal": self.name, "hard": self.hard, "before": before, "after": after,
-                "moves": model.moves_applied - moves}
+                "violated": violated, "moves": model.moves_applied - moves}
 
     @staticmethod
     def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence["Goal"]) -> bool:
@@ -211,7 +234,11 @@ class ResourceGoal(Goal):
         ls, lt = model.load[s, self.dim], model.load[t, self.dim]
         before = self._term(model, s, ls) + self._term(model, t, lt)
         after = self._term(model, s, ls - d) + self._term(model, t, lt + d)
-        return bool(after < before - _EPS * 1e-3)
+        return bool(before - after >= self.min_gain(model))
+
+    def min_gain(self, model: ClusterModel) -> float:
+        """Least cut of this goal's excess (utilization units) a move must bring."""
+        return _EPS * 1e-3
 
     guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
     _guard_ratio: float | None = None   # guard ceiling / cluster utilization; None: the threshold
@@ -405,7 +432,7 @@ class ResourceGoal(Goal):
                 before = self._term(model, a, model.load[a, d]) + self._term(model, f, model.load[f, d])
                 after = (self._term(model, a, model.load[a, d] - net[k])
                          + self._term(model, f, model.load[f, d] + net[k]))
-                if after >= before - _EPS * 1e-3 or not self.try_move(first, model, checks):
+                if before - after < self.min_gain(model) or not self.try_move(first, model, checks):
                     continue
                 if self.try_move(second, model, checks):
                     break
@@ -661,26 +688,63 @@ class DistributionGoal(ResourceGoal):
         self.leadership = dim in (OUT, LBIN, NLEAD)
         self.moves = dim != NLEAD
         self.swaps = dim in (IN, OUT, DISK)
+        # The count goals run last, squeezed between every traffic limit: a partial fix there
+        # depends on which moves this window's noise happens to allow.
+        self.all_or_nothing = dim in (NREP, NLEAD)
 
     def compute_limits(self, model):
+        return self._band(model, trigger=False)
+
+    def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        """The band whose violation makes this goal act (wider than the band it optimizes to)."""
+        cache = getattr(self, "_trigger_cache", None)
+        if cache is None or cache[0] != id(model):
+            cache = (id(model),) + self._band(model, trigger=True)
+            self._trigger_cache = cache
+        return cache[1], cache[2]
+
+    def violated(self, model: ClusterModel) -> bool:
+        upper, lower = self.trigger_limits(model)
+        u = model.util(self.dim)
+        tol = _EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
+        return bool((u > upper + tol).any() or (u < lower - tol).any())
+
+    def min_gain(self, model: ClusterModel) -> float:
+        if self.dim in (NREP, NLEAD):
+            return 0.5                       # counts: every whole replica/leadership counts
+        return MIN_GAIN_SHARE * model.cluster_util(self.dim)
+
+    def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
         n = model.n_brokers
         d = self.dim
+        # Optimize to 1 +- margin x (threshold - 1); act only outside 1 +- (threshold - 1).
+        spread = (self.threshold - 1.0) * (1.0 if trigger else BALANCE_MARGIN)
         if d in (NREP, NLEAD):
+            # Counts are exact (no measurement noise): one integer band for both.
             avg = model.load[:, d].sum() / n
             upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
             lower = np.full(n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf)
+            if d == NREP:
+                # With RF >= racks every rack holds a replica of each partition: a small rack's
+                # brokers cannot get down to the cluster average (nor a big rack's up to it).
+                upper = np.maximum(upper, np.ceil(model.rack_floor(d) - 1e-9))
+                lower = np.minimum(lower, np.floor(model.rack_ceiling(d) + 1e-9))
             return upper, lower
         avg = model.cluster_util(d)
         # Where one partition alone, or the broker's rack, forces more than the threshold,
-        # aim just above that bound instead (other racks still get the threshold).
+        # aim just above that bound instead (other racks still get the threshold)...
         biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[d]
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
-        bound = 1.01 * np.maximum(part_bound, model.rack_floor(d))
-        # ...but never above today's hottest broker: the balance figure must not get worse.
-        upper = np.maximum(avg * self.threshold, np.minimum(bound, model.util(d).max()))
-        lower = np.full(n, avg * (2 - self.threshold) if self.lower else -np.inf)
+        bound = np.maximum(part_bound, model.rack_floor(d))
+        if trigger:
+            # ...and count the goal as met within BOUND_TOLERANCE of that bound.
+            upper = np.maximum(avg * (1.0 + spread), (1.0 + BOUND_TOLERANCE) * bound)
+        else:
+            # ...but never above today's hottest broker: the balance figure must not get worse.
+            upper = np.maximum(avg * (1.0 + spread), np.minimum(1.01 * bound, model.util(d).max()))
+        lower = np.full(n, avg * (1.0 - spread) if self.lower else -np.inf)
         # A rack that cannot hold more (one replica per partition) is not pushed to.
-        lower = np.minimum(lower, 0.99 * model.rack_ceiling(d))
+        lower = np.minimum(lower, (1.0 - (BOUND_TOLERANCE if trigger else 0.01)) * model.rack_ceiling(d))
         return upper, lower
 
 

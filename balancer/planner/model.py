@@ -174,6 +174,7 @@ class ClusterModel:
         self.touched: dict[int, None] = {}   # insertion-ordered set of changed partitions
         self.swapped: set[int] = set()
         self.moves_applied = 0
+        self.log: list[Move] = []            # every move applied, in order (for undo)
 
     # ---- load -------------------------------------------------------------------------
     def _compute_load(self) -> np.ndarray:
@@ -359,6 +360,17 @@ class ClusterModel:
         for b, c in counts.items():
             self.broker_moves[b] = c
         self.moves_applied += 1
+        self.log.append(move)
+
+    def undo_to(self, mark: int, swapped: set[int]) -> None:
+        """Revert every move applied since ``len(self.log) == mark`` (``swapped``: the set saved then)."""
+        for move in reversed(self.log[mark:]):
+            if move.kind == "leadership":
+                self.apply(Move("leadership", move.p, move.dst, move.src))
+            else:
+                self.apply(Move(move.kind, move.p, move.dst, move.src, move.q))
+        del self.log[mark:]
+        self.swapped = swapped
 
     # ---- racks -------------------------------------------------------------------------
     def rack_target(self, p: int) -> int:
