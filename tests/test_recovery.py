@@ -1,0 +1,210 @@
+"""Exactly once across driver crashes: `balancer run` as a subprocess, SIGKILLed mid-batch, restarted
+on the same checkpoint, then drained with --once. Real Spark, real broker, real Delta tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+
+from balancer import telemetry as tm
+from balancer.scenarios import ScenarioSpec, generate
+from balancer.simulator import SimulatedCluster
+
+pytestmark = pytest.mark.integration
+
+BALANCER = str(Path(sys.executable).parent / "balancer")
+T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
+
+
+def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path:
+    """A --config file: fast triggers, small batches, a light local[2] Spark."""
+    config = {
+        "source": {"bootstrap_servers": bootstrap, "topic": topic, "max_records_per_batch": 25,
+                   "unavailable_timeout": "20 seconds"},
+        "lakehouse": {"path": str(tmp_path / "lakehouse"), "engine": "delta-rs"},
+        "checkpoint": {"path": str(tmp_path / "checkpoints")},
+        "windows": {"size": "5 minutes", "slide": "5 minutes", "watermark": "1 minute"},
+        "trigger": {"interval": "1 second"},
+        "quality": {"enabled": False},  # the data contract has its own tests; it costs seconds per batch
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                                                 "spark.driver.memory": "1g"}},
+    }
+    for section, values in sections.items():
+        config.setdefault(section, {}).update(values)
+    path = tmp_path / "balancer.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def start_job(config: Path, log: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    with open(log, "ab") as out:  # the child keeps its own handle
+        return subprocess.Popen([BALANCER, "run", "--config", str(config), *args], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver's whole process group (Python driver, JVM, Python workers) and wait it out."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process group {proc.pid} survived SIGKILL")
+
+
+def batch_ids(checkpoint: Path, log: str) -> set[int]:
+    folder = checkpoint / log
+    return {int(p.name) for p in folder.glob("[0-9]*")} if folder.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> bool:
+    """A batch is planned (offsets/N) but not yet committed (no commits/N)."""
+    offsets = batch_ids(checkpoint, "offsets")
+    return bool(offsets) and max(offsets) not in batch_ids(checkpoint, "commits")
+
+
+def delta_versions(table: Path) -> int:
+    return len(list((table / "_delta_log").glob("*.json")))
+
+
+def kill_when(condition, proc: subprocess.Popen, log: Path, timeout: float, what: str) -> bool:
+    """SIGKILL the job once ``condition`` holds (polled every 20 ms), or at ``timeout`` anyway: a crash
+    at a less interesting moment is still a crash. Returns whether the condition was met."""
+    deadline = time.monotonic() + timeout
+    met = False
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"job exited ({proc.returncode}) while waiting for {what}:\n{tail(log)}")
+        if condition():
+            met = True
+            break
+        time.sleep(0.02)
+    kill_group(proc)
+    return met
+
+
+def tail(log: Path, lines: int = 40) -> str:
+    if not log.exists():
+        return "(no log)"
+    kept = [line for line in log.read_text(errors="replace").splitlines() if " WARN " not in line]
+    return "\n".join(kept[-lines:])
+
+
+class Telemetry:
+    """Produces simulated telemetry plus malformed records; remembers each one's Kafka coordinates."""
+
+    BAD = [b"not json", b"", b'{"v":2,"type":"partition"}', b'{"v":1,"type":"partition","ts":"soon"}']
+
+    def __init__(self, bootstrap: str, topic: str, cluster: SimulatedCluster):
+        self.topic, self.cluster = topic, cluster
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.valid: set[tuple[int, int]] = set()
+        self.bad: set[tuple[int, int]] = set()
+
+    def _send(self, value: bytes, key: bytes, into: set) -> None:
+        def delivered(err, msg):
+            assert err is None, err
+            into.add((msg.partition(), msg.offset()))
+        self.producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
+
+    def minutes(self, first: int, last: int) -> None:
+        for minute in range(first, last + 1):
+            for i, record in enumerate(self.cluster.telemetry(T0 + minute * 60_000)):
+                self._send(tm.encode(record), f"{record['cluster']}/{record['broker']}".encode(), self.valid)
+                if i == 3:
+                    self._send(self.BAD[minute % len(self.BAD)], b"bad", self.bad)
+        assert self.producer.flush(30) == 0
+
+
+def read_table(lakehouse: Path, table: str) -> list[dict]:
+    return DeltaTable(str(lakehouse / table)).to_pyarrow_table().to_pylist()
+
+
+def assert_unique(rows: list[dict], keys: tuple[str, ...], table: str) -> None:
+    seen = [tuple(row[k] for k in keys) for row in rows]
+    dupes = {k for k in seen if seen.count(k) > 1}
+    assert not dupes, f"{table}: duplicate rows for {keys}: {sorted(dupes)[:5]}"
+
+
+def test_exactly_once_across_driver_crashes(broker, topic, tmp_path):
+    spec = ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 3), replication_factor=2,
+                        total_bytes_in=30e6, new_empty_brokers=1, seed=11, cluster="crash-1")
+    cluster = SimulatedCluster(generate(spec), noise=0.0)
+    data = Telemetry(broker.bootstrap_servers, topic, cluster)
+    config = write_config(tmp_path, broker.bootstrap_servers, topic)
+    ingest_ckpt, balance_ckpt = tmp_path / "checkpoints" / "ingest", tmp_path / "checkpoints" / "balance"
+    raw_table = tmp_path / "lakehouse" / "telemetry_raw"
+    log = tmp_path / "job.log"
+    kills = []
+
+    # Run 1: killed right after a telemetry_raw commit, before that batch's checkpoint commit
+    # (so also while an ingest batch is in flight).
+    data.minutes(0, 5)
+    job = start_job(config, log)
+    met = kill_when(lambda: len(batch_ids(ingest_ckpt, "commits")) >= 1 and delta_versions(raw_table) > 1
+                    + len(batch_ids(ingest_ckpt, "commits")), job, log, 150, "a raw commit ahead of the checkpoint")
+    kills.append(("after raw commit", met, in_flight(ingest_ckpt), max(batch_ids(ingest_ckpt, "offsets"), default=None)))
+
+    # Run 2: killed while a window (balance) batch is in flight.
+    data.minutes(6, 11)
+    job = start_job(config, log)
+    committed = len(batch_ids(balance_ckpt, "commits"))
+    met = kill_when(lambda: len(batch_ids(balance_ckpt, "commits")) > committed and in_flight(balance_ckpt), job,
+                    log, 150, "a balance batch in flight")
+    kills.append(("balance in flight", met, in_flight(balance_ckpt), max(batch_ids(balance_ckpt, "offsets"), default=None)))
+
+    # Final run drains the topic and emits the windows its watermark closed.
+    job = start_job(config, log, "--once")
+    try:
+        assert job.wait(timeout=300) == 0, tail(log)
+    except subprocess.TimeoutExpired:
+        kill_group(job)
+        raise AssertionError(f"--once did not finish:\n{tail(log)}") from None
+    print("kills:", kills, "ingest batches:", len(batch_ids(ingest_ckpt, "commits")),
+          "balance batches:", len(batch_ids(balance_ckpt, "commits")))
+
+    lakehouse = tmp_path / "lakehouse"
+    raw = read_table(lakehouse, "telemetry_raw")
+    assert_unique(raw, ("kafka_topic", "kafka_partition", "kafka_offset"), "telemetry_raw")
+    assert {(r["kafka_partition"], r["kafka_offset"]) for r in raw} == data.valid
+    assert {r["kafka_topic"] for r in raw} == {topic}
+    quarantine = read_table(lakehouse, "telemetry_quarantine")
+    assert_unique(quarantine, ("kafka_topic", "kafka_partition", "kafka_offset"), "telemetry_quarantine")
+    assert {(r["kafka_partition"], r["kafka_offset"]) for r in quarantine} == data.bad
+
+    window = ("cluster", "window_start", "window_end")
+    partitions = read_table(lakehouse, "partition_load")
+    assert_unique(partitions, (*window, "topic", "partition"), "partition_load")
+    # Minutes 0-11, 1-minute watermark: exactly the windows [0,5) and [5,10), each with every partition.
+    assert len({r["window_end"] for r in partitions}) == 2
+    assert len(partitions) == 2 * len(cluster.partitions)
+    brokers = read_table(lakehouse, "broker_load")
+    assert_unique(brokers, (*window, "broker"), "broker_load")
+    assert len(brokers) == 2 * len(cluster.brokers)
+    ranking = read_table(lakehouse, "broker_ranking")
+    assert_unique(ranking, (*window, "broker"), "broker_ranking")
+    assert len(ranking) == 2 * len(cluster.brokers)
+    plans = read_table(lakehouse, "balance_plans")
+    assert_unique(plans, ("plan_id",), "balance_plans")
+    assert len(plans) == 2
+    actions = read_table(lakehouse, "plan_actions")
+    assert_unique(actions, ("plan_id", "seq"), "plan_actions")
+    for plan in plans:  # a replayed plan must not leave a second, different action list behind
+        own = sorted(a["seq"] for a in actions if a["plan_id"] == plan["plan_id"])
+        assert own == list(range(len(own)))
+    print(json.dumps({"raw": len(raw), "quarantine": len(quarantine), "plans": [p["status"] for p in plans]}))
