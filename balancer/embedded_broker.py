@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,6 +113,7 @@ class EmbeddedBroker:
                                  "--mechanism", mechanism, username, password], capture_output=True, timeout=30)
         if result.returncode != 0:
             output = (result.stdout + result.stderr).decode(errors="replace").replace(password, "***")
+            output = re.sub(r"\x1b\[[0-9;]*m", "", output)  # tansu colours its log lines
             raise RuntimeError(f"tansu user create {username!r} failed ({result.returncode}): {output.strip()[-500:]}")
 
     def create_topic(self, topic: str, partitions: int = 1, config: dict | None = None, timeout: float = 10.0) -> None:
