@@ -138,3 +138,12 @@ def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monk
     monkeypatch.setattr(lh, "write_files", lambda *a, **k: pytest.fail("small frame sent to the executors"))
     assert house.append("telemetry_raw", small, app_id="app-1", batch_id=0)
     assert DeltaTable(house.path("telemetry_raw")).to_pyarrow_table().num_rows == 200
+
+
+def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monkeypatch):
+    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0")
+    assert lh.estimated_bytes(empty) > lh.DRIVER_MAX_BYTES
+    monkeypatch.setattr(lh, "write_files", lambda *a, **k: pytest.fail("empty frame sent to the executors"))
+    assert house.append("telemetry_raw", empty, app_id="app-1", batch_id=5)
+    assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 5
+    assert house.read("telemetry_raw").count() == 0

@@ -162,7 +162,9 @@ class Lakehouse:
             return False
         commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
         if isinstance(data, DataFrame) and estimated_bytes(data) > DRIVER_MAX_BYTES:
-            actions = write_files(data, self.path(table), table, prefix=f"b{batch_id}")
+            # An empty frame (the usual quarantine) costs one JVM-only job here instead of
+            # starting Python workers that write nothing.
+            actions = [] if data.isEmpty() else write_files(data, self.path(table), table, prefix=f"b{batch_id}")
             delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table),
                                            commit_properties=commit)
             return True
