@@ -151,7 +151,7 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
         data = frame(n)
         data.count()
         row = {"rows": n}
-        for name in ("driver-collect", "executor files", "auto (inline < 4 MiB)"):
+        for name in ("driver-collect", "executor files", "executor, inline < 4 MiB"):
             times = []
             for rep in range(2):
                 house = lh.Lakehouse(spark, workdir / f"w{n}-{len(results)}-{name[:4]}-{rep}", engine="delta-rs")
@@ -177,7 +177,7 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
         results.append(row)
         print(f"  write {n:>9,} rows: driver-collect {row['driver-collect']:.2f}s "
               f"(driver holds {row['driver MB']:.0f} MB) | executor files {row['executor files']:.2f}s | "
-              f"auto {row['auto (inline < 4 MiB)']:.2f}s   load {loadavg()}", flush=True)
+              f"executor+inline {row['executor, inline < 4 MiB']:.2f}s   load {loadavg()}", flush=True)
     return results
 
 
@@ -323,7 +323,10 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=1_000_000)
     parser.add_argument("--drain-timeout", type=float, default=600.0,
                         help="seconds to wait, once all is produced, for the last plan")
-    parser.add_argument("--skip-write", action="store_true")
+    parser.add_argument("--skip-write", action="store_true", help="skip part 1 (write path)")
+    parser.add_argument("--write-only", action="store_true", help="run part 1 only")
+    parser.add_argument("--write-sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                        help="rows per write-path case, comma-separated")
     parser.add_argument("--set", action="append", default=[], help="config override key=value")
     args = parser.parse_args()
     args.rates = args.rates or ([25_000, 50_000] if args.quick else [25_000, 50_000, 100_000, 150_000])
@@ -340,7 +343,10 @@ def main() -> None:
     try:
         if not args.skip_write:
             print("write path (telemetry_raw rows, 2 partitions, best of 2):", flush=True)
-            write_path(spark, [1_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000], workdir)
+            write_path(spark, args.write_sizes or ([1_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]),
+                       workdir)
+        if args.write_only:
+            return
 
         rnd = Round(ScenarioSpec(**(QUICK if args.quick else FULL)))
         print(f"cluster: 270 brokers, {rnd.replicas:,} replicas -> {len(rnd):,} records per sim minute "
