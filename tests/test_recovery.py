@@ -29,7 +29,7 @@ T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
 def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path:
     """A --config file: fast triggers, small batches, a light local[2] Spark."""
     config = {
-        "source": {"bootstrap_servers": bootstrap, "topic": topic, "max_records_per_batch": 25,
+        "source": {"bootstrap_servers": bootstrap, "topic": topic, "max_records_per_batch": 40,
                    "unavailable_timeout": "20 seconds"},
         "lakehouse": {"path": str(tmp_path / "lakehouse"), "engine": "delta-rs"},
         "checkpoint": {"path": str(tmp_path / "checkpoints")},
