@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
 import uuid
@@ -212,8 +213,8 @@ def estimated_bytes(frame: DataFrame) -> int:
 
 
 # A task whose partition holds less Arrow data than this ships it to the driver instead of
-# writing its own file (measured in benchmarks/README.md, "## Ingest": a file per tiny partition
-# costs more, in files and in commit size, than the bytes it saves the driver).
+# writing its own file: a small table gets one file per commit, not one per shuffle partition,
+# and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
 _STRING_STAT_CHARS = 32
 _RESULT_SCHEMA = ("path string, size long, rows long, stats string, mtime long, inline binary")
@@ -236,6 +237,7 @@ class _Stats:
         self.nulls = {f.name: 0 for f in schema if not pa.types.is_nested(f.type)}
         self.lo: dict = {}
         self.hi: dict = {}
+        self.unbounded: set[str] = set()
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
@@ -252,7 +254,12 @@ class _Stats:
                 column = pc.if_else(pc.is_nan(column), None, column)  # NaN has no order
             bounds = pc.min_max(column)
             lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-            if lo is None:
+            if lo is None or field.name in self.unbounded:
+                continue
+            if isinstance(lo, float) and not (math.isfinite(lo) and math.isfinite(hi)):
+                self.unbounded.add(field.name)  # JSON has no infinity: no min/max for this column
+                self.lo.pop(field.name, None)
+                self.hi.pop(field.name, None)
                 continue
             self.lo[field.name] = lo if field.name not in self.lo else min(lo, self.lo[field.name])
             self.hi[field.name] = hi if field.name not in self.hi else max(hi, self.hi[field.name])
