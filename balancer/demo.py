@@ -24,8 +24,8 @@ from pathlib import Path
 from balancer.config import REPO_ROOT, ConfigError, load_config
 
 TICK_MS = 60_000
-# Demo topics keep ~15 minutes of data, so throttled replica moves finish within a few simulated minutes.
-DEMO_RETENTION_SCALE = 0.005
+# Demo topics keep only minutes of data, so throttled replica moves finish within a few simulated minutes.
+DEMO_RETENTION_SCALE = 0.001
 log = logging.getLogger("balancer.demo")
 
 

@@ -60,8 +60,8 @@ def test_ssl_options_reach_the_client_unchanged_and_errors_hide_the_key_password
         job.run_until_idle(spark, job.start(spark, config, once=True))
     message = str(failure.value)
     # librdkafka rejects the CA file: the SSL keys arrived as given (a dropped key would not fail at all).
-    # (The source wraps this config error as "brokers unavailable" after retrying: see the report.)
     assert "Failed to create consumer: ssl.ca.location failed" in message, message
+    assert "Kafka client options for" in message and "are invalid" in message  # named, not retried
     assert KEY_PASSWORD not in message
     assert not files_containing(tmp_path, KEY_PASSWORD)
 
@@ -100,9 +100,8 @@ def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(tm
     output = log.read_text(errors="replace")
     # The client's own log says why (SASL options arrived unchanged: SCRAM-SHA-512 was negotiated)...
     assert "SASL SCRAM authentication failed" in output, tail(log)
-    # ...and the job's error names the brokers. NOTE: the raised error itself only says "unavailable"
-    # (kafka_source.py does not surface librdkafka's authentication error): see the report.
-    assert f"Kafka brokers {secured.bootstrap_servers} unavailable" in output, tail(log)
+    # ...and the job's own error says so at once, naming the brokers, instead of "unavailable".
+    assert f"authentication to Kafka brokers {secured.bootstrap_servers} failed" in output, tail(log)
     assert PASSWORD not in output
     assert not files_containing(tmp_path, PASSWORD)
 

@@ -161,12 +161,24 @@ class _Broker:
         self._consumer = None
         # (topic, partition) -> (high watermark, true end) from the last probe.
         self._probed: dict[tuple[str, int], tuple[int, int]] = {}
+        self._auth_error = None
+
+    def _on_error(self, error) -> None:
+        # librdkafka reports a refused login only through this callback; calls merely time out.
+        from confluent_kafka import KafkaError
+
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._auth_error = error
 
     def consumer(self):
         if self._consumer is None:
-            from confluent_kafka import Consumer
+            from confluent_kafka import Consumer, KafkaException
 
-            self._consumer = Consumer(self.opts.consumer_config())
+            try:
+                self._consumer = Consumer({**self.opts.consumer_config(), "error_cb": self._on_error})
+            except KafkaException as exc:  # a bad client property: retrying cannot help
+                raise KafkaSourceError(self.opts.redact(
+                    f"Kafka client options for {self.opts.bootstrap} are invalid: {exc}")) from None
         return self._consumer
 
     def close(self) -> None:
@@ -191,6 +203,12 @@ class _Broker:
                 return fn(max(0.2, min(remaining, 10.0)))
             except KafkaException as exc:
                 last = exc
+                if self._consumer is not None:
+                    self._consumer.poll(0)  # serves error_cb, which is how a refused login shows up
+            if self._auth_error is not None:
+                raise KafkaSourceError(self.opts.redact(
+                    f"authentication to Kafka brokers {self.opts.bootstrap} failed while {what}: "
+                    f"{self._auth_error.str()} (check sasl.* in source.options)"))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break

@@ -65,7 +65,7 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
     election = result.to_election()
     row.update(
         status="proposed" if result.actions else "balanced",
-        reason=None if result.actions else "within thresholds: nothing to do",
+        reason=None if result.actions else "within thresholds",
         imbalance_before=result.imbalance_before, imbalance_after=result.imbalance_after,
         network_in_before=result.before["network_in"], network_in_after=result.after["network_in"],
         network_out_before=result.before["network_out"], network_out_after=result.after["network_out"],

@@ -123,16 +123,17 @@ class BalanceSink:
             plan_rows = planning.plans(partitions, brokers, self.config.balancer,
                                        blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
-            write("balance_plans", plan_rows)
+            new_plans = write("balance_plans", plan_rows)
             write("plan_actions", planning.plan_actions(plan_rows))
-            if self.on_plans is not None:
+            # A replayed batch wrote nothing: its plans were handed out before the crash.
+            if self.on_plans is not None and new_plans:
                 self.on_plans([row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()])
         finally:
             for frame in reversed(cached):
                 frame.unpersist()
 
     def _writer(self, batch_id: int):
-        def write(table: str, frame: DataFrame) -> None:
-            self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,
-                                  batch_id=batch_id)
+        def write(table: str, frame: DataFrame) -> bool:
+            return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,
+                                         batch_id=batch_id)
         return write
