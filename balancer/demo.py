@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             stop.set()
             simulator.join(timeout=30)
             producer.flush(10)
-            del producer  # disconnect before the broker stops, not after
+            producer.close()  # disconnect before the broker stops, not after
             for query in queries:
                 query.stop()
         lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)

@@ -16,7 +16,7 @@ from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from test_recovery import BALANCER, T0, start_job, tail, write_config
+from support import BALANCER, T0, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from balancer import telemetry as tm
 from balancer.config import load_config
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.session import delta_jar_available, kafka_jar_available
+from support import minutes_of, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
-T0 = 1_790_000_000_000 // 300_000 * 300_000
 
 
 def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path):
@@ -27,22 +26,16 @@ def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path)
     if not delta_jar_available(spark):
         pytest.skip("Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
                     "reachable here; spark-submit.sh adds it with --packages on a cluster")
-    from confluent_kafka import Producer
-
     cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
                                                      replication_factor=2, cluster="native")), noise=0.0)
-    records = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for value in records:
-        producer.produce(topic, value=value)
-    producer.flush(30)
+    records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
     config = load_config(None, [
         f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}", "source.connector=native",
         "lakehouse.engine=delta-spark", f"lakehouse.path={tmp_path / 'lh'}", f"checkpoint.path={tmp_path / 'cp'}",
         "windows.slide=5 minutes", "windows.watermark=1 minute"])
     job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-spark")
-    assert lakehouse.read("telemetry_raw").count() == len(records)
+    assert lakehouse.read("telemetry_raw").count() == records
     assert lakehouse.read("balance_plans").count() == 1
 
 

@@ -9,25 +9,18 @@ import time
 
 import pytest
 
-from balancer import telemetry as tm
 from balancer.config import REPO_ROOT
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
+from support import minutes_of, produce
 
-T0 = 1_790_000_000_000 // 300_000 * 300_000
 
 
 @pytest.mark.integration
 def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path):
-    from confluent_kafka import Producer
-
     cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
                                                      replication_factor=2, cluster="submit")), noise=0.0)
-    records = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for value in records:
-        producer.produce(topic, value=value)
-    producer.flush(30)
+    records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
 
     lakehouse = tmp_path / "lh"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -42,7 +35,7 @@ def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path
 
     from deltalake import DeltaTable
 
-    assert DeltaTable(str(lakehouse / "telemetry_raw")).to_pyarrow_table().num_rows == len(records)
+    assert DeltaTable(str(lakehouse / "telemetry_raw")).to_pyarrow_table().num_rows == records
     plans = DeltaTable(str(lakehouse / "balance_plans")).to_pyarrow_table()
     assert plans.num_rows == 1  # minutes 0-6 close the window [0, 5) only
 

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 
-from balancer import telemetry as tm
 from balancer.config import load_config
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
+from support import MINUTE, T0, produce
 
 pytestmark = pytest.mark.integration
-
-T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
-MINUTE = 60_000
-
-
-def produce(broker, topic, records: list[dict]) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
-    for record in records:
-        producer.produce(topic, key=f"{record['cluster']}/{record['broker']}".encode(), value=tm.encode(record))
-    assert producer.flush(30) == 0
 
 
 def rows(frame, *order) -> list[dict]:
@@ -41,7 +30,7 @@ def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, bro
 
     # Minutes 0-11 with a 1-minute watermark: windows [0,5) and [5,10) are finalized.
     on_time = [r for m in range(12) for r in cluster.telemetry(T0 + m * MINUTE)]
-    produce(broker, topic, on_time)
+    produce(broker.bootstrap_servers, topic, on_time)
     job.run_until_idle(spark, job.start(spark, config, once=True))
     first_window = spark.sql(f"SELECT timestamp_millis({T0 + 5 * MINUTE}) AS t").first()["t"]
     loads_before = rows(lakehouse.read("partition_load"), "window_end", "topic", "partition")
@@ -56,7 +45,7 @@ def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, bro
         p["bytes_in"] *= 2
     late = cluster.telemetry(T0 + 2 * MINUTE)
     fresh = cluster.telemetry(T0 + 12 * MINUTE)
-    produce(broker, topic, late + fresh)
+    produce(broker.bootstrap_servers, topic, late + fresh)
     job.run_until_idle(spark, job.start(spark, config, once=True))
 
     raw = lakehouse.read("telemetry_raw")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import Producer
 
 from balancer.cli.main import main as balancer_cli
 from balancer.config import REPO_ROOT, load_config
@@ -14,10 +13,10 @@ from balancer.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer import telemetry as tm
+from support import T0, produce
 
 pytestmark = pytest.mark.integration
 
-T0 = 1_790_000_000_000 // 300_000 * 300_000  # a window boundary (5 minutes), in 2026
 MALFORMED = [b"not json", b"", b'{"v":2,"type":"partition"}', b'{"v":1,"type":"partition","ts":"soon"}',
              json.dumps({"v": 1, "type": "broker", "ts": T0, "cluster": "c", "broker": -3,
                          "capacity": {"network_in": 1, "network_out": 1, "disk": 1}}).encode()]
@@ -31,19 +30,12 @@ def job_config(tmp_path, broker, topic, *extra):
         "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", *extra])
 
 
-def produce(broker, topic, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value=value)
-    producer.flush(30)
-
-
 def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, topic, tmp_path, capsys):
     spec = ScenarioSpec(brokers=4, racks=2, topics=4, partitions_per_topic=(3, 6), replication_factor=2,
                         total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="it-1")
     cluster = SimulatedCluster(generate(spec), noise=0.0)
     valid = [tm.encode(r) for minute in range(12) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
+    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
 
     config = job_config(tmp_path, broker, topic)
     job.run_until_idle(spark, job.start(spark, config, once=True))
@@ -99,7 +91,7 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
                                                      replication_factor=2, cluster="it-2")), noise=0.0)
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker, topic, first)
+    produce(broker.bootstrap_servers, topic, first)
     config = job_config(tmp_path, broker, topic)
     job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
@@ -107,7 +99,7 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     plans_before = lakehouse.read("balance_plans").count()
 
     second = [tm.encode(r) for minute in range(7, 12) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker, topic, second)
+    produce(broker.bootstrap_servers, topic, second)
     job.run_until_idle(spark, job.start(spark, config, once=True))
     assert lakehouse.read("telemetry_raw").count() == len(first) + len(second)
     plans = lakehouse.read("balance_plans")

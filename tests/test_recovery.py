@@ -4,68 +4,20 @@ on the same checkpoint, then drained with --once. Real Spark, real broker, real 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
 from balancer import telemetry as tm
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
+from support import T0, kill_group, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
-
-BALANCER = str(Path(sys.executable).parent / "balancer")
-T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
-
-
-def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path:
-    """A --config file: fast triggers, small batches, a light local[2] Spark."""
-    config = {
-        "source": {"bootstrap_servers": bootstrap, "topic": topic, "max_records_per_batch": 40,
-                   "unavailable_timeout": "20 seconds"},
-        "lakehouse": {"path": str(tmp_path / "lakehouse"), "engine": "delta-rs"},
-        "checkpoint": {"path": str(tmp_path / "checkpoints")},
-        "windows": {"size": "5 minutes", "slide": "5 minutes", "watermark": "1 minute"},
-        "trigger": {"interval": "1 second"},
-        "quality": {"enabled": False},  # the data contract has its own tests; it costs seconds per batch
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                                 "spark.driver.memory": "1g"}},
-    }
-    for section, values in sections.items():
-        config.setdefault(section, {}).update(values)
-    path = tmp_path / "balancer.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def start_job(config: Path, log: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    with open(log, "ab") as out:  # the child keeps its own handle
-        return subprocess.Popen([BALANCER, "run", "--config", str(config), *args], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver's whole process group (Python driver, JVM, Python workers) and wait it out."""
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"process group {proc.pid} survived SIGKILL")
-
 
 def batch_ids(checkpoint: Path, log: str) -> set[int]:
     folder = checkpoint / log
@@ -96,13 +48,6 @@ def kill_when(condition, proc: subprocess.Popen, log: Path, timeout: float, what
         time.sleep(0.02)
     kill_group(proc)
     return met
-
-
-def tail(log: Path, lines: int = 40) -> str:
-    if not log.exists():
-        return "(no log)"
-    kept = [line for line in log.read_text(errors="replace").splitlines() if " WARN " not in line]
-    return "\n".join(kept[-lines:])
 
 
 class Telemetry:

@@ -16,7 +16,7 @@ from balancer.embedded_broker import EmbeddedBroker
 from balancer.scenarios import ScenarioSpec, generate
 from balancer.simulator import SimulatedCluster
 from balancer.spark import job
-from test_recovery import T0, start_job, tail, write_config
+from support import T0, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
 

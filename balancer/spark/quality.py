@@ -23,7 +23,6 @@ import time
 import uuid
 from datetime import datetime, timezone
 from functools import cache
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
