@@ -1,8 +1,10 @@
 """Parse telemetry v1 from Kafka records in the JVM, attaching a reason to every bad record.
 
-Two ``from_json`` passes over the value: one with every field as a string (is the field
-there, and what did it say?) and one typed (is it the right type?). The first failing
-rule gives the reason; valid records have ``quarantine_reason`` NULL. Nothing is dropped.
+One typed ``from_json`` pass over every value. Only where it fails (not JSON, or a field of
+the wrong type) does a second pass read every field as a string, to say which field was
+wrong and what it held; for the rest, those texts come from the typed values. The first
+failing rule gives the reason; valid records have ``quarantine_reason`` NULL. Nothing is
+dropped.
 """
 
 from __future__ import annotations
@@ -41,29 +43,42 @@ def _show(raw: Column) -> Column:
 
 
 def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_ms: Column) -> list[Column]:
-    """Ordered (condition → reason) checks; the first that fires names the problem."""
-    rtype = raw["type"]
+    """Ordered (condition → reason) checks; the first that fires names the problem.
+
+    ``raw`` (every field as text) is NULL where the typed pass succeeded: there a field is
+    present when its typed value is, and its text is made only inside a reason that fires.
+    """
+    explained = raw.isNotNull()
+
+    def present(name: str) -> Column:
+        return F.when(explained, raw[name].isNotNull()).otherwise(typed[name].isNotNull())
+
+    def text(name: str) -> Column:
+        return F.when(explained, raw[name]).otherwise(typed[name].cast("string"))
+
+    rtype = F.when(explained, raw["type"]).otherwise(typed["type"])
     rules = [
         F.when(value.isNull() | (F.length(value) == 0), F.lit("empty value")),
         F.when(F.octet_length(value) > max_value_bytes,
                F.format_string(f"value is %d bytes, over source.max_value_bytes={max_value_bytes}",
                                F.octet_length(value))),
-        F.when(raw.isNull() | raw[_CORRUPT].isNotNull(),
+        F.when(typed.isNull() | explained & raw[_CORRUPT].isNotNull(),
                F.concat(F.lit("not a JSON object: "), _show(value))),
-        F.when(raw["v"].isNull(), F.lit("missing field 'v' (telemetry version)")),
+        F.when(~present("v"), F.lit("missing field 'v' (telemetry version)")),
         F.when(typed["v"].isNull() | (typed["v"] != tm.VERSION),
-               F.concat(F.lit("unknown telemetry version v="), _show(raw["v"]),
+               F.concat(F.lit("unknown telemetry version v="), _show(text("v")),
                         F.lit(f" (this job reads v={tm.VERSION})"))),
         F.when(rtype.isNull(), F.lit("missing field 'type'")),
         F.when(~rtype.isin(*tm.RECORD_TYPES),
                F.concat(F.lit("unknown type '"), _show(rtype), F.lit("' (expected 'partition' or 'broker')"))),
     ]
     for field in tm.FIELDS:
-        required = F.lit(False) if not field.required_for else rtype.isin(*field.required_for)
-        rules.append(F.when(required & raw[field.name].isNull(),
-                            F.concat(F.lit(f"missing field '{field.name}' for a "), rtype, F.lit(" record"))))
+        if field.required_for:
+            rules.append(F.when(rtype.isin(*field.required_for) & ~present(field.name),
+                                F.concat(F.lit(f"missing field '{field.name}' for a "), rtype, F.lit(" record"))))
     for field in tm.FIELDS:
-        rules.append(F.when(raw[field.name].isNotNull() & typed[field.name].isNull(),
+        # A wrong type is only possible where the typed pass failed, i.e. where raw was read.
+        rules.append(F.when(explained & raw[field.name].isNotNull() & typed[field.name].isNull(),
                             F.concat(F.lit(f"field '{field.name}' must be {_TYPE_WORDS[field.type]}, got "),
                                      _show(raw[field.name]))))
         if field.type == "capacity":
@@ -80,22 +95,22 @@ def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_
                                 F.lit(f"field '{field.name}' is not a finite number")))
         if field.non_negative:
             rules.append(F.when(typed[field.name] < 0,
-                                F.concat(F.lit(f"field '{field.name}' is negative: "), _show(raw[field.name]))))
+                                F.concat(F.lit(f"field '{field.name}' is negative: "), _show(text(field.name)))))
     ts = typed["ts"]
     rules += [
         F.when((ts < tm.MIN_TS_MS) | (ts > now_ms + tm.MAX_CLOCK_SKEW_MS),
-               F.concat(F.lit("field 'ts' is not a plausible epoch-milliseconds time: "), raw["ts"])),
+               F.concat(F.lit("field 'ts' is not a plausible epoch-milliseconds time: "), text("ts"))),
         F.when(F.trim(typed["cluster"]) == "", F.lit("field 'cluster' is empty")),
         F.when((rtype == "partition") & ~typed["topic"].rlike(tm.TOPIC_NAME_PATTERN),
-               F.concat(F.lit("field 'topic' is not a valid Kafka topic name: "), _show(raw["topic"]))),
+               F.concat(F.lit("field 'topic' is not a valid Kafka topic name: "), _show(text("topic")))),
         F.when((rtype == "partition") & (F.size(typed["replicas"]) == 0), F.lit("field 'replicas' is empty")),
         F.when((rtype == "partition") & F.exists(typed["replicas"], lambda r: r.isNull() | (r < 0)),
-               F.concat(F.lit("field 'replicas' holds an invalid broker id: "), raw["replicas"])),
+               F.concat(F.lit("field 'replicas' holds an invalid broker id: "), text("replicas"))),
         F.when((rtype == "partition") & (F.size(F.array_distinct(typed["replicas"])) != F.size(typed["replicas"])),
-               F.concat(F.lit("field 'replicas' lists a broker twice: "), raw["replicas"])),
+               F.concat(F.lit("field 'replicas' lists a broker twice: "), text("replicas"))),
         F.when((rtype == "partition") & ~F.array_contains(typed["replicas"], typed["broker"]),
                F.concat(F.lit("broker "), typed["broker"].cast("string"),
-                        F.lit(" reports a replica but is not in replicas "), raw["replicas"])),
+                        F.lit(" reports a replica but is not in replicas "), text("replicas"))),
     ]
     return rules
 
@@ -113,13 +128,16 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key"),
         value.alias("value"),
-        F.from_json(guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT}).alias("_raw"),
         F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
                                             "allowNonNumericNumbers": "true"}).alias("_typed"),
     )
-    now_ms = F.unix_millis(F.current_timestamp())
-    reason = F.coalesce(*_rules(F.col("_raw"), F.col("_typed"), F.col("value"), max_value_bytes, now_ms))
     typed = F.col("_typed")
+    # The all-string pass costs as much as the typed one; CASE WHEN runs it only where that failed.
+    typed_failed = typed.isNull() | typed[_CORRUPT].isNotNull()
+    parsed = parsed.withColumn("_raw", F.when(typed_failed, F.from_json(
+        guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT})))
+    now_ms = F.unix_millis(F.current_timestamp())
+    reason = F.coalesce(*_rules(F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms))
     return parsed.select(
         *KAFKA_COLUMNS, "key", "value",
         typed["v"].alias("v"),
