@@ -48,3 +48,15 @@ def test_bad_config_stops_spark_submit_before_spark_starts(tmp_path):
     assert "windows.size" in result.stderr and "banana" in result.stderr
     assert "SparkContext" not in result.stderr and "log4j" not in result.stderr
     assert time.monotonic() - started < 60
+
+
+def test_cluster_packages_follow_config_and_the_pinned_spark(capsys):
+    from pyspark.version import __version__ as spark_version
+
+    from balancer.cli import packages
+
+    assert packages.main([]) == 0 and capsys.readouterr().out.strip() == ""  # embedded path: no jars
+    assert packages.main(["--set", "source.connector=native", "--set", "lakehouse.engine=delta-spark"]) == 0
+    wanted = capsys.readouterr().out.strip().split(",")
+    assert wanted == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}", "io.delta:delta-spark_2.13:4.4.1"]
+    assert packages.main(["--set", "source.connector=jvm"]) == 2

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from pyspark.version import __version__ as pyspark_version
+
 from balancer.config import ConfigError, load_config
 
 SPARK_SCALA = "2.13"
-SPARK_VERSION = "4.1.1"
+# The connector must match the Spark that runs the job: the pinned pyspark's version.
+SPARK_VERSION = pyspark_version
 DELTA_VERSION = "4.4.1"
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SPARK_SCALA}:{SPARK_VERSION}"
 DELTA_PACKAGE = f"io.delta:delta-spark_{SPARK_SCALA}:{DELTA_VERSION}"
