@@ -147,3 +147,27 @@ def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monk
     assert house.append("telemetry_raw", empty, app_id="app-1", batch_id=5)
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 5
     assert house.read("telemetry_raw").count() == 0
+
+
+def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path):
+    from datetime import datetime, timezone
+
+    from pyspark.sql import functions as F
+
+    lakehouse = Lakehouse(spark, tmp_path / "lh", engine="delta-rs")
+    lakehouse.create_all()
+    assert lakehouse.column_max("telemetry_raw", "ts") is None
+    for batch_id, minute in enumerate((3, 9, 5)):
+        rows = [("m", 0, batch_id * 10 + i, None, 1, "broker", datetime(2026, 1, 1, 0, minute, i, tzinfo=timezone.utc),
+                 "c", 1) for i in range(3)]
+        frame = spark.createDataFrame(rows, "kafka_topic string, kafka_partition int, kafka_offset long, "
+                                            "kafka_timestamp timestamp, v int, type string, ts timestamp, "
+                                            "cluster string, broker int")
+        full = frame.select("*", *[F.lit(None).cast(f.dataType).alias(f.name)
+                                   for f in spark_schema("telemetry_raw").fields if f.name not in frame.columns])
+        lakehouse.append("telemetry_raw", full, app_id="t", batch_id=batch_id)
+    scanned = lakehouse.read("telemetry_raw").agg(F.max("ts")).first()[0]
+    from_log = lakehouse.column_max("telemetry_raw", "ts")
+    assert scanned.replace(tzinfo=timezone.utc) == datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)
+    # File statistics are rounded up to the millisecond at most.
+    assert 0 <= (from_log - datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)).total_seconds() < 0.001

@@ -187,6 +187,20 @@ class Lakehouse:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*files)
 
+    def column_max(self, table: str, column: str):
+        """Largest value of ``column``, from the Delta log's per-file statistics where every file has
+        them (no data scanned: the table may hold months of telemetry), else by a scan."""
+        if self.engine == "delta-rs":
+            actions = pa.table(DeltaTable(self.path(table)).get_add_actions(flatten=True))
+            if actions.num_rows == 0:
+                return None
+            stat = f"max.{column}"
+            if stat in actions.column_names and actions.column(stat).null_count == 0:
+                return pc.max(actions.column(stat)).as_py()
+        from pyspark.sql import functions as F
+
+        return self.read(table).agg(F.max(column)).first()[0]
+
     def register_views(self) -> list[str]:
         """Temp views named like the tables, so SQL can say ``FROM balance_plans``."""
         for table in TABLES:

@@ -57,7 +57,7 @@ class IngestSink:
     def _watermark_ms(self) -> int | None:
         if self._max_event_ms is None:
             # After a restart, resume from what was landed: the latest event time in telemetry_raw.
-            latest = self.lakehouse.read("telemetry_raw").agg(F.max("ts")).first()[0]
+            latest = self.lakehouse.column_max("telemetry_raw", "ts")
             self._max_event_ms = int(latest.replace(tzinfo=timezone.utc).timestamp() * 1000) if latest else 0
         return self._max_event_ms - self.delay_ms if self._max_event_ms else None
 
