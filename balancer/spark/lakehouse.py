@@ -151,9 +151,12 @@ class Lakehouse:
         batch whose commit did land is skipped on replay by the ``transaction_version`` check.
         """
         if self.engine == "delta-spark":
+            done = self.committed_version(table, app_id)
+            if done is not None and done >= batch_id:
+                return False
             frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data.to_pandas(),
                                                                                           spark_schema(table))
-            # Delta skips a (txnAppId, txnVersion) it has already seen: idempotent by itself.
+            # Delta would also skip a (txnAppId, txnVersion) it has seen; the check above tells the caller.
             (frame.select(*spark_schema(table).names).write.format("delta").mode("append")
              .option("txnAppId", app_id).option("txnVersion", batch_id).save(self.path(table)))
             return True

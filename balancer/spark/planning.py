@@ -37,19 +37,10 @@ def plan_id(cluster: str, window_end: datetime) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{cluster}|{window_end.isoformat()}"))
 
 
-def planner_options(balancer: BalancerConfig):
-    from balancer.planner import PlannerOptions
-
-    return PlannerOptions(
-        balance_threshold=balancer.balance_threshold, capacity_threshold=balancer.capacity_threshold,
-        max_bytes_to_move=balancer.max_bytes_to_move, max_moves_per_broker=balancer.max_moves_per_broker,
-        excluded_topics=balancer.excluded_topics, excluded_brokers=tuple(balancer.excluded_brokers))
-
-
 def plan_window(cluster: str, window_start, window_end, partitions: list[dict], brokers: list[dict],
                 balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
     """One balance_plans row (with its actions) for one cluster and window. Pure but for the clock."""
-    from balancer.planner import plan
+    from balancer.planner import PlannerOptions, plan
     from balancer.snapshot import build_snapshot
 
     row = {name: None for name in PLAN_RESULT_SCHEMA.names}
@@ -61,7 +52,7 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
     if problems:
         row.update(status="skipped", reason="; ".join(problems))
         return row
-    result = plan(built.snapshot, planner_options(balancer))
+    result = plan(built.snapshot, PlannerOptions.from_config(balancer))
     election = result.to_election()
     row.update(
         status="proposed" if result.actions else "balanced",

@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -26,33 +27,36 @@ from balancer.spark.quality import Contract
 log = logging.getLogger(__name__)
 
 
-def query_app_id(checkpoint: str | Path, prefix: str) -> str:
-    """``prefix`` + the query id Spark keeps in the checkpoint's metadata file (written before batch 0)."""
-    metadata = Path(checkpoint) / "metadata"
-    query_id = json.loads(metadata.read_text().splitlines()[0])["id"]
-    return f"{prefix}-{query_id}"
+class _QuerySink:
+    """A sink's writer id: ``prefix`` + the query id Spark keeps in the checkpoint (written before batch 0)."""
+
+    prefix = ""
+
+    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path):
+        self.lakehouse = lakehouse
+        self.config = config
+        self.checkpoint = Path(checkpoint)
+        self.contract = Contract(lakehouse, config.quality)
+
+    @cached_property
+    def app_id(self) -> str:
+        query_id = json.loads((self.checkpoint / "metadata").read_text().splitlines()[0])["id"]
+        return f"{self.prefix}-{query_id}"
 
 
-class IngestSink:
+class IngestSink(_QuerySink):
     """Parsed Kafka records → ``telemetry_raw`` (valid) and ``telemetry_quarantine`` (with reasons).
 
     Records older than the stream's watermark (max event time seen before this batch minus
     ``windows.watermark``) are kept and flagged ``is_late``; the window query ignores them.
     """
 
-    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path):
-        self.lakehouse = lakehouse
-        self.checkpoint = Path(checkpoint)
-        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
-        self.contract = Contract(lakehouse, config.quality)
-        self._app_id: str | None = None
-        self._max_event_ms: int | None = None
+    prefix = "ingest"
 
-    @property
-    def app_id(self) -> str:
-        if self._app_id is None:
-            self._app_id = query_app_id(self.checkpoint, "ingest")
-        return self._app_id
+    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path):
+        super().__init__(lakehouse, config, checkpoint)
+        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
+        self._max_event_ms: int | None = None
 
     def _watermark_ms(self) -> int | None:
         if self._max_event_ms is None:
@@ -87,23 +91,15 @@ class IngestSink:
 PlanListener = Callable[[list[dict]], None]
 
 
-class BalanceSink:
+class BalanceSink(_QuerySink):
     """Finalized replica windows → partition_load, broker_load, broker_ranking, balance_plans, plan_actions."""
+
+    prefix = "balance"
 
     def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path,
                  on_plans: PlanListener | None = None):
-        self.lakehouse = lakehouse
-        self.config = config
-        self.checkpoint = Path(checkpoint)
+        super().__init__(lakehouse, config, checkpoint)
         self.on_plans = on_plans
-        self.contract = Contract(lakehouse, config.quality)
-        self._app_id: str | None = None
-
-    @property
-    def app_id(self) -> str:
-        if self._app_id is None:
-            self._app_id = query_app_id(self.checkpoint, "balance")
-        return self._app_id
 
     def __call__(self, replica_windows: DataFrame, batch_id: int) -> None:
         windows = replica_windows.persist(StorageLevel.MEMORY_AND_DISK)
