@@ -176,3 +176,34 @@ def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic
     assert time.monotonic() - started < 30  # an EOF at offset 10 ends the wait, no timeout needed
     assert "Data loss" in str(failure.value) and "expected offset 50" in str(failure.value)
     assert as_set(beyond.option("failOnDataLoss", "false").load().collect()) == sent
+
+
+def test_arrow_batch_matches_messages_field_by_field():
+    """The bulk column builder: keys absent/mixed, missing timestamps, given or read offsets."""
+    from datetime import datetime, timedelta, timezone
+
+    from confluent_kafka import Message
+
+    from balancer.spark.kafka_source import SCHEMA, _to_batch
+
+    EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+    def msg(offset, key, ts):
+        return Message(topic="metrics", partition=3, offset=offset, key=key, value=b"v%d" % offset, timestamp=ts)
+
+    mixed = [msg(10, b"k", (1, 1_790_000_000_123)), msg(11, None, (0, -1)), msg(12, b"", (2, 1_790_000_000_456))]
+    expected = [
+        (b"k", b"v10", "metrics", 3, 10, 1_790_000_000_123_000, 0),
+        (None, b"v11", "metrics", 3, 11, None, -1),
+        (b"", b"v12", "metrics", 3, 12, 1_790_000_000_456_000, 1),
+    ]
+    for batch in (_to_batch("metrics", 3, mixed), _to_batch("metrics", 3, mixed, first_offset=10)):
+        assert batch.schema.names == SCHEMA.fieldNames()
+        rows = [tuple(r.values()) for r in batch.to_pylist()]
+        as_micros = [(k, v, t, p, o, None if ts is None else (ts - EPOCH) // timedelta(microseconds=1), tt)
+                     for k, v, t, p, o, ts, tt in rows]
+        assert as_micros == expected
+
+    keyless = _to_batch("metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0)
+    assert keyless.column("key").null_count == 5 and keyless.column("offset").to_pylist() == list(range(5))
+    assert keyless.column("timestamp").null_count == 0
