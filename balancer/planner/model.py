@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,109 +36,261 @@ def _number(value, what: str, *, allow_zero: bool = True) -> float:
     return float(value)
 
 
+class ColumnarSnapshot(Mapping):
+    """A snapshot held as numpy columns: what ``ClusterModel`` loads without a Python loop per partition.
+
+    Same content as the dict snapshot (``{"cluster", "brokers", "partitions"}``), and readable as
+    one: it is a read-only Mapping whose ``brokers``/``partitions`` lists are built on first access
+    (for the CLI, plan validation, and the exact error message of a malformed snapshot).
+
+    Brokers in any order (``capacity``: one row of RESOURCES per broker; ``racks``: a string or
+    None each). Partition ``i``'s replicas are ``replicas_flat[offsets[i]:offsets[i + 1]]`` with
+    ``offsets = cumsum(replica_counts)``; ``leader``, like the replicas, holds broker ids.
+    """
+
+    _KEYS = ("cluster", "brokers", "partitions")
+
+    def __init__(self, *, cluster: str, broker_ids, racks, capacity, topics, partition_ids, replica_counts,
+                 replicas_flat, leader, bytes_in, bytes_out, size) -> None:
+        self.cluster = cluster
+        self.broker_ids = np.asarray(broker_ids)
+        self.racks = list(racks)
+        self.capacity = np.asarray(capacity, dtype=np.float64).reshape(len(self.broker_ids), len(RESOURCES))
+        self.topics = list(topics)
+        self.partition_ids = np.asarray(partition_ids)
+        self.replica_counts = np.asarray(replica_counts, dtype=np.int64)
+        self.replicas_flat = np.asarray(replicas_flat)
+        self.leader = np.asarray(leader)
+        self.bytes_in = np.asarray(bytes_in, dtype=np.float64)
+        self.bytes_out = np.asarray(bytes_out, dtype=np.float64)
+        self.size = np.asarray(size, dtype=np.float64)
+        self._dict: dict | None = None
+
+    def __getitem__(self, key):
+        if key == "cluster":
+            return self.cluster
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+    def to_dict(self) -> dict:
+        """The equivalent dict snapshot (built once)."""
+        if self._dict is None:
+            brokers = []
+            for bid, rack, cap in zip(self.broker_ids.tolist(), self.racks, self.capacity.tolist()):
+                entry = {"id": bid, "capacity": dict(zip(RESOURCES, cap))}
+                if rack is not None:
+                    entry["rack"] = rack
+                brokers.append(entry)
+            flat = self.replicas_flat.tolist()
+            ends = np.cumsum(self.replica_counts).tolist()
+            starts = [0] + ends[:-1]
+            partitions = [{"topic": t, "partition": pid, "replicas": flat[a:b], "leader": lead, "bytes_in": bi,
+                           "bytes_out": bo, "size": sz}
+                          for t, pid, a, b, lead, bi, bo, sz in zip(
+                              self.topics, self.partition_ids.tolist(), starts, ends, self.leader.tolist(),
+                              self.bytes_in.tolist(), self.bytes_out.tolist(), self.size.tolist())]
+            self._dict = {"cluster": self.cluster, "brokers": brokers, "partitions": partitions}
+        return self._dict
+
+
+class _Parsed(NamedTuple):
+    """A validated snapshot, brokers sorted by id, broker fields as indices into ``broker_ids``."""
+
+    cluster: str
+    broker_ids: np.ndarray    # sorted
+    racks: list               # per sorted broker: rack name or None
+    cap3: np.ndarray          # (brokers, 3)
+    topics: list
+    partition_ids: np.ndarray
+    replicas: np.ndarray      # (partitions, max RF), -1 padded
+    rf: np.ndarray
+    leader: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    size: np.ndarray
+
+
+def _parse_dicts(snapshot: Mapping) -> _Parsed:
+    """Validate a dict snapshot, with a message naming the first bad field."""
+    if not isinstance(snapshot, Mapping):
+        raise SnapshotError(f"snapshot must be a JSON object, got {type(snapshot).__name__}")
+    brokers = snapshot.get("brokers")
+    partitions = snapshot.get("partitions")
+    if not isinstance(brokers, list) or not brokers:
+        raise SnapshotError("snapshot.brokers must be a non-empty list")
+    if not isinstance(partitions, list):
+        raise SnapshotError("snapshot.partitions must be a list")
+
+    ids, racks, caps = [], [], []
+    for i, b in enumerate(brokers):
+        if not isinstance(b, Mapping):
+            raise SnapshotError(f"brokers[{i}] must be an object")
+        bid = b.get("id")
+        if isinstance(bid, bool) or not isinstance(bid, int):
+            raise SnapshotError(f"brokers[{i}].id must be an int, got {bid!r}")
+        cap = b.get("capacity")
+        if not isinstance(cap, Mapping):
+            raise SnapshotError(f"brokers[{i}] (id {bid}): missing capacity object")
+        caps.append([_number(cap.get(r), f"brokers[{i}] (id {bid}).capacity.{r}", allow_zero=False) for r in RESOURCES])
+        rack = b.get("rack")
+        if rack is not None and not isinstance(rack, str):
+            raise SnapshotError(f"brokers[{i}] (id {bid}).rack must be a string, got {rack!r}")
+        ids.append(bid)
+        racks.append(rack or None)
+    if len(set(ids)) != len(ids):
+        dup = sorted({x for x in ids if ids.count(x) > 1})
+        raise SnapshotError(f"duplicate broker id(s) in snapshot.brokers: {dup}")
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    broker_ids = np.array([ids[i] for i in order], dtype=np.int64)
+    index = {int(b): k for k, b in enumerate(broker_ids)}
+
+    n = len(partitions)
+    rf_max = 1
+    rows: list[list[int]] = []
+    lead = np.empty(n, dtype=np.int64)
+    bin_ = np.empty(n, dtype=np.float64)
+    bout = np.empty(n, dtype=np.float64)
+    size = np.empty(n, dtype=np.float64)
+    topics: list[str] = []
+    pids = np.empty(n, dtype=np.int64)
+    seen: set[tuple[str, int]] = set()
+    for i, p in enumerate(partitions):
+        if not isinstance(p, Mapping):
+            raise SnapshotError(f"partitions[{i}] must be an object")
+        topic, pid = p.get("topic"), p.get("partition")
+        if not isinstance(topic, str) or not topic:
+            raise SnapshotError(f"partitions[{i}].topic must be a non-empty string, got {topic!r}")
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+            raise SnapshotError(f"partitions[{i}] (topic {topic!r}).partition must be an int >= 0, got {pid!r}")
+        where = f"partitions[{i}] ({topic}-{pid})"
+        key = (topic, pid)
+        if key in seen:
+            raise SnapshotError(f"{where}: listed twice")
+        seen.add(key)
+        reps = p.get("replicas")
+        if not isinstance(reps, list) or not reps:
+            raise SnapshotError(f"{where}.replicas must be a non-empty list of broker ids, got {reps!r}")
+        try:
+            row = [index[b] for b in reps]
+        except (KeyError, TypeError):
+            unknown = [b for b in reps if not isinstance(b, int) or b not in index]
+            raise SnapshotError(f"{where}: unknown broker(s) {unknown} in replicas {reps}") from None
+        if len(set(row)) != len(row):
+            raise SnapshotError(f"{where}: duplicate replica in {reps}")
+        leader = p.get("leader")
+        if leader not in reps or isinstance(leader, bool):
+            raise SnapshotError(f"{where}: leader {leader!r} is not among replicas {reps}")
+        lead[i] = index[leader]
+        bin_[i] = _number(p.get("bytes_in"), f"{where}.bytes_in")
+        bout[i] = _number(p.get("bytes_out"), f"{where}.bytes_out")
+        size[i] = _number(p.get("size"), f"{where}.size")
+        rows.append(row)
+        topics.append(topic)
+        pids[i] = pid
+        if len(row) > rf_max:
+            rf_max = len(row)
+    reps_arr = np.full((n, rf_max), -1, dtype=np.int64)
+    rf = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+    if n and (rf == rf_max).all():
+        reps_arr[:] = np.array(rows, dtype=np.int64).reshape(n, rf_max)
+    else:
+        for i, r in enumerate(rows):
+            reps_arr[i, : len(r)] = r
+    return _Parsed(str(snapshot.get("cluster", "")), broker_ids, [racks[i] for i in order],
+                   np.array([caps[i] for i in order], dtype=np.float64), topics, pids, reps_arr, rf, lead,
+                   bin_, bout, size)
+
+
+def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
+    """``_parse_dicts`` vectorized for a well-formed columnar snapshot; None if any check fails
+    (the caller then reads it as dicts, which names the first bad field)."""
+    ids, n = s.broker_ids, len(s.topics)
+    if not len(ids) or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids):
+        return None
+    cap = s.capacity
+    if not (np.isfinite(cap).all() and (cap > 0).all()):
+        return None
+    if any(r is not None and not isinstance(r, str) for r in s.racks):
+        return None
+    counts = s.replica_counts
+    arrays = (s.partition_ids, counts, s.leader, s.bytes_in, s.bytes_out, s.size)
+    if any(len(a) != n for a in arrays) or len(s.replicas_flat) != int(counts.sum()):
+        return None
+    if n and (s.partition_ids.dtype.kind not in "iu" or s.leader.dtype.kind not in "iu"
+              or s.replicas_flat.dtype.kind not in "iu" or (s.partition_ids < 0).any() or (counts < 1).any()):
+        return None
+    for v in (s.bytes_in, s.bytes_out, s.size):
+        if not (np.isfinite(v).all() and (v >= 0).all()):
+            return None
+    if not all(isinstance(t, str) and t for t in s.topics):
+        return None
+    order = np.argsort(ids, kind="stable")
+    broker_ids = ids[order].astype(np.int64)
+    pids = s.partition_ids.astype(np.int64)
+    if n:
+        codes: dict[str, int] = {}
+        topic_code = np.fromiter((codes.setdefault(t, len(codes)) for t in s.topics), dtype=np.int64, count=n)
+        if len(np.unique(topic_code * (int(pids.max()) + 1) + pids)) != n:
+            return None   # a partition listed twice
+    flat = s.replicas_flat.astype(np.int64)
+    pos = np.minimum(np.searchsorted(broker_ids, flat), len(broker_ids) - 1)
+    if not (broker_ids[pos] == flat).all():
+        return None       # unknown broker
+    rf_max = int(counts.max()) if n else 1
+    reps = np.full((n, rf_max), -1, dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    reps[np.repeat(np.arange(n), counts), np.arange(len(flat)) - np.repeat(starts, counts)] = pos
+    ordered = np.sort(reps, axis=1)
+    if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
+        return None       # duplicate replica
+    leader = s.leader.astype(np.int64)
+    lpos = np.minimum(np.searchsorted(broker_ids, leader), len(broker_ids) - 1)
+    if not ((broker_ids[lpos] == leader) & (reps == lpos[:, None]).any(axis=1)).all():
+        return None       # leader not among the replicas
+    return _Parsed(s.cluster, broker_ids, [s.racks[i] or None for i in order.tolist()], cap[order],
+                   list(s.topics), pids, reps, counts.copy(), lpos.astype(np.int64),
+                   s.bytes_in.copy(), s.bytes_out.copy(), s.size.copy())
+
+
 class ClusterModel:
     """Mutable planning state. Broker fields are indices into ``broker_ids`` (sorted ids)."""
 
     def __init__(self, snapshot: Mapping, options: PlannerOptions | None = None) -> None:
+        """``snapshot``: a dict snapshot, or a :class:`ColumnarSnapshot` (same content, same
+        errors, loaded with numpy instead of a Python loop per partition)."""
         options = options or PlannerOptions()
-        if not isinstance(snapshot, Mapping):
-            raise SnapshotError(f"snapshot must be a JSON object, got {type(snapshot).__name__}")
-        brokers = snapshot.get("brokers")
-        partitions = snapshot.get("partitions")
-        if not isinstance(brokers, list) or not brokers:
-            raise SnapshotError("snapshot.brokers must be a non-empty list")
-        if not isinstance(partitions, list):
-            raise SnapshotError("snapshot.partitions must be a list")
-        self.cluster = str(snapshot.get("cluster", ""))
-
-        ids, racks, caps = [], [], []
-        for i, b in enumerate(brokers):
-            if not isinstance(b, Mapping):
-                raise SnapshotError(f"brokers[{i}] must be an object")
-            bid = b.get("id")
-            if isinstance(bid, bool) or not isinstance(bid, int):
-                raise SnapshotError(f"brokers[{i}].id must be an int, got {bid!r}")
-            cap = b.get("capacity")
-            if not isinstance(cap, Mapping):
-                raise SnapshotError(f"brokers[{i}] (id {bid}): missing capacity object")
-            caps.append([_number(cap.get(r), f"brokers[{i}] (id {bid}).capacity.{r}", allow_zero=False) for r in RESOURCES])
-            rack = b.get("rack")
-            if rack is not None and not isinstance(rack, str):
-                raise SnapshotError(f"brokers[{i}] (id {bid}).rack must be a string, got {rack!r}")
-            ids.append(bid)
-            racks.append(rack or None)
-        if len(set(ids)) != len(ids):
-            dup = sorted({x for x in ids if ids.count(x) > 1})
-            raise SnapshotError(f"duplicate broker id(s) in snapshot.brokers: {dup}")
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        self.broker_ids = np.array([ids[i] for i in order], dtype=np.int64)
-        index = {int(b): k for k, b in enumerate(self.broker_ids)}
+        parsed = _parse_columns(snapshot) if isinstance(snapshot, ColumnarSnapshot) else None
+        if parsed is None:
+            parsed = _parse_dicts(snapshot)
+        self.cluster = parsed.cluster
+        self.broker_ids = parsed.broker_ids
+        index = {int(b): k for k, b in enumerate(self.broker_ids.tolist())}
         self.index = index
-        nb = len(ids)
+        nb = len(self.broker_ids)
+        racks = parsed.racks
         rack_names = sorted({r for r in racks if r is not None})
         self.rack_aware = bool(rack_names)
         # A broker without a rack is a rack of its own: never colocated with anyone.
-        self.rack = np.array([rack_names.index(racks[i]) if racks[i] is not None else len(rack_names) + k
-                              for k, i in enumerate(order)], dtype=np.int64)
+        rank = {r: k for k, r in enumerate(rack_names)}
+        self.rack = np.array([rank[r] if r is not None else len(rack_names) + k for k, r in enumerate(racks)],
+                             dtype=np.int64)
         self.n_racks = len(set(self.rack.tolist()))
         self.rack_names = rack_names
-        cap3 = np.array([caps[i] for i in order], dtype=np.float64)
+        cap3 = parsed.cap3
 
-        n = len(partitions)
-        rf_max = 1
-        rows: list[list[int]] = []
-        lead = np.empty(n, dtype=np.int64)
-        bin_ = np.empty(n, dtype=np.float64)
-        bout = np.empty(n, dtype=np.float64)
-        size = np.empty(n, dtype=np.float64)
-        topics: list[str] = []
-        pids = np.empty(n, dtype=np.int64)
-        seen: set[tuple[str, int]] = set()
-        for i, p in enumerate(partitions):
-            if not isinstance(p, Mapping):
-                raise SnapshotError(f"partitions[{i}] must be an object")
-            topic, pid = p.get("topic"), p.get("partition")
-            if not isinstance(topic, str) or not topic:
-                raise SnapshotError(f"partitions[{i}].topic must be a non-empty string, got {topic!r}")
-            if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
-                raise SnapshotError(f"partitions[{i}] (topic {topic!r}).partition must be an int >= 0, got {pid!r}")
-            where = f"partitions[{i}] ({topic}-{pid})"
-            key = (topic, pid)
-            if key in seen:
-                raise SnapshotError(f"{where}: listed twice")
-            seen.add(key)
-            reps = p.get("replicas")
-            if not isinstance(reps, list) or not reps:
-                raise SnapshotError(f"{where}.replicas must be a non-empty list of broker ids, got {reps!r}")
-            try:
-                row = [index[b] for b in reps]
-            except (KeyError, TypeError):
-                unknown = [b for b in reps if not isinstance(b, int) or b not in index]
-                raise SnapshotError(f"{where}: unknown broker(s) {unknown} in replicas {reps}") from None
-            if len(set(row)) != len(row):
-                raise SnapshotError(f"{where}: duplicate replica in {reps}")
-            leader = p.get("leader")
-            if leader not in reps or isinstance(leader, bool):
-                raise SnapshotError(f"{where}: leader {leader!r} is not among replicas {reps}")
-            lead[i] = index[leader]
-            bin_[i] = _number(p.get("bytes_in"), f"{where}.bytes_in")
-            bout[i] = _number(p.get("bytes_out"), f"{where}.bytes_out")
-            size[i] = _number(p.get("size"), f"{where}.size")
-            rows.append(row)
-            topics.append(topic)
-            pids[i] = pid
-            if len(row) > rf_max:
-                rf_max = len(row)
-        reps_arr = np.full((n, rf_max), -1, dtype=np.int64)
-        rf = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
-        if n and (rf == rf_max).all():
-            reps_arr[:] = np.array(rows, dtype=np.int64).reshape(n, rf_max)
-        else:
-            for i, r in enumerate(rows):
-                reps_arr[i, : len(r)] = r
-
+        n = len(parsed.topics)
+        topics = parsed.topics
+        rf, bin_, bout, size, lead = parsed.rf, parsed.bytes_in, parsed.bytes_out, parsed.size, parsed.leader
+        reps_arr = parsed.replicas
         self.topics = topics
-        self.partition_ids = pids
+        self.partition_ids = parsed.partition_ids
         self.replicas = reps_arr
         self.leader = lead
         self.rf = rf

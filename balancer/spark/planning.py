@@ -37,22 +37,16 @@ def plan_id(cluster: str, window_end: datetime) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{cluster}|{window_end.isoformat()}"))
 
 
-def plan_window(cluster: str, window_start, window_end, partitions: list[dict], brokers: list[dict],
-                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
-    """One balance_plans row (with its actions) for one cluster and window. Pure but for the clock."""
-    from balancer.planner import PlannerOptions, plan
-    from balancer.snapshot import build_snapshot
-
+def _base_row(cluster: str, window_start, window_end) -> dict:
     row = {name: None for name in PLAN_RESULT_SCHEMA.names}
     row.update(plan_id=plan_id(cluster, pd.Timestamp(window_end).to_pydatetime()), cluster=cluster,
                created_at=datetime.now(timezone.utc), window_start=window_start, window_end=window_end,
                actions=[])
-    built = build_snapshot(cluster, partitions, brokers)
-    problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
-    if problems:
-        row.update(status="skipped", reason="; ".join(problems))
-        return row
-    result = plan(built.snapshot, PlannerOptions.from_config(balancer))
+    return row
+
+
+def _fill_row(row: dict, result) -> dict:
+    """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions)."""
     election = result.to_election()
     row.update(
         status="proposed" if result.actions else "balanced",
@@ -73,9 +67,50 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
     return row
 
 
+def _plan_built(row: dict, built, balancer: BalancerConfig, blocked_reason: str | None) -> dict:
+    from balancer.planner import PlannerOptions, plan
+
+    problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
+    if problems:
+        row.update(status="skipped", reason="; ".join(problems))
+        return row
+    return _fill_row(row, plan(built.snapshot, PlannerOptions.from_config(balancer)))
+
+
+def plan_window(cluster: str, window_start, window_end, partitions: list[dict], brokers: list[dict],
+                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
+    """One balance_plans row (with its actions) for one cluster and window. Pure but for the clock."""
+    from balancer.snapshot import build_snapshot
+
+    row = _base_row(cluster, window_start, window_end)
+    return _plan_built(row, build_snapshot(cluster, partitions, brokers), balancer, blocked_reason)
+
+
+def plan_frames(cluster: str, window_start, window_end, partitions: pd.DataFrame, brokers: pd.DataFrame,
+                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
+    """``plan_window`` for pandas frames of partition_load / broker_load rows: the same row, but the
+    frames go into the planner's arrays column by column (no dict per partition)."""
+    from balancer.snapshot import build_snapshot_frames
+
+    row = _base_row(cluster, window_start, window_end)
+    return _plan_built(row, build_snapshot_frames(cluster, partitions, brokers), balancer, blocked_reason)
+
+
 def _records(frame: pd.DataFrame) -> list[dict]:
-    frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_dict("records")
+    from balancer.snapshot import frame_records
+
+    return frame_records(frame)
+
+
+def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame,
+               balancer: BalancerConfig) -> pd.DataFrame:
+    """The ``applyInPandas`` function: one (cluster, window) group's frames -> one balance_plans row."""
+    cluster, window_start, window_end = key
+    reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
+    row = plan_frames(cluster, window_start, window_end, partition_rows,
+                      broker_rows.drop(columns=["_blocked"], errors="ignore"), balancer,
+                      blocked_reason="; ".join(sorted(reasons)) or None)
+    return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
 
 
 def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
@@ -90,17 +125,12 @@ def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
     else:
         brokers = brokers.withColumn("_blocked", F.lit(None).cast("string"))
 
-    def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
-        cluster, window_start, window_end = key
-        reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
-        row = plan_window(cluster, window_start, window_end, _records(partition_rows),
-                          _records(broker_rows.drop(columns=["_blocked"], errors="ignore")), balancer,
-                          blocked_reason="; ".join(sorted(reasons)) or None)
-        return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
+    def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
+        return plan_group(key, partition_rows, broker_rows, balancer)
 
     return (partitions.groupBy(*WINDOW_KEYS)
             .cogroup(brokers.groupBy(*WINDOW_KEYS))
-            .applyInPandas(plan_group, schema=PLAN_RESULT_SCHEMA))
+            .applyInPandas(group, schema=PLAN_RESULT_SCHEMA))
 
 
 def plan_actions(plan_rows: DataFrame) -> DataFrame:
