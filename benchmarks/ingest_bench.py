@@ -222,7 +222,7 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
     started = time.perf_counter()
     queries = job.start(spark, config, on_plans=lambda rows: plans.extend((time.perf_counter(), r) for r in rows))
     feeder.start()
-    ingest, balance = queries
+    (query,) = queries  # one query lands telemetry and plans the windows it closes
     total = len(rnd) * args.minutes * len(stages)
     # Minutes 0..n-1 produced; with a 1-minute watermark the last window that can close is n-3
     # (minute n-1's records move the watermark to the end of minute n-2).
@@ -231,12 +231,12 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
     deadline = None
     try:
         while True:
-            for query in queries:
-                if query.exception() is not None:
-                    raise query.exception()
+            for q in queries:
+                if q.exception() is not None:
+                    raise q.exception()
             if feeder.error:
                 raise feeder.error
-            landed = sum(p["numInputRows"] for p in ingest.recentProgress)
+            landed = sum(p["numInputRows"] for p in query.recentProgress)
             landed_at.append((time.perf_counter(), landed))
             if not feeder.is_alive():
                 deadline = deadline or time.perf_counter() + args.drain_timeout
@@ -247,8 +247,8 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
     finally:
         ended = time.perf_counter()
         progress = {q.name: list(q.recentProgress) for q in queries}
-        for query in queries:
-            query.stop()
+        for q in queries:
+            q.stop()
 
     def landed_by(when: float) -> int:
         done = [n for t, n in landed_at if t <= when]

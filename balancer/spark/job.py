@@ -1,8 +1,9 @@
-"""The streaming job: Kafka → parse → (ingest query) raw + quarantine tables,
-and (balance query) event-time windows → loads, ranking, plans.
+"""The streaming job: Kafka → parse → one ``foreachBatch`` sink that lands raw + quarantined
+telemetry and turns the event-time windows its watermark closed into loads, ranking and plans.
 
-Two queries on one source, each with its own checkpoint: landing raw telemetry must not
-wait for windows to close, and the window state must not be rebuilt to re-land raw data.
+One query, one checkpoint: Kafka is read and each record parsed once, and windows are
+aggregated from the landed Delta files when they close, so there is no streaming state store
+to grow with the number of replicas (see ``balancer.spark.sinks``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from balancer.config import Config, duration_seconds
-from balancer.spark import loads
 from balancer.spark.lakehouse import Lakehouse
-from balancer.spark.parse import parse_telemetry, valid_records
+from balancer.spark.parse import parse_telemetry
 from balancer.spark.session import kafka_jar_available
-from balancer.spark.sinks import BalanceSink, IngestSink, PlanListener
+from balancer.spark.sinks import BalancerSink, PlanListener
 
 log = logging.getLogger(__name__)
 
@@ -52,30 +52,18 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
 
 def start(spark: SparkSession, config: Config, *, once: bool = False,
           on_plans: PlanListener | None = None) -> list[StreamingQuery]:
-    """Start the ingest and balance queries; the caller awaits or stops them."""
+    """Start the job's streaming query; the caller awaits or stops it (a list, as ``await_all`` takes)."""
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
     lakehouse.create_all()
-    checkpoints = Path(config.checkpoint.path).resolve()
+    checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
     parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=config.source.max_value_bytes)
-
-    def trigger(writer):
-        # --once does not use availableNow: that trigger runs no batch after the last data batch, so
-        # windows closed by its watermark would not be emitted until the next run (see run_until_idle).
-        return writer.trigger(processingTime="1 second" if once else config.trigger.interval)
-
-    ingest_checkpoint = checkpoints / "ingest"
-    ingest = trigger(parsed.writeStream.queryName("balancer_ingest")
-                     .option("checkpointLocation", str(ingest_checkpoint))
-                     .foreachBatch(IngestSink(lakehouse, config, ingest_checkpoint))).start()
-
-    balance_checkpoint = checkpoints / "balance"
-    windows = loads.replica_windows(valid_records(parsed), config.windows)
-    balance = trigger(windows.writeStream.queryName("balancer_windows").outputMode("append")
-                      .option("checkpointLocation", str(balance_checkpoint))
-                      .foreachBatch(BalanceSink(lakehouse, config, balance_checkpoint, on_plans))).start()
-    log.info("started queries %s and %s; lakehouse at %s (%s)", ingest.name, balance.name, lakehouse.root,
-             lakehouse.engine)
-    return [ingest, balance]
+    # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
+    query = (parsed.writeStream.queryName("balancer")
+             .trigger(processingTime="1 second" if once else config.trigger.interval)
+             .option("checkpointLocation", str(checkpoint))
+             .foreachBatch(BalancerSink(lakehouse, config, checkpoint, on_plans)).start())
+    log.info("started query %s; lakehouse at %s (%s)", query.name, lakehouse.root, lakehouse.engine)
+    return [query]
 
 
 def _idle(query: StreamingQuery) -> bool:
@@ -85,8 +73,8 @@ def _idle(query: StreamingQuery) -> bool:
 
 
 def run_until_idle(spark: SparkSession, queries: list[StreamingQuery], *, poll_seconds: float = 0.5) -> None:
-    """``--once``: let the queries drain the topic, run the no-data batch that emits the windows its
-    watermark closed, and stop once every query is idle. A failed query is raised."""
+    """``--once``: let the queries drain the topic and stop once every query is idle. A failed query is
+    raised. (Windows close in the batch whose data moves the watermark past them: no extra batch.)"""
     try:
         while True:
             for query in queries:

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -189,6 +190,39 @@ class Lakehouse:
         if not files:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*files)
+
+    def read_range(self, table: str, column: str, lo_ms: int | None, hi_ms: int) -> DataFrame:
+        """Rows with ``lo_ms <= column < hi_ms`` (a timestamp column, epoch ms; ``lo_ms`` None: no lower
+        limit). On delta-rs, files whose Delta statistics rule the range out are not even listed to
+        Spark, so the cost follows the range, not the table's history (delta-spark skips them itself)."""
+        from pyspark.sql import functions as F
+
+        in_range = F.unix_millis(column) < F.lit(hi_ms)
+        if lo_ms is not None:
+            in_range &= F.unix_millis(column) >= F.lit(lo_ms)
+        if self.engine == "delta-spark":
+            return self.read(table).where(in_range)
+        path = self.path(table)
+        if not DeltaTable.is_deltatable(path):
+            return self.spark.createDataFrame([], spark_schema(table))
+        actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return self.spark.createDataFrame([], spark_schema(table))
+        paths = actions.column("path")
+        lo_stat, hi_stat = f"min.{column}", f"max.{column}"
+        if hi_stat in actions.column_names:  # a file without stats (null) is kept
+
+            def micros(stat: str):
+                return pc.cast(actions.column(stat).cast(pa.timestamp("us", tz="UTC")), pa.int64())
+
+            outside = pc.fill_null(pc.greater_equal(micros(lo_stat), hi_ms * 1000), False)
+            if lo_ms is not None:
+                outside = pc.or_(outside, pc.fill_null(pc.less(micros(hi_stat), lo_ms * 1000), False))
+            paths = paths.filter(pc.invert(outside))
+        files = [f"{path}/{unquote(name)}" for name in paths.to_pylist()]
+        if not files:
+            return self.spark.createDataFrame([], spark_schema(table))
+        return self.spark.read.schema(spark_schema(table)).parquet(*files).where(in_range)
 
     def column_max(self, table: str, column: str):
         """Largest value of ``column``, from the Delta log's per-file statistics where every file has

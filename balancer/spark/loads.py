@@ -1,7 +1,7 @@
 """Event-time windows and Cruise Control's load model, as Spark transformations.
 
-The streaming part is one stateful aggregation per replica report (``replica_windows``);
-everything after it runs on finalized windows only, inside ``foreachBatch``.
+All of it runs inside ``foreachBatch`` on windows the watermark has closed, over the telemetry
+already landed in Delta (see ``balancer.spark.sinks``): no streaming state store.
 """
 
 from __future__ import annotations
@@ -14,13 +14,19 @@ from balancer.config import BalancerConfig, WindowsConfig, spark_interval
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
 
 
-def replica_windows(valid: DataFrame, windows: WindowsConfig) -> DataFrame:
-    """Streaming: per window, one row per (broker, partition replica) report and per broker report."""
+def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: int | None,
+                    ends_until_ms: int) -> DataFrame:
+    """Per window ending in (ends_after, ends_until] (epoch ms), one row per (broker, partition replica)
+    report and per broker report. Windows are aligned to the epoch, as Spark's ``window`` is."""
+    ends = F.unix_millis(F.col("w.end"))
+    closed = ends <= F.lit(ends_until_ms)
+    if ends_after_ms is not None:
+        closed &= ends > F.lit(ends_after_ms)
     latest = F.col("ts")
     return (
-        valid.withWatermark("ts", spark_interval(windows.watermark))
-        .groupBy("cluster", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"),
-                 "type", "broker", "topic", "partition")
+        valid.select("*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"))
+        .where(closed)
+        .groupBy("cluster", "w", "type", "broker", "topic", "partition")
         .agg(
             F.avg("bytes_in").alias("bytes_in"),
             F.avg("bytes_out").alias("bytes_out"),

@@ -1,8 +1,22 @@
-"""``foreachBatch`` sinks: land telemetry, and turn finalized windows into loads, rankings and plans.
+"""The job's one ``foreachBatch`` sink: land telemetry, then finalize the windows its watermark closed.
+
+Each micro-batch, in order:
+
+1. valid records → ``telemetry_raw`` (records older than the watermark flagged ``is_late``),
+   bad ones → ``telemetry_quarantine``, the ingest data contract → ``quality_runs``;
+2. the event-time watermark advances to (max event time landed) − ``windows.watermark``;
+3. every window whose end the watermark passed in this batch is computed from the landed,
+   on-time telemetry, and turned into partition_load, broker_load, broker_ranking,
+   balance_plans and plan_actions.
+
+Kafka is read and every record parsed once: the windows are aggregated from what step 1 landed
+(columnar Delta files), not from a second streaming query with its own state store.
 
 Every write is an idempotent append keyed by (app id, batch id). The app id comes from the
 streaming query's own id in its checkpoint, so a replayed batch is skipped, while a query
-started on a fresh checkpoint (batch ids from 0 again) is a new writer and is not.
+started on a fresh checkpoint (batch ids from 0 again) is a new writer and is not. A replayed
+batch closes the same windows: the watermark before it is read back from the checkpoint
+(``WatermarkLog``), and its data (fixed offsets) is the same.
 """
 
 from __future__ import annotations
@@ -26,83 +40,115 @@ from balancer.spark.quality import Contract
 
 log = logging.getLogger(__name__)
 
+PlanListener = Callable[[list[dict]], None]
 
-class _QuerySink:
-    """A sink's writer id: ``prefix`` + the query id Spark keeps in the checkpoint (written before batch 0)."""
 
-    prefix = ""
+def _epoch_ms(stamp: datetime) -> int:
+    return int(stamp.replace(tzinfo=stamp.tzinfo or timezone.utc).timestamp() * 1000)
 
-    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path):
+
+class WatermarkLog:
+    """The latest event time landed after each batch, one small JSON file per batch id in the checkpoint.
+
+    ``before(n)`` is what batch ``n`` starts from: the entry of the newest batch below ``n``
+    (a replayed batch ignores any entry of its own, written before the crash). Without any entry
+    (a fresh checkpoint on an existing lakehouse) it falls back to ``fallback()``.
+    """
+
+    KEEP = 100
+
+    def __init__(self, folder: Path, fallback: Callable[[], int | None]):
+        self.folder = folder
+        self.fallback = fallback
+
+    def _ids(self) -> list[int]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.folder.iterdir() if p.name.isdigit())
+
+    def before(self, batch_id: int) -> int | None:
+        earlier = [i for i in self._ids() if i < batch_id]
+        if not earlier:
+            return self.fallback()
+        return json.loads((self.folder / str(earlier[-1])).read_text())["max_event_ms"]
+
+    def record(self, batch_id: int, max_event_ms: int | None) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staged = self.folder / f".{batch_id}.tmp"
+        staged.write_text(json.dumps({"max_event_ms": max_event_ms}))
+        staged.replace(self.folder / str(batch_id))  # atomic: a crash leaves the old entry or the new one
+        for old in self._ids()[:-self.KEEP]:
+            (self.folder / str(old)).unlink(missing_ok=True)
+
+
+class BalancerSink:
+    """Lands each micro-batch of parsed telemetry, then loads, ranks and plans the windows it closed."""
+
+    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path,
+                 on_plans: PlanListener | None = None):
         self.lakehouse = lakehouse
         self.config = config
         self.checkpoint = Path(checkpoint)
         self.contract = Contract(lakehouse, config.quality)
+        self.on_plans = on_plans
+        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
+        self.size_ms = int(duration_seconds(config.windows.size) * 1000)
+        self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
 
     @cached_property
     def app_id(self) -> str:
+        """``balancer-`` + the query id Spark keeps in the checkpoint (written before batch 0)."""
         query_id = json.loads((self.checkpoint / "metadata").read_text().splitlines()[0])["id"]
-        return f"{self.prefix}-{query_id}"
+        return f"balancer-{query_id}"
 
+    def _landed_max_event_ms(self) -> int | None:
+        # A fresh checkpoint on an existing lakehouse: windows the landed telemetry already closed stay closed.
+        latest = self.lakehouse.column_max("telemetry_raw", "ts")
+        return _epoch_ms(latest) if latest else None
 
-class IngestSink(_QuerySink):
-    """Parsed Kafka records → ``telemetry_raw`` (valid) and ``telemetry_quarantine`` (with reasons).
-
-    Records older than the stream's watermark (max event time seen before this batch minus
-    ``windows.watermark``) are kept and flagged ``is_late``; the window query ignores them.
-    """
-
-    prefix = "ingest"
-
-    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path):
-        super().__init__(lakehouse, config, checkpoint)
-        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
-        self._max_event_ms: int | None = None
-
-    def _watermark_ms(self) -> int | None:
-        if self._max_event_ms is None:
-            # After a restart, resume from what was landed: the latest event time in telemetry_raw.
-            latest = self.lakehouse.column_max("telemetry_raw", "ts")
-            self._max_event_ms = int(latest.replace(tzinfo=timezone.utc).timestamp() * 1000) if latest else 0
-        return self._max_event_ms - self.delay_ms if self._max_event_ms else None
+    def _watermark(self, max_event_ms: int | None) -> int | None:
+        return None if max_event_ms is None else max_event_ms - self.delay_ms
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        max_before = self.watermarks.before(batch_id)
+        max_after = self._land(batch, batch_id, self._watermark(max_before))
+        if max_after is not None and max_before is not None:
+            max_after = max(max_after, max_before)
+        max_after = max_after if max_after is not None else max_before
+        closed_after, closed_until = self._watermark(max_before), self._watermark(max_after)
+        if closed_until is not None and closed_until != closed_after:
+            self._finalize(batch_id, closed_after, closed_until)
+        self.watermarks.record(batch_id, max_after)
+
+    # -- 1. landing ----------------------------------------------------------------------------
+
+    def _land(self, batch: DataFrame, batch_id: int, watermark_ms: int | None) -> int | None:
+        """Write raw + quarantine + the ingest contract; returns the batch's latest valid event time (ms)."""
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             now = F.lit(datetime.now(timezone.utc)).cast("timestamp")
-            watermark = self._watermark_ms()
-            late = (F.unix_millis("ts") < F.lit(watermark)) if watermark is not None else F.lit(False)
+            late = (F.unix_millis("ts") < F.lit(watermark_ms)) if watermark_ms is not None else F.lit(False)
             valid = valid_records(batch).select(
                 "*", late.alias("is_late"), F.lit(batch_id).cast("long").alias("batch_id"), now.alias("ingested_at"))
             bad = quarantined_records(batch).select(
                 "*", F.lit(batch_id).cast("long").alias("batch_id"), now.alias("quarantined_at"))
-            self.lakehouse.append("telemetry_raw", valid.select(*spark_schema("telemetry_raw").names),
-                                  app_id=self.app_id, batch_id=batch_id)
-            self.lakehouse.append("telemetry_quarantine", bad.select(*spark_schema("telemetry_quarantine").names),
-                                  app_id=self.app_id, batch_id=batch_id)
+            self._write("telemetry_raw", valid, batch_id)
+            self._write("telemetry_quarantine", bad, batch_id)
             self.contract.check_ingest(batch, valid, app_id=self.app_id, batch_id=batch_id)
             latest = batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()[0]
-            if latest is not None:
-                latest_ms = int(latest.replace(tzinfo=timezone.utc).timestamp() * 1000)
-                self._max_event_ms = max(self._max_event_ms or 0, latest_ms)
+            return _epoch_ms(latest) if latest is not None else None
         finally:
             batch.unpersist()
 
+    # -- 2. windows the watermark closed ---------------------------------------------------------
 
-PlanListener = Callable[[list[dict]], None]
-
-
-class BalanceSink(_QuerySink):
-    """Finalized replica windows → partition_load, broker_load, broker_ranking, balance_plans, plan_actions."""
-
-    prefix = "balance"
-
-    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path,
-                 on_plans: PlanListener | None = None):
-        super().__init__(lakehouse, config, checkpoint)
-        self.on_plans = on_plans
-
-    def __call__(self, replica_windows: DataFrame, batch_id: int) -> None:
-        windows = replica_windows.persist(StorageLevel.MEMORY_AND_DISK)
+    def _finalize(self, batch_id: int, closed_after_ms: int | None, closed_until_ms: int) -> None:
+        """Windows ending in (closed_after, closed_until], from the on-time telemetry landed so far."""
+        lo = None if closed_after_ms is None else closed_after_ms - self.size_ms
+        raw = self.lakehouse.read_range("telemetry_raw", "ts", lo, closed_until_ms)
+        windows = loads.replica_windows(raw.where(~F.col("is_late")), self.config.windows,
+                                        ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
+        windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         cached = [windows]
         try:
             if windows.isEmpty():
@@ -110,17 +156,18 @@ class BalanceSink(_QuerySink):
             partitions = loads.partition_load(windows).persist(StorageLevel.MEMORY_AND_DISK)
             brokers = loads.broker_load(partitions, windows).persist(StorageLevel.MEMORY_AND_DISK)
             cached += [partitions, brokers]
-            write = self._writer(batch_id)
-            write("partition_load", partitions)
-            write("broker_load", brokers)
-            write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer))
-            blocked = self.contract.check_windows(windows, partitions, app_id=self.app_id, batch_id=batch_id)
+            self._write("partition_load", partitions, batch_id)
+            self._write("broker_load", brokers, batch_id)
+            self._write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id)
+            # Its own writer id: the ingest check of this batch already appended to quality_runs.
+            blocked = self.contract.check_windows(windows, partitions, app_id=f"{self.app_id}-windows",
+                                                  batch_id=batch_id)
             # Planning runs once: both tables below and the listener read the cached result.
             plan_rows = planning.plans(partitions, brokers, self.config.balancer,
                                        blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
-            new_plans = write("balance_plans", plan_rows)
-            write("plan_actions", planning.plan_actions(plan_rows))
+            new_plans = self._write("balance_plans", plan_rows, batch_id)
+            self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:
                 self.on_plans([row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()])
@@ -128,8 +175,6 @@ class BalanceSink(_QuerySink):
             for frame in reversed(cached):
                 frame.unpersist()
 
-    def _writer(self, batch_id: int):
-        def write(table: str, frame: DataFrame) -> bool:
-            return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,
-                                         batch_id=batch_id)
-        return write
+    def _write(self, table: str, frame: DataFrame, batch_id: int) -> bool:
+        return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,
+                                     batch_id=batch_id)
