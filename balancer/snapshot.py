@@ -98,22 +98,27 @@ def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.Da
     """
     broker_list, silent = _brokers(frame_records(brokers))
     n = len(partitions)
-    topic = partitions["topic"].to_numpy(dtype=object)
     pid_col, reps = partitions["partition"], partitions["replicas"].to_numpy(dtype=object)
-    counts = np.fromiter((len(r) if isinstance(r, (list, tuple, np.ndarray)) else 0 for r in reps),
-                         dtype=np.int64, count=n)
-    readable = not pid_col.isna().any() and not (counts < 1).any() and all(isinstance(t, str) for t in topic)
-    flat = np.concatenate([np.asarray(r) for r in reps]) if n and readable else np.zeros(0, dtype=np.int64)
+    codes, uniques = pd.factorize(partitions["topic"], sort=False)   # a missing topic: code -1
+    uniques = list(uniques)
+    try:
+        counts = np.fromiter(map(len, reps), dtype=np.int64, count=n)
+        readable = (not pid_col.isna().any() and not (counts < 1).any() and not (codes < 0).any()
+                    and all(isinstance(t, str) for t in uniques))
+        flat = np.concatenate(reps) if n and readable else np.zeros(0, dtype=np.int64)
+    except (TypeError, ValueError):   # a replica list that is missing or not a list
+        readable = False
     if not readable or flat.dtype.kind not in "iu":
         return build_snapshot(cluster, frame_records(partitions), frame_records(brokers))
     pid = pid_col.to_numpy(dtype=np.int64)
     flat = flat.astype(np.int64)
 
     # Sorted by (topic, partition) like build_snapshot: rank the few distinct topics in Python.
-    codes, uniques = pd.factorize(pd.Series(topic, dtype=object), sort=False)
+    by_name = sorted(range(len(uniques)), key=uniques.__getitem__)
     rank = np.empty(len(uniques), dtype=np.int64)
-    rank[sorted(range(len(uniques)), key=list(uniques).__getitem__)] = np.arange(len(uniques))
-    order = np.lexsort((pid, rank[codes]))
+    rank[by_name] = np.arange(len(uniques))
+    codes = rank[codes]
+    order = np.lexsort((pid, codes))
     starts = np.cumsum(counts) - counts
     counts_o = counts[order]
     starts_o = np.cumsum(counts_o) - counts_o
@@ -134,7 +139,7 @@ def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.Da
         racks=[b.get("rack") for b in broker_list],
         capacity=np.array([[b["capacity"][r] for r in RESOURCES] for b in broker_list],
                           dtype=np.float64).reshape(len(broker_list), len(RESOURCES)),
-        topics=topic[order].tolist(), partition_ids=pid[order], replica_counts=counts_o, replicas_flat=flat,
+        topic_names=[uniques[i] for i in by_name], topic_codes=codes[order], partition_ids=pid[order], replica_counts=counts_o, replicas_flat=flat,
         leader=lead, bytes_in=_rates(partitions, "bytes_in")[order], bytes_out=_rates(partitions, "bytes_out")[order],
         size=_rates(partitions, "size")[order])
     return SnapshotResult(snapshot, _problems(silent, n, len(broker_list)))

@@ -44,19 +44,26 @@ class ColumnarSnapshot(Mapping):
     (for the CLI, plan validation, and the exact error message of a malformed snapshot).
 
     Brokers in any order (``capacity``: one row of RESOURCES per broker; ``racks``: a string or
-    None each). Partition ``i``'s replicas are ``replicas_flat[offsets[i]:offsets[i + 1]]`` with
+    None each). Partition ``i``'s topic is ``topic_names[topic_codes[i]]`` (or give ``topics``, one
+    name per partition), its replicas ``replicas_flat[offsets[i]:offsets[i + 1]]`` with
     ``offsets = cumsum(replica_counts)``; ``leader``, like the replicas, holds broker ids.
     """
 
     _KEYS = ("cluster", "brokers", "partitions")
 
-    def __init__(self, *, cluster: str, broker_ids, racks, capacity, topics, partition_ids, replica_counts,
-                 replicas_flat, leader, bytes_in, bytes_out, size) -> None:
+    def __init__(self, *, cluster: str, broker_ids, racks, capacity, partition_ids, replica_counts,
+                 replicas_flat, leader, bytes_in, bytes_out, size, topics=None, topic_names=None,
+                 topic_codes=None) -> None:
         self.cluster = cluster
         self.broker_ids = np.asarray(broker_ids)
         self.racks = list(racks)
         self.capacity = np.asarray(capacity, dtype=np.float64).reshape(len(self.broker_ids), len(RESOURCES))
-        self.topics = list(topics)
+        if topics is not None:
+            codes: dict = {}
+            topic_codes = [codes.setdefault(t, len(codes)) for t in topics]
+            topic_names = list(codes)
+        self.topic_names = list(topic_names)
+        self.topic_codes = np.asarray(topic_codes, dtype=np.int64)
         self.partition_ids = np.asarray(partition_ids)
         self.replica_counts = np.asarray(replica_counts, dtype=np.int64)
         self.replicas_flat = np.asarray(replicas_flat)
@@ -78,6 +85,12 @@ class ColumnarSnapshot(Mapping):
 
     def __len__(self) -> int:
         return len(self._KEYS)
+
+    @property
+    def topics(self) -> list:
+        """One topic name per partition."""
+        names = self.topic_names
+        return [names[c] for c in self.topic_codes.tolist()]
 
     def to_dict(self) -> dict:
         """The equivalent dict snapshot (built once)."""
@@ -211,7 +224,7 @@ def _parse_dicts(snapshot: Mapping) -> _Parsed:
 def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
     """``_parse_dicts`` vectorized for a well-formed columnar snapshot; None if any check fails
     (the caller then reads it as dicts, which names the first bad field)."""
-    ids, n = s.broker_ids, len(s.topics)
+    ids, n = s.broker_ids, len(s.topic_codes)
     if not len(ids) or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids):
         return None
     cap = s.capacity
@@ -229,15 +242,17 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
     for v in (s.bytes_in, s.bytes_out, s.size):
         if not (np.isfinite(v).all() and (v >= 0).all()):
             return None
-    if not all(isinstance(t, str) and t for t in s.topics):
+    names, codes = s.topic_names, s.topic_codes
+    if not all(isinstance(t, str) and t for t in names) or len(set(names)) != len(names):
+        return None
+    if n and (codes.min() < 0 or codes.max() >= len(names)):
         return None
     order = np.argsort(ids, kind="stable")
     broker_ids = ids[order].astype(np.int64)
     pids = s.partition_ids.astype(np.int64)
     if n:
-        codes: dict[str, int] = {}
-        topic_code = np.fromiter((codes.setdefault(t, len(codes)) for t in s.topics), dtype=np.int64, count=n)
-        if len(np.unique(topic_code * (int(pids.max()) + 1) + pids)) != n:
+        key = codes * (int(pids.max()) + 1) + pids
+        if not (key[1:] > key[:-1]).all() and len(np.unique(key)) != n:
             return None   # a partition listed twice
     flat = s.replicas_flat.astype(np.int64)
     pos = np.minimum(np.searchsorted(broker_ids, flat), len(broker_ids) - 1)
@@ -255,7 +270,7 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
     if not ((broker_ids[lpos] == leader) & (reps == lpos[:, None]).any(axis=1)).all():
         return None       # leader not among the replicas
     return _Parsed(s.cluster, broker_ids, [s.racks[i] or None for i in order.tolist()], cap[order],
-                   list(s.topics), pids, reps, counts.copy(), lpos.astype(np.int64),
+                   s.topics, pids, reps, counts.copy(), lpos.astype(np.int64),
                    s.bytes_in.copy(), s.bytes_out.copy(), s.size.copy())
 
 
@@ -328,6 +343,11 @@ class ClusterModel:
         self.swapped: set[int] = set()
         self.moves_applied = 0
         self.log: list[Move] = []            # every move applied, in order (for undo)
+        # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
+        self._version = 0
+        self._delta_memo: tuple | None = None
+        self._cluster_util_memo: tuple[int, dict] = (-1, {})
+        self._rack_of: list[int] = self.rack.tolist()
 
     # ---- load -------------------------------------------------------------------------
     def _compute_load(self) -> np.ndarray:
@@ -357,7 +377,13 @@ class ClusterModel:
         return self.load[:, dim] / self.cap[:, dim]
 
     def cluster_util(self, dim: int) -> float:
-        return float(self.load[:, dim].sum() / self.cap[:, dim].sum())
+        memo = self._cluster_util_memo
+        if memo[0] != self._version:   # loads changed (rounding can move the sums): recompute
+            memo = self._cluster_util_memo = (self._version, {})
+        value = memo[1].get(dim)
+        if value is None:
+            value = memo[1][dim] = float(self.load[:, dim].sum() / self.cap[:, dim].sum())
+        return value
 
     def balance(self, dim: int) -> float:
         """Max utilization / cluster utilization (1.0 is perfect; 1.0 for an idle resource)."""
@@ -429,16 +455,26 @@ class ClusterModel:
         return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
 
     def delta(self, move: Move) -> np.ndarray:
-        """Load that ``move`` takes from ``src`` and gives to ``dst`` (negative: the other way)."""
+        """Load that ``move`` takes from ``src`` and gives to ``dst`` (negative: the other way).
+
+        Read-only, and remembered for the last move until the next ``apply``: every optimized
+        goal's ``accept`` asks for the same move's delta in turn.
+        """
+        memo = self._delta_memo
+        if memo is not None and memo[0] == self._version and memo[1] == move:
+            return memo[2]
         if move.kind == "leadership":
-            return self.leadership_vec(move.p)
-        vec = self.contrib(move.p, move.src)
-        if move.kind == "swap":
-            vec = vec - self.contrib(move.q, move.dst)
+            vec = self.leadership_vec(move.p)
+        else:
+            vec = self.contrib(move.p, move.src)
+            if move.kind == "swap":
+                vec = vec - self.contrib(move.q, move.dst)
+        vec.flags.writeable = False
+        self._delta_memo = (self._version, move, vec)
         return vec
 
     def holds(self, p: int, b: int) -> bool:
-        return bool((self.replicas[p] == b).any())
+        return b in self.replicas[p].tolist()
 
     def partitions_on(self, b: int) -> np.ndarray:
         return np.nonzero((self.replicas == b).any(axis=1))[0]
@@ -492,6 +528,7 @@ class ClusterModel:
     def apply(self, move: Move) -> None:
         total, counts = self.cost_after(move)
         vec = self.delta(move)
+        self._version += 1   # loads, replicas, leaders change: memoized figures are stale
         self.load[move.src] -= vec
         self.load[move.dst] += vec
         p = move.p
@@ -530,7 +567,8 @@ class ClusterModel:
         return min(int(self.rf[p]), self.n_racks)
 
     def distinct_racks(self, row: np.ndarray) -> int:
-        return len(set(self.rack[row[row >= 0]].tolist()))
+        rack = self._rack_of
+        return len({rack[b] for b in row.tolist() if b >= 0})
 
     def rack_violations(self) -> np.ndarray:
         """Indices of partitions whose replicas span fewer racks than they could."""
