@@ -120,10 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config.model_copy(update={"source": config.source.model_copy(
             update={"bootstrap_servers": broker.bootstrap_servers})})
         console.print(f"embedded Kafka broker on {broker.bootstrap_servers}, metrics topic '{config.source.topic}'")
-        spark = build_session(master=config.spark.master, app_name="balancer-demo", conf={
-            **config.spark.conf, "spark.ui.enabled": "false",
-            # The demo stops Spark minutes after start; skip state-store maintenance it would interrupt.
-            "spark.sql.streaming.stateStore.maintenanceInterval": "1h"})
+        spark = build_session(master=config.spark.master, app_name="balancer-demo",
+                              conf={**config.spark.conf, "spark.ui.enabled": "false"})
         plans: queue.Queue = queue.Queue()
         queries = job.start(spark, config, on_plans=plans.put)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
