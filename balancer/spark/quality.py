@@ -1,23 +1,36 @@
-"""The telemetry data contract: Great Expectations suites from ``lakehouse/expectations``, run on
-every micro-batch with GX's Spark data source; results land in ``quality_runs``.
+"""The telemetry data contract: Great Expectations suites from ``lakehouse/expectations``, checked on
+every micro-batch; results land in ``quality_runs``.
 
-- Ingest: ``telemetry_v1`` on the batch's valid records (required fields, value ranges) and on one
-  row per cluster (share of quarantined records). A failing cluster's run is recorded with the
-  event-time span of its records in the batch.
-- Balance: ``windows_v1`` on one row per (cluster, window, broker), aggregated in Spark first so
-  GX validates a small frame once per batch. Failures name their cluster, window and broker through
-  GX's unexpected index rows. A window fails when ``windows_v1`` fails for it, or when a failed
-  ingest run of its cluster overlaps it; such windows are returned as ``blocked`` and get a
-  ``skipped`` plan.
+- Ingest: ``telemetry_v1``. Its ``records`` expectations hold for each of the batch's valid records
+  (required fields, value ranges); its ``clusters`` ones for one row per cluster in the batch (share of
+  quarantined records). A failing cluster's run is recorded with the event-time span of its records.
+- Balance: ``windows_v1`` on one row per (cluster, window, broker). Failures name their cluster,
+  window and broker through GX's unexpected index rows. A window fails when ``windows_v1`` fails for
+  it, or when a failed ingest run of its cluster overlaps it; such windows are returned as
+  ``blocked`` and get a ``skipped`` plan.
 
-GX is slow per call (its metrics are separate Spark jobs), so each sink makes at most two calls per
-micro-batch on cached or tiny frames, and nothing at all when ``quality.enabled`` is false.
+Cost: a bounded, small number of Spark jobs per call, whatever the suites hold. GX's Spark engine
+runs every metric of every expectation as its own Spark job (13 jobs per ingest batch and 26 per
+set of windows, 5–35 s under load: benchmarks/README.md, "Data contract cost"), so:
+
+- the per-record expectations (``not_be_null``, ``be_in_set``, ``be_between``, GX's semantics:
+  nulls are ignored except by ``not_be_null``) are compiled into ONE Spark aggregation per cluster
+  that also counts the cluster's quarantined records and event-time span: per expectation, the
+  number of unexpected records and the smallest and largest unexpected value (the sample);
+- the per-cluster and per-window frames are built by ONE Spark aggregation each, collected (a few
+  hundred rows), and validated by GX on pandas, which starts no Spark job;
+- the ingest verdicts a window waits for are read from ``quality_runs`` by file statistics on
+  delta-rs (no Spark job), or one filtered Spark read on delta-spark.
+
+A records expectation of any other type, or with other arguments (``mostly``, ``row_condition``), is
+validated by GX on Spark as before: slower, but never skipped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -25,7 +38,7 @@ from datetime import datetime, timezone
 from functools import cache
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import QualityConfig, duration_seconds
@@ -38,11 +51,17 @@ log = logging.getLogger(__name__)
 EXPECTATIONS_DIR = resource_root() / "lakehouse" / "expectations"
 TELEMETRY_SUITE = "telemetry_v1"
 WINDOWS_SUITE = "windows_v1"
-# Row-level failures are attributed to clusters from this many unexpected rows: a COMPLETE list
-# of a large batch would pull every bad record to the driver.
+# Row-level failures GX validates on Spark (unsupported expectations only) are attributed to
+# clusters from this many unexpected rows: a COMPLETE list would pull every bad record to the driver.
 PARTIAL_ROWS = 200
 _NAMESPACE = uuid.UUID("0c3e5b7a-4f0e-4a43-9d3c-7f0b6f1e2a55")
 _WINDOW_INDEX = ["cluster", "window_start_ms", "window_end_ms", "broker"]
+# Record expectations compiled to Spark, with the arguments each may have.
+_COMPILED = {
+    "expect_column_values_to_not_be_null": {"column"},
+    "expect_column_values_to_be_in_set": {"column", "value_set"},
+    "expect_column_values_to_be_between": {"column", "min_value", "max_value", "strict_min", "strict_max"},
+}
 
 
 @cache
@@ -78,10 +97,50 @@ def _to_dt(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc)
 
 
+def _py(value):
+    """A plain Python value for JSON and keys: numpy scalars unwrapped, NaN (pandas' missing) as None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
 def _describe(result) -> tuple[str, str, str]:
     """(expectation type, column, what it says) for a GX expectation result."""
     config = result.expectation_config
     return config.type, config.kwargs.get("column", ""), (config.meta or {}).get("says", config.type)
+
+
+def _resolve(value, parameters: dict):
+    if isinstance(value, dict) and "$PARAMETER" in value:
+        return parameters[value["$PARAMETER"]]
+    return value
+
+
+def unexpected_condition(expectation: dict, parameters: dict) -> Column | None:
+    """A Spark condition true on the rows ``expectation`` (a suite's JSON entry) finds unexpected, as
+    GX's Spark engine decides it; None when it is not one this module compiles."""
+    kind, kwargs = expectation["type"], expectation.get("kwargs", {})
+    if kind not in _COMPILED or not set(kwargs) <= _COMPILED[kind] or "column" not in kwargs:
+        return None
+    column = F.col(kwargs["column"])
+    if kind == "expect_column_values_to_not_be_null":
+        return column.isNull()
+    if kind == "expect_column_values_to_be_in_set":
+        values = _resolve(kwargs.get("value_set"), parameters)
+        if not isinstance(values, list | tuple | set):
+            return None
+        return column.isNotNull() & ~column.isin(list(values))
+    low, high = _resolve(kwargs.get("min_value"), parameters), _resolve(kwargs.get("max_value"), parameters)
+    if low is None and high is None:
+        return None  # GX reports it as an error; let GX say so
+    inside = F.lit(True)
+    if low is not None:
+        inside &= (column > F.lit(low)) if kwargs.get("strict_min") else (column >= F.lit(low))
+    if high is not None:
+        inside &= (column < F.lit(high)) if kwargs.get("strict_max") else (column <= F.lit(high))
+    return column.isNotNull() & ~inside
 
 
 class Contract:
@@ -94,23 +153,30 @@ class Contract:
         self.parameters = {"max_quarantine_share": quality.max_quarantine_share,
                            "min_broker_coverage": quality.min_broker_coverage,
                            "max_report_age_seconds": duration_seconds(quality.max_report_age)}
-        self._batch_definition = None
+        self._context = None
+        self._definitions: dict[str, object] = {}
         self._suites: dict[str, object] = {}
 
     # -- GX plumbing ------------------------------------------------------------------------
 
-    def _definition(self):
-        if self._batch_definition is None:
+    def _definition(self, engine: str = "spark"):
+        """GX's batch definition for a whole Spark (``spark``) or pandas (``pandas``) DataFrame."""
+        if engine not in self._definitions:
             gx = _gx()
-            from great_expectations.data_context.types.base import ProgressBarsConfig
+            if self._context is None:
+                from great_expectations.data_context.types.base import ProgressBarsConfig
 
-            context = gx.get_context(mode="ephemeral")
-            context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-            # persist=False: GX would cache every frame it is given and never release it.
-            source = context.data_sources.add_spark(name="balancer", persist=False)
+                self._context = gx.get_context(mode="ephemeral")
+                self._context.variables.progress_bars = ProgressBarsConfig(globally=False,
+                                                                           metric_calculations=False)
+            if engine == "spark":
+                # persist=False: GX would cache every frame it is given and never release it.
+                source = self._context.data_sources.add_spark(name="balancer", persist=False)
+            else:
+                source = self._context.data_sources.add_pandas(name="balancer-small")
             asset = source.add_dataframe_asset(name="contract")
-            self._batch_definition = asset.add_batch_definition_whole_dataframe("micro_batch")
-        return self._batch_definition
+            self._definitions[engine] = asset.add_batch_definition_whole_dataframe("micro_batch")
+        return self._definitions[engine]
 
     def _suite(self, name: str, frame: str | None = None):
         key = f"{name}.{frame}"
@@ -118,8 +184,10 @@ class Contract:
             self._suites[key] = load_suite(name, frame)
         return self._suites[key]
 
-    def validate(self, suite, frame: DataFrame, result_format):
-        batch = self._definition().get_batch(batch_parameters={"dataframe": frame})
+    def validate(self, suite, frame, result_format):
+        """GX validation of a Spark DataFrame, or of a pandas one (small frames: no Spark job)."""
+        engine = "spark" if isinstance(frame, DataFrame) else "pandas"
+        batch = self._definition(engine).get_batch(batch_parameters={"dataframe": frame})
         return batch.validate(suite, result_format=result_format, expectation_parameters=self.parameters)
 
     # -- ingest -----------------------------------------------------------------------------
@@ -130,19 +198,25 @@ class Contract:
         ``parsed``: the batch (valid and quarantined, with ``quarantine_reason``); ``valid``: its valid records.
         Quarantined records count for the cluster they name; ones naming none (not JSON, say) count
         against every cluster in the batch, since any of them may have sent it.
+        One Spark aggregation (the caller is expected to have persisted the batch).
         """
         if not self.enabled:
             return []
         started = time.monotonic()
-        cluster = F.coalesce(F.col("cluster"), F.get_json_object(F.col("value"), "$.cluster"))
-        ts_ms = F.coalesce(F.unix_millis(F.col("ts")),
-                           F.get_json_object(F.col("value"), "$.ts").try_cast("long"))
-        per_cluster = (parsed.select(cluster.alias("cluster"), ts_ms.alias("ts_ms"),
-                                     F.col("quarantine_reason").isNotNull().alias("bad"))
-                       .groupBy("cluster")
-                       .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("bad").cast("long")).alias("quarantined"),
-                            F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
-                       .collect())
+        records = [e for e in suite_json(TELEMETRY_SUITE)["expectations"] if e.get("meta", {}).get("frame") == "records"]
+        compiled, by_gx, missing = [], [], []
+        for expectation in records:
+            condition = unexpected_condition(expectation, self.parameters)
+            if condition is None:
+                by_gx.append(expectation)
+            elif expectation["kwargs"]["column"] not in valid.columns:
+                missing.append(expectation)
+            else:
+                compiled.append((expectation, condition))
+        aggregated = self._aggregate_ingest(parsed, valid, compiled)
+        # A valid record comes with its parsed one; one that did not (a caller's other frame) is still
+        # checked, under its cluster, but the batch is what ``parsed`` holds.
+        per_cluster = [r for r in aggregated if r["records"]]
         if not per_cluster:
             return []
         unattributed = sum(r["quarantined"] for r in per_cluster if r["cluster"] is None)
@@ -153,36 +227,34 @@ class Contract:
                              "quarantined": r["quarantined"] + extra,
                              "quarantine_share": (r["quarantined"] + extra) / (r["records"] + extra),
                              "first_ts_ms": r["first_ts_ms"], "last_ts_ms": r["last_ts_ms"]})
-        spark = parsed.sparkSession
-        cluster_frame = spark.createDataFrame(
-            clusters, "cluster string, records long, quarantined long, quarantine_share double, "
-                      "first_ts_ms long, last_ts_ms long")
 
         failures: dict[str | None, list[dict]] = {c["cluster"]: [] for c in clusters}
-        evaluated = 0
-        # Healthy batches (the usual case) pass with BOOLEAN_ONLY, GX's cheapest format; only a
-        # failing batch is validated again with the unexpected rows needed to name its clusters.
-        records_suite = self._suite(TELEMETRY_SUITE, "records")
-        result = self.validate(records_suite, valid, "BOOLEAN_ONLY")
-        evaluated += len(result.results)
-        if not result.success:
-            result = self.validate(records_suite, valid, {
-                "result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_ROWS,
-                "unexpected_index_column_names": ["cluster"]})
-            for item in result.results:
-                if item.success:
+        evaluated = len(records)
+        for i, (expectation, _) in enumerate(compiled):
+            meta, column = expectation.get("meta", {}), expectation["kwargs"]["column"]
+            for r in aggregated:
+                count = r[f"_n{i}"] or 0
+                if count == 0:
                     continue
-                kind, column, says = _describe(item)
-                rows = item.result.get("partial_unexpected_index_list") or []
-                named = {row.get("cluster") for row in rows} or {None}
-                for name in named:
-                    failures.setdefault(name, []).append({
-                        "expectation": kind, "column": column, "says": says,
-                        "unexpected_count": item.result.get("unexpected_count"),
-                        "sample": item.result.get("partial_unexpected_list", [])[:5],
-                        "error": (item.exception_info or {}).get("exception_message")})
-        cluster_suite = self._suite(TELEMETRY_SUITE, "clusters")
-        result = self.validate(cluster_suite, cluster_frame, {
+                sample = [None] if expectation["type"] == "expect_column_values_to_not_be_null" else \
+                    list(dict.fromkeys(v for v in (r[f"_lo{i}"], r[f"_hi{i}"]) if v is not None))
+                failures.setdefault(r["cluster"], []).append({
+                    "expectation": expectation["type"], "column": column,
+                    "says": meta.get("says", expectation["type"]), "unexpected_count": count,
+                    "sample": sample, "error": None})
+        for expectation in missing:  # GX fails these with an error it cannot attribute to a cluster
+            failures.setdefault(None, []).append({
+                "expectation": expectation["type"], "column": expectation["kwargs"]["column"],
+                "says": expectation.get("meta", {}).get("says", expectation["type"]), "unexpected_count": None,
+                "sample": [], "error": f"column {expectation['kwargs']['column']!r} not in the batch"})
+        if by_gx:
+            self._validate_records_with_gx(valid, by_gx, failures)
+
+        import pandas as pd
+
+        cluster_frame = pd.DataFrame(clusters, columns=["cluster", "records", "quarantined", "quarantine_share",
+                                                        "first_ts_ms", "last_ts_ms"])
+        result = self.validate(self._suite(TELEMETRY_SUITE, "clusters"), cluster_frame, {
             "result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]})
         evaluated += len(result.results)
         for item in result.results:
@@ -190,8 +262,8 @@ class Contract:
                 continue
             kind, column, says = _describe(item)
             for row in item.result.get("unexpected_index_list") or [{"cluster": None}]:
-                failures.setdefault(row.get("cluster"), []).append({
-                    "expectation": kind, "column": column, "says": says, "observed": row.get(column),
+                failures.setdefault(_py(row.get("cluster")), []).append({
+                    "expectation": kind, "column": column, "says": says, "observed": _py(row.get(column)),
                     "limit": self.parameters.get("max_quarantine_share")})
         elapsed_ms = int((time.monotonic() - started) * 1000)
 
@@ -209,38 +281,107 @@ class Contract:
                  "passed" if all(r["success"] for r in rows) else "FAILED", elapsed_ms)
         return rows
 
+    def _aggregate_ingest(self, parsed: DataFrame, valid: DataFrame, compiled: list) -> list[dict]:
+        """Per cluster, in one aggregation: records, quarantined, event-time span (over ``parsed``), and per
+        compiled expectation i the unexpected valid records ``_n{i}`` with their least and greatest
+        value ``_lo{i}``/``_hi{i}`` (over ``valid``)."""
+        checks = []
+        for i, (expectation, condition) in enumerate(compiled):
+            value = F.col(expectation["kwargs"]["column"])
+            checks += [condition.cast("long").alias(f"_n{i}"), F.when(condition, value).alias(f"_v{i}")]
+        on_valid = valid.select(F.col("cluster").alias("_cluster"), *checks)
+        cluster = F.coalesce(F.col("cluster"), F.get_json_object(F.col("value"), "$.cluster"))
+        ts_ms = F.coalesce(F.unix_millis(F.col("ts")), F.get_json_object(F.col("value"), "$.ts").try_cast("long"))
+        # parsed's rows carry the counts and span, valid's the checks: one scan each of the cached batch.
+        on_parsed = parsed.select(cluster.alias("_cluster"), F.lit(1).cast("long").alias("_records"),
+                                  F.col("quarantine_reason").isNotNull().cast("long").alias("_bad"),
+                                  ts_ms.alias("_ts"),
+                                  *(F.lit(None).cast(f.dataType).alias(f.name) for f in on_valid.schema.fields[1:]))
+        on_valid = on_valid.select("_cluster", F.lit(0).cast("long").alias("_records"),
+                                   F.lit(0).cast("long").alias("_bad"), F.lit(None).cast("long").alias("_ts"),
+                                   *on_valid.columns[1:])
+        aggregates = [F.sum("_records").alias("records"), F.sum("_bad").alias("quarantined"),
+                      F.min("_ts").alias("first_ts_ms"), F.max("_ts").alias("last_ts_ms")]
+        for i in range(len(compiled)):
+            aggregates += [F.sum(f"_n{i}").alias(f"_n{i}"), F.min(f"_v{i}").alias(f"_lo{i}"),
+                           F.max(f"_v{i}").alias(f"_hi{i}")]
+        rows = (on_parsed.unionByName(on_valid).groupBy("_cluster").agg(*aggregates)
+                .withColumnRenamed("_cluster", "cluster").collect())
+        # A valid record always comes with its parsed one; one that does not (a caller's other frame) is
+        # still checked, under its cluster.
+        return [{**r.asDict(), "records": r["records"] or 0, "quarantined": r["quarantined"] or 0} for r in rows]
+
+    def _validate_records_with_gx(self, valid: DataFrame, expectations: list[dict], failures: dict) -> None:
+        """The records expectations not compiled to Spark, by GX on Spark. Healthy batches pass with
+        BOOLEAN_ONLY, GX's cheapest format; a failing one is validated again for the rows naming its clusters."""
+        key = f"{TELEMETRY_SUITE}.records.gx"
+        if key not in self._suites:
+            from great_expectations.core import ExpectationSuite
+
+            _gx()
+            self._suites[key] = ExpectationSuite(name=key, expectations=expectations)
+        suite = self._suites[key]
+        result = self.validate(suite, valid, "BOOLEAN_ONLY")
+        if result.success:
+            return
+        result = self.validate(suite, valid, {
+            "result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_ROWS,
+            "unexpected_index_column_names": ["cluster"]})
+        for item in result.results:
+            if item.success:
+                continue
+            kind, column, says = _describe(item)
+            rows = item.result.get("partial_unexpected_index_list") or []
+            for name in {row.get("cluster") for row in rows} or {None}:
+                failures.setdefault(name, []).append({
+                    "expectation": kind, "column": column, "says": says,
+                    "unexpected_count": item.result.get("unexpected_count"),
+                    "sample": item.result.get("partial_unexpected_list", [])[:5],
+                    "error": (item.exception_info or {}).get("exception_message")})
+
     # -- balance ----------------------------------------------------------------------------
 
-    def broker_checks(self, windows: DataFrame, partitions: DataFrame) -> DataFrame:
-        """One row per (cluster, window, broker) named in a replica list or sending a capacity report."""
+    def broker_checks(self, windows: DataFrame, partitions: DataFrame):
+        """One row per (cluster, window, broker) named in a replica list or sending a capacity report, as a
+        pandas frame: cluster, window_start_ms, window_end_ms, broker, hosted_replicas,
+        unreported_replicas, capacity_reports, coverage, report_age_seconds. One shuffle: replica lists and reports are
+        matched per (window, broker, replica) in partitions already grouped per (window, broker)."""
+        import pandas as pd
+
         keys = list(WINDOW_KEYS)
-        hosted = partitions.select(*keys, "topic", "partition", F.explode("replicas").alias("broker"))
-        reports = windows.where(F.col("type") == "partition").select(*keys, "broker", "topic", "partition",
-                                                                     F.lit(True).alias("_reported"))
-        replicas = (hosted.join(reports, [*keys, "broker", "topic", "partition"], "left")
-                    .groupBy(*keys, "broker")
-                    .agg(F.count(F.lit(1)).alias("hosted_replicas"),
-                         F.sum(F.when(F.col("_reported").isNull(), 1).otherwise(0)).alias("unreported_replicas")))
-        capacity = (windows.where(F.col("type") == "broker")
-                    .groupBy(*keys, "broker").agg(F.sum("samples").alias("capacity_reports")))
-        latest = windows.groupBy(*keys, "broker").agg(F.max("last_ts").alias("last_report"))
-        per_window = Window.partitionBy(*keys)
-        joined = (replicas.join(capacity, [*keys, "broker"], "full_outer")
-                  .join(latest, [*keys, "broker"], "left")
-                  .select(*keys, "broker",
-                          F.coalesce("hosted_replicas", F.lit(0)).cast("long").alias("hosted_replicas"),
-                          F.coalesce("unreported_replicas", F.lit(0)).cast("long").alias("unreported_replicas"),
-                          F.coalesce("capacity_reports", F.lit(0)).cast("long").alias("capacity_reports"),
-                          "last_report"))
+        no_long, no_ts = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
+        hosted = partitions.select(*keys, F.explode("replicas").alias("broker"), "topic", "partition",
+                                   F.lit(1).cast("long").alias("hosted"), F.lit(0).cast("long").alias("reported"),
+                                   no_long.alias("capacity"), no_ts.alias("last_ts"))
+        is_broker = F.col("type") == "broker"
+        reports = windows.select(*keys, F.col("broker").cast("int").alias("broker"), "topic", "partition",
+                                 F.lit(0).cast("long").alias("hosted"),
+                                 (F.col("type") == "partition").cast("long").alias("reported"),
+                                 F.when(is_broker, F.col("samples").cast("long")).alias("capacity"), "last_ts")
+        per_replica = (hosted.unionByName(reports).repartition(*keys, "broker")
+                       .groupBy(*keys, "broker", "topic", "partition")
+                       .agg(F.sum("hosted").alias("hosted"), F.max("reported").alias("reported"),
+                            F.sum("capacity").alias("capacity"), F.max("last_ts").alias("last_ts")))
+        start_ms, end_ms = _ms("window_start"), _ms("window_end")
+        per_broker = (per_replica.groupBy(*keys, "broker")
+                      .agg(F.sum("hosted").alias("hosted_replicas"),
+                           F.sum(F.when(F.col("reported") == 0, F.col("hosted")).otherwise(0)).alias("unreported_replicas"),
+                           F.sum("capacity").alias("capacity_reports"),
+                           F.max("last_ts").alias("last_report"))
+                      # Named in a replica list, or sent a capacity report (a broker row has samples >= 1).
+                      .where((F.col("hosted_replicas") > 0) | F.col("capacity_reports").isNotNull())
+                      .select("cluster", start_ms.alias("window_start_ms"), end_ms.alias("window_end_ms"), "broker",
+                              F.col("hosted_replicas").cast("long").alias("hosted_replicas"),
+                              F.col("unreported_replicas").cast("long").alias("unreported_replicas"),
+                              F.coalesce("capacity_reports", F.lit(0)).cast("long").alias("capacity_reports"),
+                              # A broker with no report at all is as stale as the whole window.
+                              F.coalesce(_ms("last_report"), start_ms).alias("_last_ms")))
+        frame = per_broker.toPandas()
         # Coverage against the best-covered broker of the same window: needs no report interval setting.
-        best = F.max("capacity_reports").over(per_window)
-        end_ms, start_ms = _ms("window_end"), _ms("window_start")
-        return joined.select(
-            "cluster", start_ms.alias("window_start_ms"), end_ms.alias("window_end_ms"), "broker",
-            "hosted_replicas", "unreported_replicas", "capacity_reports",
-            F.coalesce(F.col("capacity_reports") / F.when(best > 0, best), F.lit(0.0)).alias("coverage"),
-            # A broker with no report at all is as stale as the whole window.
-            ((end_ms - F.coalesce(_ms("last_report"), start_ms)) / 1000.0).alias("report_age_seconds"))
+        best = frame.groupby(["cluster", "window_start_ms", "window_end_ms"])["capacity_reports"].transform("max")
+        frame["coverage"] = (frame["capacity_reports"] / best.where(best > 0)).fillna(0.0).astype("float64")
+        frame["report_age_seconds"] = ((frame["window_end_ms"] - frame["_last_ms"]) / 1000.0).astype("float64")
+        return pd.DataFrame(frame.drop(columns="_last_ms").reset_index(drop=True))
 
     def check_windows(self, windows: DataFrame, partitions: DataFrame, *, app_id: str,
                       batch_id: int) -> DataFrame | None:
@@ -250,15 +391,12 @@ class Contract:
             return None
         started = time.monotonic()
         spark = windows.sparkSession
-        # Collected and rebuilt as a local frame: GX's many metric jobs then never recompute the windows.
-        checks = self.broker_checks(windows, partitions).collect()
-        window_keys = sorted({(r["cluster"], r["window_start_ms"], r["window_end_ms"]) for r in checks})
+        checks = self.broker_checks(windows, partitions)
+        window_keys = sorted({(_py(c), _py(s), _py(e)) for c, s, e in
+                              zip(checks["cluster"], checks["window_start_ms"], checks["window_end_ms"])})
         if not window_keys:
             return None
-        frame = spark.createDataFrame(checks, schema=(
-            "cluster string, window_start_ms long, window_end_ms long, broker int, hosted_replicas long, "
-            "unreported_replicas long, capacity_reports long, coverage double, report_age_seconds double"))
-        result = self.validate(self._suite(WINDOWS_SUITE), frame, {
+        result = self.validate(self._suite(WINDOWS_SUITE), checks, {
             "result_format": "COMPLETE", "unexpected_index_column_names": _WINDOW_INDEX})
         failures: dict[tuple, list[dict]] = {key: [] for key in window_keys}
         for item in result.results:
@@ -272,23 +410,22 @@ class Contract:
                     failures[key].append({"expectation": kind, "column": column, "says": f"{says}: {error}"})
                 continue
             for row in rows:
-                key = (row["cluster"], row["window_start_ms"], row["window_end_ms"])
+                key = (_py(row["cluster"]), _py(row["window_start_ms"]), _py(row["window_end_ms"]))
                 failures.setdefault(key, []).append({"expectation": kind, "column": column, "says": says,
-                                                     "broker": row["broker"], "observed": row.get(column)})
+                                                     "broker": _py(row["broker"]), "observed": _py(row.get(column))})
         waited = time.monotonic()
         ingest_failures = self._ingest_failures(window_keys)
         waited = time.monotonic() - waited
         # The overhead recorded excludes time spent waiting for the concurrent ingest query.
         elapsed_ms = int((time.monotonic() - started - waited) * 1000)
 
+        brokers = checks.groupby(["cluster", "window_start_ms", "window_end_ms"]).size()
         rows, blocked = [], []
         for key in window_keys:
             failed = failures[key] + ingest_failures.get(key, [])
             row = self._run_row("balance", app_id, batch_id, key[0], key[1], key[2], WINDOWS_SUITE,
                                 len(result.results), failed, elapsed_ms,
-                                {"brokers": sum(1 for r in checks if (r["cluster"], r["window_start_ms"],
-                                                                       r["window_end_ms"]) == key),
-                                 "ingest_wait_ms": int(waited * 1000)})
+                                {"brokers": int(brokers.get(key, 0)), "ingest_wait_ms": int(waited * 1000)})
             rows.append(row)
             if failed:
                 blocked.append((key[0], key[1], key[2], "data contract failed: " + row["failed_expectations"]))
@@ -302,23 +439,23 @@ class Contract:
     def _ingest_failures(self, window_keys: list[tuple]) -> dict[tuple, list[dict]]:
         """Failed ingest runs whose event-time span overlaps a window, per window.
 
-        The ingest query runs concurrently; wait (up to ``quality.ingest_wait``) until it has
+        The ingest query may run concurrently; wait (up to ``quality.ingest_wait``) until it has
         checked records up to the latest window end, else plan without its verdict.
         """
         latest_end = max(key[2] for key in window_keys)
+        earliest_start = min(key[1] for key in window_keys)
+        clusters = sorted({key[0] for key in window_keys})
         deadline = time.monotonic() + duration_seconds(self.quality.ingest_wait)
         while True:
-            runs = self.lakehouse.read("quality_runs").where(F.col("query") == "ingest")
-            checked = runs.agg(F.max(_ms("window_end"))).first()[0]
+            runs = self._ingest_runs(earliest_start, latest_end, clusters)
+            checked = max((r["last"] for r in runs if r["last"] is not None), default=None)
             if (checked is not None and checked >= latest_end) or time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
         if checked is None or checked < latest_end:
             log.warning("ingest contract has not checked records up to %s yet; planning without it",
                         _to_dt(latest_end))
-        failed = (runs.where(~F.col("success") & F.col("cluster").isNotNull())
-                  .select("cluster", "batch_id", _ms("window_start").alias("first"), _ms("window_end").alias("last"),
-                          "failed_expectations").collect())
+        failed = [r for r in runs if not r["success"] and r["cluster"] is not None]
         found: dict[tuple, list[dict]] = {}
         for key in window_keys:
             cluster, start, end = key
@@ -329,6 +466,39 @@ class Contract:
                         "expectation": "ingest", "column": "", "says": f"ingest batch {run['batch_id']}: "
                                                                         f"{run['failed_expectations']}"})
         return found
+
+    def _ingest_runs(self, since_ms: int, until_ms: int, clusters: list[str]) -> list[dict]:
+        """Ingest runs that either checked records up to ``until_ms`` or are failures of ``clusters`` that
+        may overlap [since_ms, until_ms): (cluster, batch_id, success, first, last, failed_expectations),
+        first/last in epoch ms. Both kinds end at or after ``since_ms``, so files whose statistics say
+        otherwise are not read (delta-rs: by pyarrow, no Spark job)."""
+        if self.lakehouse.engine == "delta-rs":
+            import pyarrow.dataset as ds
+            from deltalake import DeltaTable
+
+            path = self.lakehouse.path("quality_runs")
+            if not DeltaTable.is_deltatable(path):
+                return []
+            since = pa.scalar(_to_dt(since_ms), pa.timestamp("us", tz="UTC"))
+            until = pa.scalar(_to_dt(until_ms), pa.timestamp("us", tz="UTC"))
+            end, start = ds.field("window_end"), ds.field("window_start")
+            wanted = (ds.field("query") == "ingest") & (end >= since) & (
+                (end >= until) | (~ds.field("success") & ds.field("cluster").isin(clusters) & (start < until)))
+            table = DeltaTable(path).to_pyarrow_dataset().to_table(
+                columns=["cluster", "batch_id", "success", "window_start", "window_end", "failed_expectations"],
+                filter=wanted)
+            as_ms = {name: table[name].cast(pa.int64()) for name in ("window_start", "window_end")}
+            return [{"cluster": c, "batch_id": b, "success": s, "first": None if f is None else f // 1000,
+                     "last": None if l is None else l // 1000, "failed_expectations": x}
+                    for c, b, s, f, l, x in zip(table["cluster"].to_pylist(), table["batch_id"].to_pylist(),
+                                                table["success"].to_pylist(), as_ms["window_start"].to_pylist(),
+                                                as_ms["window_end"].to_pylist(),
+                                                table["failed_expectations"].to_pylist())]
+        end, start = _ms("window_end"), _ms("window_start")
+        wanted = (F.col("query") == "ingest") & (end >= F.lit(since_ms)) & (
+            (end >= F.lit(until_ms)) | (~F.col("success") & F.col("cluster").isin(clusters) & (start < F.lit(until_ms))))
+        return [r.asDict() for r in self.lakehouse.read("quality_runs").where(wanted).select(
+            "cluster", "batch_id", "success", start.alias("first"), end.alias("last"), "failed_expectations").collect()]
 
     # -- quality_runs -------------------------------------------------------------------------
 
