@@ -29,6 +29,7 @@ class ScenarioSpec:
     seed: int = 7
     cluster: str = "synthetic"
     utilization: float = 0.4            # mean network utilization the capacities are sized for
+    hot_key_sigma: float = 0.5          # lognormal sigma of partition traffic inside a topic (skew > 0)
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -52,6 +53,8 @@ class ScenarioSpec:
             raise ValueError(f"restarted_broker must be a broker id in [0, {self.brokers}), got {self.restarted_broker}")
         if not 0 < self.utilization < 1:
             raise ValueError(f"utilization must be in (0, 1), got {self.utilization}")
+        if self.hot_key_sigma < 0:
+            raise ValueError(f"hot_key_sigma must be >= 0, got {self.hot_key_sigma}")
 
 
 def _replica_index(first: np.ndarray, shift: np.ndarray, j: np.ndarray | int, n: int) -> np.ndarray:
@@ -141,7 +144,7 @@ def generate(spec: ScenarioSpec) -> dict:
     topic_w = (rng.pareto(spec.skew, size=spec.topics) + 1.0) if spec.skew > 0 else np.ones(spec.topics)
     fanout = rng.uniform(0.5, 3.0, size=spec.topics)          # consumer groups reading each byte
     retention = _RETENTION_SECONDS[rng.integers(0, len(_RETENTION_SECONDS), size=spec.topics)]
-    sigma = 0.5 if spec.skew > 0 else 0.0
+    sigma = spec.hot_key_sigma if spec.skew > 0 else 0.0
     topic_of = np.repeat(np.arange(spec.topics), counts)
     part_w = topic_w[topic_of] / counts[topic_of] * rng.lognormal(0.0, sigma, size=topic_of.size)
     bytes_in = spec.total_bytes_in * part_w / part_w.sum()

@@ -10,6 +10,7 @@ from typing import Any
 @dataclass(frozen=True, kw_only=True)
 class PlannerOptions:
     balance_threshold: float = 1.10       # max utilization / cluster utilization allowed per resource
+    disk_balance_threshold: float | None = None  # disk's own (Cruise Control's disk.balance.threshold); None: the same
     capacity_threshold: float = 0.8       # hard ceiling on any broker's utilization
     max_bytes_to_move: int | None = None  # cap on data copied by the whole plan
     max_moves_per_broker: int | None = None  # cap on replica moves in or out of any one broker
@@ -23,6 +24,9 @@ class PlannerOptions:
         bt = self.balance_threshold
         if isinstance(bt, bool) or not isinstance(bt, (int, float)) or not 1.0 < bt <= 10.0:
             raise bad("balance_threshold", "must be a number in (1.0, 10.0]", bt)
+        dt = self.disk_balance_threshold
+        if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or not 1.0 < dt <= 10.0):
+            raise bad("disk_balance_threshold", "must be None or a number in (1.0, 10.0]", dt)
         ct = self.capacity_threshold
         if isinstance(ct, bool) or not isinstance(ct, (int, float)) or not 0.0 < ct <= 1.0:
             raise bad("capacity_threshold", "must be a number in (0.0, 1.0]", ct)
@@ -46,6 +50,12 @@ class PlannerOptions:
         object.__setattr__(self, "excluded_brokers", tuple(sorted(set(brokers))))
         object.__setattr__(self, "balance_threshold", float(bt))
         object.__setattr__(self, "capacity_threshold", float(ct))
+        if dt is not None:
+            object.__setattr__(self, "disk_balance_threshold", float(dt))
+
+    @property
+    def disk_threshold(self) -> float:
+        return self.balance_threshold if self.disk_balance_threshold is None else self.disk_balance_threshold
 
     @classmethod
     def from_config(cls, balancer_config: Any) -> "PlannerOptions":

@@ -55,3 +55,13 @@ def test_heterogeneous_capacity_and_skew():
 def test_spec_validation_names_the_field(kwargs, name):
     with pytest.raises(ValueError, match=name):
         ScenarioSpec(**kwargs)
+
+
+def test_hot_key_sigma_widens_the_tail_inside_topics():
+    base = dict(brokers=7, racks=0, topics=30, replication_factor=2, skew=1.0, seed=3)
+    def top_share(sigma):
+        rates = sorted((p["bytes_in"] for p in generate(ScenarioSpec(**base, hot_key_sigma=sigma))["partitions"]), reverse=True)
+        return sum(rates[:10]) / sum(rates)
+    assert top_share(1.0) > top_share(0.5)
+    with pytest.raises(ValueError, match="hot_key_sigma"):
+        ScenarioSpec(hot_key_sigma=-0.1)
