@@ -20,6 +20,8 @@ from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
 from .result import Plan, build_actions, figures, total_bytes
 
+MAX_SWEEPS = 3   # passes over all goals; the last one usually finds nothing
+
 __all__ = [
     "Action", "CapacityGoal", "ClusterModel", "DistinctBrokersGoal", "DistributionGoal", "Goal", "GoalError",
     "Move", "Plan", "PlannerOptions", "RackAwareGoal", "ReplicationFactorGoal", "ResourceGoal", "SnapshotError",
@@ -43,11 +45,27 @@ def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: lis
     before = figures(model)
     bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
     goals = default_goals(options) if goals is None else goals
-    reports = []
-    optimized: list[Goal] = []
-    for goal in goals:
-        reports.append(goal.run(model, tuple(optimized), options))
-        optimized.append(goal)
+    reports: list[dict] = []
+    ran_at: list[int | None] = [None] * len(goals)
+    for sweep in range(MAX_SWEEPS):
+        # Another sweep from where the last one ended, as a replan of the executed plan would
+        # start (limits recomputed from today's loads): a plan is done when a whole sweep finds
+        # nothing, so that replanning an executed plan proposes nothing either.
+        applied = len(model.log)
+        for i, goal in enumerate(goals):
+            if ran_at[i] == len(model.log):
+                continue   # nothing moved since this goal last started: it would find the same
+            ran_at[i] = len(model.log)
+            goal.reset()
+            report = goal.run(model, tuple(goals[:i]), options)
+            if sweep == 0:
+                reports.append(report)
+            else:
+                first = reports[i]
+                reports[i] = {**first, "after": report["after"], "violated": first["violated"] or report["violated"],
+                              "moves": first["moves"] + report["moves"]}
+        if len(model.log) == applied:
+            break
     unsatisfied = tuple(f"{r['goal']}: still {r['after']:.4g} outside its limits" for r in reports
                         if r["hard"] and r["after"] > 1e-9)
     actions = build_actions(model)

@@ -116,3 +116,15 @@ def test_network_in_moves_do_not_unbalance_network_out():
     assert goal.improves(Move("replica_move", 0, 0, 1), model)
     assert not goal.wants(Move("replica_move", 0, 0, 1), model)
     assert goal.wants(Move("replica_move", 0, 2, 1), model) is False   # broker 2 is not hot: no gain
+
+
+def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfers():
+    # Broker 0 leads two heavy partitions whose only follower, broker 1, has no room; broker 1
+    # can pass its own heavy leadership on to the cold broker 2. Two transfers, no data moved.
+    parts = [([0, 1], 0, 10, 1), ([0, 1], 0, 10, 1), ([1, 2], 0, 10, 1), ([1, 2], 0, 1, 1), ([2, 0], 0, 1, 2)]
+    snap = snapshot(parts, brokers=3, racks=("a", "a", "a"))
+    result = plan(snap)
+    assert result.before["network_out"] > 1.8
+    assert result.replica_moves == 0 and result.bytes_to_move == 0
+    assert result.leader_moves == 2
+    assert result.after["network_out"] <= 1.10

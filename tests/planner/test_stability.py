@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -76,8 +75,6 @@ scenario_specs = st.builds(
 )
 
 
-@pytest.mark.xfail(strict=False, reason="known residual: a goal left just outside its trigger band by the first "
-                   "plan (e.g. one broker under 0.90 on network_out) can still get one replica move on replan")
 @settings(max_examples=25, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.too_slow])
 @given(spec=scenario_specs, noise_seed=st.integers(0, 2**31 - 1))
@@ -100,8 +97,6 @@ def test_replanning_an_executed_plan_is_quiet(spec, noise_seed):
         assert replan.leader_moves <= MAX_QUIET_LEADERSHIPS, f"noisy replan: {_describe(replan)}"
 
 
-@pytest.mark.xfail(strict=False, reason="known residual: a goal left just outside its trigger band by the first "
-                   "plan (e.g. one broker under 0.90 on network_out) can still get one replica move on replan")
 def test_noise_alone_never_moves_data_on_a_balanced_cluster():
     """Several independent re-measurements of one executed plan: none of them moves data."""
     options = PlannerOptions()
