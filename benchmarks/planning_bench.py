@@ -6,7 +6,8 @@
 
 The cluster is ``ingest_bench``'s (``balancer.scenarios`` scale_270, or its 300-topic quick
 variant). Each *window* is one noisy re-measurement of that same, never rebalanced, cluster,
-the way the streaming job replans every window without the previous plan being executed:
+the way the streaming job replans every window without the previous plan being executed
+(``--executed``: with it carried out in between, as an executor would):
 per partition the leader's bytes_in / bytes_out jittered by ``SimulatedCluster``'s rule
 (× max(0, 1 + N(0, noise)), noise 3%), fresh noise per window. The pandas frames are built
 exactly as ``applyInPandas`` hands them to ``plan_group`` (checked against Spark 4.1: string
@@ -242,19 +243,34 @@ def child(args) -> dict:
     spec = ScenarioSpec(**(QUICK if args.quick else FULL))
     t = time.perf_counter()
     snapshot = generate(spec)
-    frames = [cluster_frames(snapshot, noise=args.noise, seed=args.seed, window=w) for w in range(args.windows)]
+    frames = cluster_frames(snapshot, noise=args.noise, seed=args.seed, window=0)
     n_replicas = sum(len(p["replicas"]) for p in snapshot["partitions"])
     setup = time.perf_counter() - t
-    del snapshot
     base_mb = peak_mb()
     windows = []
-    for w, (key, prows, brows) in enumerate(frames):
+    for w in range(args.windows):
+        key, prows, brows = frames
         seconds, peaks, (summary, actions) = run_stages(args.path, key, prows, brows, balancer,
                                                         args.profile if w == 0 else None, end_to_end=w == 0)
         windows.append({"window": w, "seconds": seconds, "peak_mb": peaks, **summary,
                         "actions_digest": _digest(actions), "loadavg": loadavg()})
-    return {"path": args.path, "replicas": n_replicas, "partitions": len(frames[0][1]),
-            "brokers": len(frames[0][2]), "setup_s": setup, "frames_mb": base_mb, "windows": windows}
+        if args.executed:   # the executor carried the plan out before the next window was measured
+            snapshot = _executed(snapshot, actions)
+        if w + 1 < args.windows:
+            frames = None   # free the old frames first
+            frames = cluster_frames(snapshot, noise=args.noise, seed=args.seed, window=w + 1)
+    return {"path": args.path, "executed": args.executed, "replicas": n_replicas, "partitions": len(prows),
+            "brokers": len(brows), "setup_s": setup, "frames_mb": base_mb, "windows": windows}
+
+
+def _executed(snapshot: dict, actions: list[dict]) -> dict:
+    """``snapshot`` after the plan's actions (new replicas, new leader), loads unchanged."""
+    changed = {(a["topic"], a["partition"]): a for a in actions}
+    parts = []
+    for p in snapshot["partitions"]:
+        a = changed.get((p["topic"], p["partition"]))
+        parts.append(p if a is None else {**p, "replicas": list(a["new_replicas"]), "leader": a["new_leader"]})
+    return {**snapshot, "partitions": parts}
 
 
 def _digest(actions: list[dict]) -> str:
@@ -266,7 +282,7 @@ STAGES = ("frames", "snapshot", "model", "goals", "rows", "plan_group")
 
 
 def print_report(rep: dict) -> None:
-    print(f"path={rep['path']}: {rep['brokers']} brokers, {rep['partitions']:,} partitions, "
+    print(f"path={rep['path']}{' (plans executed between windows)' if rep['executed'] else ''}: {rep['brokers']} brokers, {rep['partitions']:,} partitions, "
           f"{rep['replicas']:,} replicas (cluster + frames built in {rep['setup_s']:.1f} s, "
           f"{rep['frames_mb']:.0f} MB)")
     head = f"{'window':>6} " + " ".join(f"{s:>10}" for s in STAGES) + f" {'peak MB':>8} {'imbalance':>13} " \
@@ -288,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=3, help="noisy re-measurements of the same cluster")
     parser.add_argument("--noise", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--executed", action="store_true",
+                        help="carry each window's plan out before the next window (the job with an executor)")
     parser.add_argument("--profile", choices=STAGES, help="cProfile this stage of window 0 (to stderr)")
     parser.add_argument("--check", action="store_true", help="fail unless both paths give identical actions")
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
@@ -304,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, "--child", "--path", path, "--windows", str(args.windows),
                "--noise", str(args.noise), "--seed", str(args.seed)]
         cmd += ["--quick"] if args.quick else []
+        cmd += ["--executed"] if args.executed else []
         cmd += ["--root", args.root] if args.root else []
         cmd += ["--profile", args.profile] if args.profile else []
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
 from balancer.planner import SnapshotError, broker_loads, plan
@@ -85,3 +86,54 @@ def test_brokers_without_rack_are_racks_of_their_own():
     snap["partitions"][1]["bytes_in"] = 60
     result = plan(snap)
     assert check_plan(snap, result) == []
+
+
+def _columnar(snap):
+    """The dict snapshot as a ColumnarSnapshot (how the streaming job hands windows to the planner)."""
+    from balancer.planner.model import RESOURCES, ColumnarSnapshot
+    parts = snap["partitions"]
+    return ColumnarSnapshot(
+        cluster=snap["cluster"], broker_ids=[b["id"] for b in snap["brokers"]],
+        racks=[b.get("rack") for b in snap["brokers"]],
+        capacity=[[b["capacity"][r] for r in RESOURCES] for b in snap["brokers"]],
+        topics=[p["topic"] for p in parts], partition_ids=[p["partition"] for p in parts],
+        replica_counts=[len(p["replicas"]) for p in parts],
+        replicas_flat=np.array([b for p in parts for b in p["replicas"]], dtype=np.int64),
+        leader=[p["leader"] for p in parts], bytes_in=[p["bytes_in"] for p in parts],
+        bytes_out=[p["bytes_out"] for p in parts], size=[p["size"] for p in parts])
+
+
+def test_columnar_snapshot_loads_the_same_model():
+    from balancer.planner import ClusterModel
+    a, b = ClusterModel(BASE), ClusterModel(_columnar(BASE))
+    for key in ("broker_ids", "rack", "cap", "partition_ids", "replicas", "leader", "rf", "bytes_in", "bytes_out",
+                "size", "load"):
+        x, y = getattr(a, key), getattr(b, key)
+        assert x.dtype == y.dtype and np.array_equal(x, y), key
+    assert a.topics == b.topics and a.index == b.index and a.rack_names == b.rack_names
+    assert broker_loads(_columnar(BASE)) == broker_loads(BASE)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("partitions", 0, "replicas"), [1, 2, 9], r"unknown broker\(s\) \[9\]"),
+    (("partitions", 0, "leader"), 9, "leader 9 is not among replicas"),
+    (("partitions", 0, "replicas"), [1, 1, 2], "duplicate replica"),
+    (("partitions", 0, "bytes_in"), -1, r"partitions\[0\] \(t-0\).bytes_in must be >= 0"),
+    (("partitions", 1, "partition"), 0, "listed twice"),
+    (("partitions", 0, "size"), float("nan"), "size must be a finite number"),
+    (("brokers", 0, "capacity"), {"network_in": 0, "network_out": 1, "disk": 1}, r"capacity.network_in must be > 0"),
+    (("brokers", 1, "id"), 1, r"duplicate broker id"),
+    (("partitions", 0, "replicas"), [], "non-empty list"),
+])
+def test_a_bad_columnar_snapshot_gets_the_dict_snapshots_message(path, value, message):
+    snap = _broken(path, value)
+    # Columns hold rates and capacities as floats: the same message as a dict with floats there.
+    for p in snap["partitions"]:
+        p.update({k: float(p[k]) for k in ("bytes_in", "bytes_out", "size")})
+    for b in snap["brokers"]:
+        b["capacity"] = {k: float(v) for k, v in b["capacity"].items()}
+    with pytest.raises(SnapshotError) as expected:
+        plan(snap)
+    with pytest.raises(SnapshotError, match=message) as got:
+        plan(_columnar(snap))
+    assert str(got.value) == str(expected.value)
