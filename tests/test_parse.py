@@ -58,6 +58,19 @@ CASES = {
     "capacity without disk": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1}}),
                               "field 'capacity.disk' is missing or not a number"),
     "oversized": (json.dumps({**GOOD, "pad": "x" * 70_000}), "over source.max_value_bytes=65536"),
+    # Optional or other-type fields are still checked (the valid-record guard must see them too).
+    "negative cpu on a partition record": (with_(cpu=-0.5), "field 'cpu' is negative"),
+    "NaN cpu on a broker record": (json.dumps({**GOOD_BROKER, "cpu": "@"}).replace('"@"', "NaN"),
+                                   "'cpu' is not a finite number"),
+    "NaN rate on a broker record": (json.dumps({**GOOD_BROKER, "bytes_in": "@"}).replace('"@"', "NaN"),
+                                    "'bytes_in' is not a finite number"),
+    "negative partition on a broker record": (json.dumps({**GOOD_BROKER, "partition": -1}),
+                                              "field 'partition' is negative"),
+    "partial capacity on a partition record": (with_(capacity={"network_in": 1, "network_out": 1}),
+                                               "field 'capacity.disk' is missing or not a number"),
+    "infinite capacity": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": "@", "disk": 1}})
+                          .replace('"@"', "Infinity"), "'capacity.network_out' is not a finite number"),
+    "null replica": (with_(replicas=[3, None]), "field 'replicas' holds an invalid broker id"),
 }
 
 
@@ -90,3 +103,20 @@ def test_bad_record_is_quarantined_with_reason(parsed, case):
 
 def test_every_record_is_either_valid_or_quarantined(parsed):
     assert valid_records(parsed).count() + quarantined_records(parsed).count() == 2 + len(CASES)
+
+
+def test_valid_guard_is_true_only_for_valid_records(spark):
+    """The shortcut past the rules must be taken for good records and never for bad ones."""
+    from pyspark.sql import functions as F
+
+    from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _valid_guard
+
+    values = [json.dumps(GOOD), json.dumps(GOOD_BROKER), json.dumps({**GOOD_BROKER, "rack": None, "cpu": 0.0}),
+              with_(bytes_in=0.0, size=0)] + [value for value, _ in CASES.values()]
+    within_bounds = F.when(F.octet_length("value") <= 65536, F.col("value"))  # as parse_telemetry does
+    typed = F.from_json(within_bounds, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
+                                                       "allowNonNumericNumbers": "true"})
+    guard = _valid_guard(typed, F.unix_millis(F.current_timestamp()))
+    rows = spark.createDataFrame([(v,) for v in values], "value string").select(guard.alias("g")).collect()
+    assert [r["g"] for r in rows[:4]] == [True] * 4
+    assert [case for case, r in zip(CASES, rows[4:]) if r["g"] is True] == []

