@@ -171,3 +171,22 @@ def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path)
     assert scanned.replace(tzinfo=timezone.utc) == datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)
     # File statistics are rounded up to the millisecond at most.
     assert 0 <= (from_log - datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)).total_seconds() < 0.001
+
+
+def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark, house):
+    # Three batches, each its own commit (file) one hour apart in event time.
+    for batch in range(3):
+        rows = [r[:6] + (T0 + dt.timedelta(hours=batch, seconds=i),) + r[7:] for i, r in
+                enumerate(raw_rows(50, start=batch * 50))]
+        house.append("telemetry_raw", frame(spark, rows, 1).coalesce(1), app_id="a", batch_id=batch)
+    ms = lambda stamp: int(stamp.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    lo, hi = ms(T0 + dt.timedelta(hours=1)), ms(T0 + dt.timedelta(hours=1, seconds=10))
+
+    window = house.read_range("telemetry_raw", "ts", lo, hi)
+    assert len(window.inputFiles()) == 1  # batches 0 and 2 are ruled out by their Delta statistics
+    got = sorted(r["kafka_offset"] for r in window.collect())
+    assert got == list(range(50, 60))  # lo inclusive, hi exclusive (T0 has 123456 µs: second 10 falls out)
+
+    open_below = house.read_range("telemetry_raw", "ts", None, hi)
+    assert len(open_below.inputFiles()) == 2 and open_below.count() == 60
+    assert house.read_range("telemetry_raw", "ts", hi + 10 * 3600_000, hi + 11 * 3600_000).count() == 0
