@@ -20,7 +20,7 @@ from .options import PlannerOptions
 _EPS = 1e-9
 _DEST_TRIES = 4          # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
-_CHAIN_TRIES = 256         # heaviest leaderships per shed that may go on via a chain of two transfers
+_CHAIN_TRIES = 256        # network_out leaderships per shed that may go on by a chain of two transfers
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
 # where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
@@ -37,11 +37,12 @@ BOUND_TOLERANCE = 0.02
 # 250+ s, and network_out stuck at 1.79 against a target of 1.46.)
 MIN_GAIN_SHARE = 0.005
 # Fixed cost charged per replica move when ranking by relief per byte, as a multiple of the
-# model's move_overhead (half the mean partition size): 2.5 mean partitions per move. At 0.5 the
-# 7-broker LinkedIn-like scenario took 624 replica moves (2.0% of data) down a long tail of tiny
-# short-retention partitions; at 2.5 it takes 151 (2.4%). Data moved also fell on heterogeneous
-# (3.7% -> 3.4%), hot_partitions (8.8% -> 8.4%) and racks_uneven (4.73% -> 4.69%): fewer, bigger
-# moves disturb the later goals less.
+# model's move_overhead (half the mean partition size): 2 mean partitions per move. At 1x the
+# 7-broker LinkedIn-like benchmark scenario took 624 replica moves (2.03% of data) down a long tail
+# of small short-retention partitions; at 4x, 179 (2.37%). Data moved also fell on heterogeneous
+# (3.7% -> 3.45%) and hot_partitions (8.8% -> 8.4%), moves on racks_uneven (61 -> 40) and
+# scale_270 (5,540 -> 2,641, for 4.5% -> 4.6% of data): fewer, bigger moves disturb later goals
+# less. (At 5x one window of the demo cluster's stability test moved 2 replicas.)
 MOVE_OVERHEAD_SCALE = 4.0
 
 
@@ -234,7 +235,7 @@ class ResourceGoal(Goal):
         u = load / model.cap[b, self.dim]
         return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
 
-    margin = 0.0   # utilization kept clear of the limits while a count goal searches (see DistributionGoal)
+    margin = 0.0   # utilization kept clear of the limits while an all-or-nothing goal searches (DistributionGoal)
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
@@ -770,8 +771,9 @@ class DistributionGoal(ResourceGoal):
         self.leadership = dim in (OUT, LBIN, NLEAD)
         self.moves = dim != NLEAD
         self.swaps = dim in (IN, OUT, DISK)
-        # The count goals run last, squeezed between every traffic limit: a partial fix there
-        # depends on which moves this window's noise happens to allow.
+        # Leader bytes-in and the count goals run last, squeezed between every traffic limit: a
+        # partial fix there depends on which moves this window's noise happens to allow. (Leader
+        # bytes-in also made hundreds of transfers that left it violated on linkedin_7 at 1.045.)
         self.all_or_nothing = dim in (LBIN, NREP, NLEAD)
 
     def compute_limits(self, model):
