@@ -615,8 +615,9 @@ def _gc_paused():
 
     Each message is a GC-tracked object: 20k of them trigger dozens of collections that
     walk the worker's whole heap, for objects that never form cycles and are freed by
-    reference counting as soon as the batch is built. Measured: about a third of the
-    read path's CPU. Not held across ``yield``, so Spark's own code runs with GC as usual.
+    reference counting as soon as the batch is built. Measured: consume() alone drops from
+    1.5-1.9 to 0.9-1.1 µs CPU per message. Not held across ``yield``: Spark's own code runs
+    with GC as usual.
     """
     if not gc.isenabled():
         yield
