@@ -16,7 +16,8 @@ set of windows, 5–35 s under load: benchmarks/README.md, "Data contract cost")
 - the per-record expectations (``not_be_null``, ``be_in_set``, ``be_between``, GX's semantics:
   nulls are ignored except by ``not_be_null``) are compiled into ONE Spark aggregation per cluster
   that also counts the cluster's quarantined records and event-time span: per expectation, the
-  number of unexpected records and the smallest and largest unexpected value (the sample);
+  number of unexpected records; only when some are, one more aggregation takes the smallest and
+  largest unexpected value of each failed expectation (the sample);
 - the per-cluster and per-window frames are built by ONE Spark aggregation each, collected (a few
   hundred rows), and validated by GX on pandas, which starts no Spark job;
 - the ingest verdicts a window waits for are read from ``quality_runs`` by file statistics on
@@ -230,14 +231,17 @@ class Contract:
 
         failures: dict[str | None, list[dict]] = {c["cluster"]: [] for c in clusters}
         evaluated = len(records)
-        for i, (expectation, _) in enumerate(compiled):
+        failing = [i for i in range(len(compiled)) if any(r[f"_n{i}"] for r in aggregated)]
+        samples = self._samples(valid, [(i, *compiled[i]) for i in failing]) if failing else {}
+        for i in failing:
+            expectation = compiled[i][0]
             meta, column = expectation.get("meta", {}), expectation["kwargs"]["column"]
             for r in aggregated:
                 count = r[f"_n{i}"] or 0
                 if count == 0:
                     continue
                 sample = [None] if expectation["type"] == "expect_column_values_to_not_be_null" else \
-                    list(dict.fromkeys(v for v in (r[f"_lo{i}"], r[f"_hi{i}"]) if v is not None))
+                    samples.get((r["cluster"], i), [])
                 failures.setdefault(r["cluster"], []).append({
                     "expectation": expectation["type"], "column": column,
                     "says": meta.get("says", expectation["type"]), "unexpected_count": count,
@@ -283,12 +287,8 @@ class Contract:
 
     def _aggregate_ingest(self, parsed: DataFrame, valid: DataFrame, compiled: list) -> list[dict]:
         """Per cluster, in one aggregation: records, quarantined, event-time span (over ``parsed``), and per
-        compiled expectation i the unexpected valid records ``_n{i}`` with their least and greatest
-        value ``_lo{i}``/``_hi{i}`` (over ``valid``)."""
-        checks = []
-        for i, (expectation, condition) in enumerate(compiled):
-            value = F.col(expectation["kwargs"]["column"])
-            checks += [condition.cast("long").alias(f"_n{i}"), F.when(condition, value).alias(f"_v{i}")]
+        compiled expectation i the number of unexpected valid records ``_n{i}`` (over ``valid``)."""
+        checks = [condition.cast("long").alias(f"_n{i}") for i, (_, condition) in enumerate(compiled)]
         on_valid = valid.select(F.col("cluster").alias("_cluster"), *checks)
         cluster = F.coalesce(F.col("cluster"), F.get_json_object(F.col("value"), "$.cluster"))
         ts_ms = F.coalesce(F.unix_millis(F.col("ts")), F.get_json_object(F.col("value"), "$.ts").try_cast("long"))
@@ -302,14 +302,27 @@ class Contract:
                                    *on_valid.columns[1:])
         aggregates = [F.sum("_records").alias("records"), F.sum("_bad").alias("quarantined"),
                       F.min("_ts").alias("first_ts_ms"), F.max("_ts").alias("last_ts_ms")]
-        for i in range(len(compiled)):
-            aggregates += [F.sum(f"_n{i}").alias(f"_n{i}"), F.min(f"_v{i}").alias(f"_lo{i}"),
-                           F.max(f"_v{i}").alias(f"_hi{i}")]
+        aggregates += [F.sum(f"_n{i}").alias(f"_n{i}") for i in range(len(compiled))]
         rows = (on_parsed.unionByName(on_valid).groupBy("_cluster").agg(*aggregates)
                 .withColumnRenamed("_cluster", "cluster").collect())
         # A valid record always comes with its parsed one; one that does not (a caller's other frame) is
         # still checked, under its cluster.
         return [{**r.asDict(), "records": r["records"] or 0, "quarantined": r["quarantined"] or 0} for r in rows]
+
+    @staticmethod
+    def _samples(valid: DataFrame, failing: list) -> dict[tuple, list]:
+        """(cluster, i) → the least and greatest unexpected value of failing expectation i, from one more
+        aggregation, run only when some valid record failed (the parser quarantines most such records)."""
+        aggregates = []
+        for i, expectation, condition in failing:
+            value = F.when(condition, F.col(expectation["kwargs"]["column"]))
+            aggregates += [F.min(value).alias(f"_lo{i}"), F.max(value).alias(f"_hi{i}")]
+        any_failed = F.lit(False)
+        for _, _, condition in failing:
+            any_failed |= condition
+        rows = valid.where(any_failed).groupBy("cluster").agg(*aggregates).collect()
+        return {(r["cluster"], i): list(dict.fromkeys(v for v in (r[f"_lo{i}"], r[f"_hi{i}"]) if v is not None))
+                for r in rows for i, _, _ in failing}
 
     def _validate_records_with_gx(self, valid: DataFrame, expectations: list[dict], failures: dict) -> None:
         """The records expectations not compiled to Spark, by GX on Spark. Healthy batches pass with
