@@ -134,8 +134,7 @@ def cluster_frames(snapshot: dict, *, noise: float, seed: int, window: int = 0) 
 def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
                end_to_end: bool = True) -> tuple[dict, dict, list]:
     """Times each stage of ``plan_group`` on one window; returns (seconds, peak MB, actions)."""
-    from balancer.planner import PlannerOptions, RESOURCES, ClusterModel, default_goals
-    from balancer.planner.result import Plan, build_actions, figures, total_bytes
+    from balancer.planner import ClusterModel, PlannerOptions
     from balancer.snapshot import build_snapshot
     from balancer.spark import planning
 
@@ -169,24 +168,19 @@ def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
     model = stage("model", lambda: ClusterModel(built.snapshot, options))
 
     def goals():
-        started = time.perf_counter()
-        before = figures(model)
-        bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
-        reports, optimized = [], []
-        for goal in default_goals(options):
-            reports.append(goal.run(model, tuple(optimized), options))
-            optimized.append(goal)
-        actions = build_actions(model)
-        return Plan(actions=actions, before=before, after=figures(model), lower_bound=bound,
-                    bytes_to_move=sum(a.bytes_to_move for a in actions),
-                    leader_moves=sum(1 for a in actions if a.kind == "leadership"),
-                    replica_moves=sum(a.moved_replicas for a in actions), total_bytes=total_bytes(model),
-                    goals=tuple(reports), seconds=time.perf_counter() - started)
+        # plan() itself on the model just built (its ClusterModel call handed the prebuilt one):
+        # whatever plan() does (goal order, sweeps), without building the model twice.
+        import balancer.planner as planner_pkg
+        planner_pkg.ClusterModel = lambda snapshot, options=None: model
+        try:
+            return planner_pkg.plan(built.snapshot, options)
+        finally:
+            planner_pkg.ClusterModel = ClusterModel
 
     result = stage("goals", goals)
     fill_row = getattr(planning, "_fill_row", None) or _legacy_fill_row
     row = stage("rows", lambda: fill_row({}, result))
-    del model, built
+    model = built = None   # free them before the end-to-end run
     # End to end: the real plan_group (frames -> columns), or for the dict path the original
     # plan_group (records -> dict snapshot -> model), which is what the job ran before.
     if not end_to_end:
