@@ -23,6 +23,9 @@ def build_session(*, master: str | None = None, app_name: str = "kafka-traffic-b
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # A clean stop lets the last micro-batch finish instead of interrupting a write.
         "spark.sql.streaming.stopActiveRunOnRestart": "true",
+        # A Python worker importing our package on a busy host can take longer than the 15 s default
+        # to connect back; that is slowness, not a failure.
+        "spark.python.authenticate.socketTimeout": "120s",
     }
     settings.update(conf or {})
     if delta_jar_requested(settings):
