@@ -148,11 +148,8 @@ class QualityConfig(_Strict):
     min_broker_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
     # Freshness: each broker's latest report in a window is at most this old at the window's end.
     max_report_age: str = "2 minutes"
-    # How long a closing window waits for the ingest query's contract check of its records
-    # (the two queries run concurrently); after that it is planned without that check.
-    ingest_wait: str = "30 seconds"
 
-    @field_validator("max_report_age", "ingest_wait")
+    @field_validator("max_report_age")
     @classmethod
     def _duration(cls, value: str) -> str:
         duration_seconds(value)

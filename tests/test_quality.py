@@ -308,7 +308,7 @@ def test_windows_checks_name_the_silent_broker_and_block_only_its_window(spark, 
              _capacity(second, 3)]
     windows = spark.createDataFrame(rows, WINDOW_COLUMNS).cache()
     partitions = loads.partition_load(windows).cache()
-    contract = _contract(spark, tmp_path, ingest_wait="0 seconds")
+    contract = _contract(spark, tmp_path)
 
     checks = contract.broker_checks(windows, partitions)
     mine = {(r.cluster, r.window_start_ms, r.window_end_ms, r.broker):
@@ -337,7 +337,7 @@ def test_windows_checks_name_the_silent_broker_and_block_only_its_window(spark, 
 
 
 def test_windows_overlapping_a_failed_ingest_run_of_their_cluster_are_blocked(spark, tmp_path):
-    contract = _contract(spark, tmp_path, ingest_wait="0 seconds", max_quarantine_share=0.05)
+    contract = _contract(spark, tmp_path, max_quarantine_share=0.05)
     # The batch's records of c span [W1 + 1 min, W2 + 1 min]: the second window only.
     late_ms = int((W2 + timedelta(minutes=1)).timestamp() * 1000)
     records = [_record("c", ts=W1 + timedelta(minutes=1)), _record("c", ts=W2)]

@@ -426,11 +426,8 @@ class Contract:
                 key = (_py(row["cluster"]), _py(row["window_start_ms"]), _py(row["window_end_ms"]))
                 failures.setdefault(key, []).append({"expectation": kind, "column": column, "says": says,
                                                      "broker": _py(row["broker"]), "observed": _py(row.get(column))})
-        waited = time.monotonic()
         ingest_failures = self._ingest_failures(window_keys)
-        waited = time.monotonic() - waited
-        # The overhead recorded excludes time spent waiting for the concurrent ingest query.
-        elapsed_ms = int((time.monotonic() - started - waited) * 1000)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
 
         brokers = checks.groupby(["cluster", "window_start_ms", "window_end_ms"]).size()
         rows, blocked = [], []
@@ -438,7 +435,7 @@ class Contract:
             failed = failures[key] + ingest_failures.get(key, [])
             row = self._run_row("balance", app_id, batch_id, key[0], key[1], key[2], WINDOWS_SUITE,
                                 len(result.results), failed, elapsed_ms,
-                                {"brokers": int(brokers.get(key, 0)), "ingest_wait_ms": int(waited * 1000)})
+                                {"brokers": int(brokers.get(key, 0))})
             rows.append(row)
             if failed:
                 blocked.append((key[0], key[1], key[2], "data contract failed: " + row["failed_expectations"]))
@@ -452,22 +449,13 @@ class Contract:
     def _ingest_failures(self, window_keys: list[tuple]) -> dict[tuple, list[dict]]:
         """Failed ingest runs whose event-time span overlaps a window, per window.
 
-        The ingest query may run concurrently; wait (up to ``quality.ingest_wait``) until it has
-        checked records up to the latest window end, else plan without its verdict.
+        The sink checks a batch's records before it closes the windows they move the watermark past,
+        so those verdicts are already in quality_runs.
         """
         latest_end = max(key[2] for key in window_keys)
         earliest_start = min(key[1] for key in window_keys)
         clusters = sorted({key[0] for key in window_keys})
-        deadline = time.monotonic() + duration_seconds(self.quality.ingest_wait)
-        while True:
-            runs = self._ingest_runs(earliest_start, latest_end, clusters)
-            checked = max((r["last"] for r in runs if r["last"] is not None), default=None)
-            if (checked is not None and checked >= latest_end) or time.monotonic() >= deadline:
-                break
-            time.sleep(0.5)
-        if checked is None or checked < latest_end:
-            log.warning("ingest contract has not checked records up to %s yet; planning without it",
-                        _to_dt(latest_end))
+        runs = self._ingest_runs(earliest_start, latest_end, clusters)
         failed = [r for r in runs if not r["success"] and r["cluster"] is not None]
         found: dict[tuple, list[dict]] = {}
         for key in window_keys:
