@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run test test-unit bench bench-planner bench-source bench-ingest clean
+.PHONY: setup run test test-unit bench bench-planner bench-planning bench-source bench-parse bench-quality bench-ingest clean
 
 setup: $(STAMP)
 
@@ -33,13 +33,22 @@ test: setup
 test-unit: setup
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-bench: bench-planner bench-source bench-ingest
+bench: bench-planner bench-planning bench-source bench-parse bench-quality bench-ingest
 
 bench-planner: setup
 	$(PY) benchmarks/planner_bench.py
 
+bench-planning: setup
+	$(PY) benchmarks/planning_bench.py
+
 bench-source: setup
 	$(PY) benchmarks/source_bench.py
+
+bench-parse: setup
+	$(PY) benchmarks/parse_bench.py
+
+bench-quality: setup
+	$(PY) benchmarks/quality_bench.py
 
 bench-ingest: setup
 	$(PY) benchmarks/ingest_bench.py
