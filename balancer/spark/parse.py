@@ -163,9 +163,12 @@ def _valid_conditions(typed: Column, now_ms: Column) -> list[Column]:
     conds += [
         (ts >= tm.MIN_TS_MS) & (ts <= now_ms + tm.MAX_CLOCK_SKEW_MS),
         F.trim(typed["cluster"]) != "",
+        # No lambda (F.exists): higher-order functions are not code-generated, and one here cost
+        # a third of the parse (measured 80-99k vs 136-145k records/s).
         (rtype != "partition") | (typed["topic"].rlike(tm.TOPIC_NAME_PATTERN)
                                   & (F.size(replicas) > 0)
-                                  & ~F.exists(replicas, lambda r: r.isNull() | (r < 0))
+                                  & (F.size(F.array_compact(replicas)) == F.size(replicas))
+                                  & (F.array_min(replicas) >= 0)
                                   & (F.size(F.array_distinct(replicas)) == F.size(replicas))
                                   & F.array_contains(replicas, typed["broker"])),
     ]
