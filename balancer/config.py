@@ -93,7 +93,9 @@ class CheckpointConfig(_Strict):
 
 class WindowsConfig(_Strict):
     size: str = "5 minutes"
-    slide: str = "1 minute"
+    # Tumbling by default: a window is aggregated from the landed telemetry when it closes, so a
+    # slide of size/k reads every report k times (there are no per-slide panes yet).
+    slide: str = "5 minutes"
     watermark: str = "2 minutes"
 
     @field_validator("size", "slide", "watermark")

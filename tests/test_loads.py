@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from balancer.config import BalancerConfig
 from balancer.spark import loads
@@ -61,3 +61,32 @@ def test_load_model_matches_cruise_control(spark):
     assert brokers[2]["network_out"] == 0.0
     assert brokers[0]["leaders"] == 1 and brokers[2]["leaders"] == 0
     assert brokers[0]["util_network_in"] == 14.0 / 100e6
+
+
+def test_replica_windows_close_only_the_windows_ending_in_the_range_with_sliding_windows(spark):
+    from balancer.config import WindowsConfig
+    from balancer.spark.lakehouse import spark_schema
+
+    # One partition replica reporting every minute 0..6 with bytes_in = minute, plus one late row.
+    base = int(W0.replace(tzinfo=timezone.utc).timestamp() * 1000)
+    names = spark_schema("telemetry_raw").names
+    rows = []
+    for minute in range(7):
+        row = {name: None for name in names}
+        row.update(kafka_topic="m", kafka_partition=0, kafka_offset=minute, v=1, type="partition", cluster="c",
+                   broker=1, topic="t", partition=0, leader=True, replicas=[1, 2], bytes_in=float(minute),
+                   bytes_out=2.0 * minute, messages_in=1.0, size=1e9 + minute, is_late=False)
+        row["ts"] = W0 + timedelta(minutes=minute)
+        rows.append(tuple(row[name] for name in names))
+    raw = spark.createDataFrame(rows, spark_schema("telemetry_raw"))
+    sliding = WindowsConfig(size="3 minutes", slide="1 minute", watermark="1 minute")
+
+    # Windows ending in (minute 3, minute 5]: [1,4) and [2,5).
+    got = loads.replica_windows(raw, sliding, ends_after_ms=base + 3 * 60_000, ends_until_ms=base + 5 * 60_000)
+    by_start = {int(r["window_start"].replace(tzinfo=timezone.utc).timestamp() * 1000 - base) // 60_000: r for r in got.collect()}
+    assert sorted(by_start) == [1, 2]
+    assert by_start[1]["bytes_in"] == 2.0 and by_start[1]["samples"] == 3  # minutes 1, 2, 3
+    assert by_start[2]["bytes_in"] == 3.0 and by_start[2]["size"] == 1e9 + 4  # the latest report wins
+    # No lower end (the first batch): every window ending by minute 2, including the partial ones.
+    first = loads.replica_windows(raw, sliding, ends_after_ms=None, ends_until_ms=base + 2 * 60_000)
+    assert sorted(int(r["window_end"].replace(tzinfo=timezone.utc).timestamp() * 1000 - base) // 60_000 for r in first.collect()) == [1, 2]
