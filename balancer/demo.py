@@ -155,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             simulator.join(timeout=30)
             producer.flush(10)
             producer.close()  # disconnect before the broker stops, not after
-            for query in queries:
-                query.stop()
+            job.stop_when_idle(queries, timeout_seconds=60)
         lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
         report.print_demo_report(console, lakehouse, executed=[p["plan_id"] for p in executor.executed])
         spark.stop()

@@ -91,6 +91,19 @@ def run_until_idle(spark: SparkSession, queries: list[StreamingQuery], *, poll_s
                 query.stop()
 
 
+def stop_when_idle(queries: list[StreamingQuery], *, timeout_seconds: float) -> None:
+    """Stop the queries between micro-batches: wait (up to the timeout) until each has drained what
+    is available, so ``stop()`` does not interrupt a batch in the middle of its writes (which is
+    safe, a restart replays it, but leaves interrupted-task errors in the log)."""
+    deadline = time.monotonic() + timeout_seconds
+    for query in queries:
+        quiet = 0  # consecutive polls without a running batch
+        while query.isActive and quiet < 3 and time.monotonic() < deadline:
+            quiet = 0 if query.status["isTriggerActive"] else quiet + 1
+            time.sleep(0.2)
+        query.stop()
+
+
 def await_all(spark: SparkSession, queries: list[StreamingQuery]) -> None:
     """Wait until every query has ended; the first failure stops the others and is raised."""
     try:
