@@ -455,8 +455,7 @@ class Contract:
         latest_end = max(key[2] for key in window_keys)
         earliest_start = min(key[1] for key in window_keys)
         clusters = sorted({key[0] for key in window_keys})
-        runs = self._ingest_runs(earliest_start, latest_end, clusters)
-        failed = [r for r in runs if not r["success"] and r["cluster"] is not None]
+        failed = self._ingest_runs(earliest_start, latest_end, clusters)
         found: dict[tuple, list[dict]] = {}
         for key in window_keys:
             cluster, start, end = key
@@ -469,10 +468,9 @@ class Contract:
         return found
 
     def _ingest_runs(self, since_ms: int, until_ms: int, clusters: list[str]) -> list[dict]:
-        """Ingest runs that either checked records up to ``until_ms`` or are failures of ``clusters`` that
-        may overlap [since_ms, until_ms): (cluster, batch_id, success, first, last, failed_expectations),
-        first/last in epoch ms. Both kinds end at or after ``since_ms``, so files whose statistics say
-        otherwise are not read (delta-rs: by pyarrow, no Spark job)."""
+        """Failed ingest runs of ``clusters`` that may overlap [since_ms, until_ms): (cluster, batch_id,
+        success, first, last, failed_expectations), first/last in epoch ms. Files whose statistics rule
+        the range out are not read (delta-rs: by pyarrow, no Spark job)."""
         if self.lakehouse.engine == "delta-rs":
             import pyarrow.dataset as ds
             from deltalake import DeltaTable
@@ -483,8 +481,8 @@ class Contract:
             since = pa.scalar(_to_dt(since_ms), pa.timestamp("us", tz="UTC"))
             until = pa.scalar(_to_dt(until_ms), pa.timestamp("us", tz="UTC"))
             end, start = ds.field("window_end"), ds.field("window_start")
-            wanted = (ds.field("query") == "ingest") & (end >= since) & (
-                (end >= until) | (~ds.field("success") & ds.field("cluster").isin(clusters) & (start < until)))
+            wanted = ((ds.field("query") == "ingest") & (end >= since) & (start < until) & ~ds.field("success")
+                      & ds.field("cluster").isin(clusters))
             table = DeltaTable(path).to_pyarrow_dataset().to_table(
                 columns=["cluster", "batch_id", "success", "window_start", "window_end", "failed_expectations"],
                 filter=wanted)
@@ -496,8 +494,8 @@ class Contract:
                                                 as_ms["window_end"].to_pylist(),
                                                 table["failed_expectations"].to_pylist())]
         end, start = _ms("window_end"), _ms("window_start")
-        wanted = (F.col("query") == "ingest") & (end >= F.lit(since_ms)) & (
-            (end >= F.lit(until_ms)) | (~F.col("success") & F.col("cluster").isin(clusters) & (start < F.lit(until_ms))))
+        wanted = ((F.col("query") == "ingest") & (end >= F.lit(since_ms)) & (start < F.lit(until_ms))
+                  & ~F.col("success") & F.col("cluster").isin(clusters))
         return [r.asDict() for r in self.lakehouse.read("quality_runs").where(wanted).select(
             "cluster", "batch_id", "success", start.alias("first"), end.alias("last"), "failed_expectations").collect()]
 
