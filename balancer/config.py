@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from balancer.resources import resource_root
 
@@ -43,6 +43,18 @@ def spark_interval(text: str) -> str:
     return f"{int(seconds)} seconds"
 
 
+def _checked(parse):
+    def check(value: str) -> str:
+        parse(value)  # raises ValueError naming the bad text; pydantic adds the key
+        return value
+    return AfterValidator(check)
+
+
+# A duration kept as written ("30 seconds"); SparkInterval must also be at least one second.
+Duration = Annotated[str, _checked(duration_seconds)]
+SparkInterval = Annotated[str, _checked(spark_interval)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,7 +68,7 @@ class SourceConfig(_Strict):
     # Passed to the Kafka client unchanged (security.protocol, sasl.*, ssl.*, ...).
     options: dict[str, str] = Field(default_factory=dict)
     # How long the source keeps retrying an unreachable broker before failing the query.
-    unavailable_timeout: str = "60 seconds"
+    unavailable_timeout: Duration = "60 seconds"
     # Largest accepted telemetry value; bigger ones are quarantined.
     max_value_bytes: int = Field(default=65536, gt=0)
 
@@ -65,12 +77,6 @@ class SourceConfig(_Strict):
     def _non_empty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
-        return value
-
-    @field_validator("unavailable_timeout")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        duration_seconds(value)
         return value
 
     @field_validator("options", mode="before")
@@ -92,17 +98,11 @@ class CheckpointConfig(_Strict):
 
 
 class WindowsConfig(_Strict):
-    size: str = "5 minutes"
+    size: SparkInterval = "5 minutes"
     # Tumbling by default: a window is aggregated from the landed telemetry when it closes, so a
     # slide of size/k reads every report k times (there are no per-slide panes yet).
-    slide: str = "5 minutes"
-    watermark: str = "2 minutes"
-
-    @field_validator("size", "slide", "watermark")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        spark_interval(value)
-        return value
+    slide: SparkInterval = "5 minutes"
+    watermark: SparkInterval = "2 minutes"
 
     @model_validator(mode="after")
     def _slide_fits(self) -> "WindowsConfig":
@@ -112,13 +112,7 @@ class WindowsConfig(_Strict):
 
 
 class TriggerConfig(_Strict):
-    interval: str = "10 seconds"
-
-    @field_validator("interval")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        duration_seconds(value)
-        return value
+    interval: Duration = "10 seconds"
 
 
 class BalancerConfig(_Strict):
@@ -149,13 +143,7 @@ class QualityConfig(_Strict):
     # Every broker must report at least this share of the window's intervals.
     min_broker_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
     # Freshness: each broker's latest report in a window is at most this old at the window's end.
-    max_report_age: str = "2 minutes"
-
-    @field_validator("max_report_age")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        duration_seconds(value)
-        return value
+    max_report_age: Duration = "2 minutes"
 
 
 class SparkConfig(_Strict):
