@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -85,14 +88,18 @@ def run_one(name: str) -> dict:
             continue
         rows.append({"algo": algo, "before": result.before, "bound": result.lower_bound, **ev,
                      "share": ev["bytes_to_move"] / total, "seconds": time.perf_counter() - t0, "peak_mb": None})
+    reference_bound = None
     if name in REFERENCE:
-        rows.append({**REFERENCE[name], "bound": None, "seconds": None, "peak_mb": None, "reference": True})
+        ref = REFERENCE[name]
+        rows.append({**ref, "bound": None, "seconds": None, "peak_mb": None, "reference": True})
+        reference_bound = {"moves": ref["replica_moves"], "share": ref["share"], **network_in_move_bound(
+            snapshot, options.balance_threshold, max_moves=ref["replica_moves"], max_bytes=ref["share"] * total)}
     for row in rows:
         row.update(judge(row, options.balance_threshold))
     replicas = sum(len(p["replicas"]) for p in snapshot["partitions"])
     return {"scenario": name, "brokers": len(snapshot["brokers"]), "replicas": replicas, "rows": rows,
             "problems": problems, "threshold": options.balance_threshold,
-            "disk_floor": disk_floor(snapshot, options.disk_threshold)}
+            "disk_floor": disk_floor(snapshot, options.disk_threshold), "reference_bound": reference_bound}
 
 
 def disk_floor(snapshot: dict, threshold: float) -> float:
@@ -104,6 +111,53 @@ def disk_floor(snapshot: dict, threshold: float) -> float:
     load, cap = model.load[:, DISK], model.cap[:, DISK]
     over = (load - threshold * model.cluster_util(DISK) * cap).clip(min=0).sum()
     return float(over / load.sum()) if load.sum() else 0.0
+
+
+def _fractional_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> float:
+    """Least total cost of a fractional selection whose relief reaches ``need`` (inf if none can)."""
+    if need <= 0:
+        return 0.0
+    order = np.argsort(cost / relief, kind="stable")
+    got = np.cumsum(relief[order])
+    k = int(np.searchsorted(got, need))
+    if k >= len(order):
+        return math.inf
+    paid = float(cost[order][:k].sum())
+    short = need - (float(got[k - 1]) if k else 0.0)
+    return paid + float(cost[order][k]) * short / float(relief[order][k])
+
+
+def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_bytes: float) -> dict:
+    """Lower bounds for ANY plan that brings network_in within ``threshold`` of the cluster average.
+
+    network_in changes only by replica moves (a leadership transfer leaves it as it is), and a
+    replica that leaves broker b takes exactly its partition's bytes_in off b and copies its size.
+    So every broker above the line must see replicas leave whose bytes_in cover its excess; moves
+    into it only add to that. The Lagrangian (LP) relaxation of "least bytes with at most
+    ``max_moves`` replicas leaving" and of "fewest replicas leaving with at most ``max_bytes``"
+    is solved per multiplier as one fractional knapsack per hot broker; any multiplier gives a
+    valid bound, the best of a grid is reported. Returns ``least_share`` (of all data, every
+    replica counted) and ``fewest_moves``.
+    """
+    from balancer.planner.model import IN, ClusterModel
+
+    model = ClusterModel(snapshot)
+    line = threshold * model.cluster_util(IN) * model.cap[:, IN]
+    excess = model.load[:, IN] - line
+    items = []
+    for b in np.nonzero(excess > 0)[0].tolist():
+        ps = model.partitions_on(b)
+        ps = ps[model.movable[ps] & (model.bytes_in[ps] > 0)]
+        items.append((model.bytes_in[ps], model.size[ps], float(excess[b])))
+    total = float(np.sum(model.size * model.rf))
+    if not items:
+        return {"least_share": 0.0, "fewest_moves": 0}
+    mean = float(model.size.mean())
+    grid = np.concatenate([[0.0], mean * np.logspace(-4, 4, 161)])
+    least = max(sum(_fractional_cover(s + lam, r, need) for r, s, need in items) - lam * max_moves for lam in grid)
+    fewest = max(sum(_fractional_cover(1.0 + mu * s, r, need) for r, s, need in items) - mu * max_bytes
+                 for mu in grid / mean ** 2)
+    return {"least_share": least / total, "fewest_moves": int(math.ceil(fewest - 1e-6))}
 
 
 def judge(row: dict, threshold: float) -> dict:
@@ -180,6 +234,11 @@ def print_table(reports: list[dict]) -> None:
         extra = (f"  [{rep['brokers']} brokers, {rep['replicas']} replicas, balance threshold {rep['threshold']}; "
                  f"disk alone needs >= {rep['disk_floor']:.2%} of the data moved]")
         print(f"{'':<15} targets: {'met' if not notes else '; '.join(notes)}{extra}")
+        rb = rep.get("reference_bound")
+        if rb:
+            print(f"{'':<15} any plan with network_in <= {rep['threshold']}: with <= {rb['moves']} replica moves it moves "
+                  f">= {rb['least_share']:.2%} of the data; with <= {rb['share']:.2%} of the data it needs "
+                  f">= {rb['fewest_moves']} replica moves")
 
 
 def main(argv: list[str] | None = None) -> int:
