@@ -148,13 +148,17 @@ def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_byt
     for b in np.nonzero(excess > 0)[0].tolist():
         ps = model.partitions_on(b)
         ps = ps[model.movable[ps] & (model.bytes_in[ps] > 0)]
-        items.append((model.bytes_in[ps], model.size[ps], float(excess[b])))
+        # Relief beyond the excess is worth nothing (capping it tightens the relaxation: half of
+        # one huge replica would otherwise count as half a move).
+        items.append((np.minimum(model.bytes_in[ps], excess[b]), model.size[ps], float(excess[b])))
     total = float(np.sum(model.size * model.rf))
     if not items:
         return {"least_share": 0.0, "fewest_moves": 0}
     mean = float(model.size.mean())
     grid = np.concatenate([[0.0], mean * np.logspace(-4, 4, 161)])
     least = max(sum(_fractional_cover(s + lam, r, need) for r, s, need in items) - lam * max_moves for lam in grid)
+    # A replica bigger than the whole byte budget is in no such plan.
+    items = [(r[s <= max_bytes], s[s <= max_bytes], need) for r, s, need in items]
     fewest = max(sum(_fractional_cover(1.0 + mu * s, r, need) for r, s, need in items) - mu * max_bytes
                  for mu in grid / mean ** 2)
     return {"least_share": least / total, "fewest_moves": int(math.ceil(fewest - 1e-6))}
