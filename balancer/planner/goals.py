@@ -8,6 +8,7 @@ before and after ``optimize`` and raises :class:`GoalError` if it got worse.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -20,6 +21,8 @@ from .options import PlannerOptions
 _EPS = 1e-9
 _DEST_TRIES = 4          # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
+_CONSOLIDATE_TRIES = 64  # groups of moves off one broker tried for replacement by a single move
+_CONSOLIDATE_SMALLEST = 24  # of a broker's moves, the smallest this many are grouped
 _CHAIN_TRIES = 256        # network_out leaderships per shed that may go on by a chain of two transfers
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
@@ -277,8 +280,10 @@ class ResourceGoal(Goal):
         network_in moves may carry leadership along; without the guard they could make
         network_out worse than before (network_out is optimized only afterwards).
         """
-        if not self.improves(move, model):
-            return False
+        return self.improves(move, model) and self._guard_ok(move, model)
+
+    def _guard_ok(self, move: Move, model: ClusterModel) -> bool:
+        """``move`` pushes no broker past the threshold on a guarded dimension (see ``wants``)."""
         if not self.guards:
             return True
         vec = model.delta(move)
@@ -336,12 +341,16 @@ class ResourceGoal(Goal):
         optimized = tuple(optimized_goals)
         res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)) + (self,)
         rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
+        self._moved_out: dict[int, list[Move]] = {}
         for _ in range(3):
             before = model.moves_applied
             self._shed_all(model, optimized, res_goals, rack)
             self._fill_all(model, optimized, res_goals, rack)
             if model.moves_applied == before:
                 break
+        checks = optimized + (self,)
+        for a in sorted(self._moved_out):
+            self._consolidate(a, self._moved_out[a], model, checks, res_goals, rack)
 
     def _shed_all(self, model, optimized, res_goals, rack) -> None:
         upper, _ = self.limits(model)
@@ -410,10 +419,15 @@ class ResourceGoal(Goal):
             if self.dim in (IN, OUT, LBIN):
                 self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
             else:
+                moved: list[Move] = []
                 for p in ps.tolist():
                     if not self._over(model, a):
-                        return
-                    self._move_out(p, a, model, checks, res_goals, rack)
+                        break
+                    mark = len(model.log)
+                    if self._move_out(p, a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
+                        moved.append(model.log[-1])
+                self._take_back(a, moved, model, checks)
+                self._moved_out.setdefault(a, []).extend(moved)
         if self.swaps and self._over(model, a):
             self._swap_out(a, model, checks, res_goals, rack)
         if self.leadership and self._over(model, a):
@@ -475,6 +489,7 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         d = self.dim
         left = list(range(len(ps)))
+        moved: list[Move] = []
         while left and self._over(model, a):
             need = model.load[a, d] - upper[a] * model.cap[a, d]
             top = bucket[left[0]]
@@ -482,7 +497,116 @@ class ResourceGoal(Goal):
             covering = [i for i in window if relief[i] >= need]
             pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
             left.remove(pick)
-            self._move_out(int(ps[pick]), a, model, checks, res_goals, rack)
+            mark = len(model.log)
+            if self._move_out(int(ps[pick]), a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
+                moved.append(model.log[-1])
+        self._take_back(a, moved, model, checks)
+        self._moved_out.setdefault(a, []).extend(moved)
+
+    def _take_back(self, a, moved, model, checks) -> None:
+        """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
+
+        The last picks of a shed can overshoot the limit by more than some earlier, smaller
+        moves carried: those go back (fewer moves, less data, ``a`` still within its limit).
+        """
+        if len(moved) < 2:
+            return
+        upper, _ = self.limits(model)
+        d = self.dim
+        for move in sorted(moved, key=lambda m: (-model.size[m.p], m.p)):
+            back = Move("replica_move", move.p, move.dst, a)
+            if not model.holds(move.p, move.dst) or model.holds(move.p, a):
+                continue
+            room = upper[a] * model.cap[a, d] - model.load[a, d]
+            if room <= 0:
+                return
+            if 0 < model.delta(back)[d] <= room:
+                self.try_move(back, model, checks)
+
+    def _consolidate(self, a, moved, model, checks, res_goals, rack) -> None:
+        """Replace two or three moves off ``a`` by one that carries their relief for no more data.
+
+        Relief per byte ranks the candidates one at a time, and the last picks of a shed overshoot
+        the limit: a single replica that covers what a few of the chosen ones carry (less the room
+        ``a`` has left under its limit), and is no bigger than they are together, saves moves. For
+        every group of ``a``'s smallest moves the smallest such replica still on ``a`` is found at
+        once (suffix minimum over the candidates sorted by relief). It leaves first, then the
+        group comes back; undone unless every goal accepts each step and this goal's metric is
+        no worse.
+        """
+        d = self.dim
+        upper, lower = self.limits(model)
+        tried: set[tuple[int, ...]] = set()
+        for _ in range(_CONSOLIDATE_TRIES):
+            if self._over(model, a):
+                return
+            live = [m for m in moved if model.holds(m.p, m.dst) and not model.holds(m.p, a)]
+            if len(live) < 2:
+                return
+            back = [Move("replica_move", m.p, m.dst, a) for m in live]
+            rel = np.array([model.delta(m)[d] for m in back])
+            size = model.size[[m.p for m in live]]
+            small = np.argsort(rel, kind="stable")[:_CONSOLIDATE_SMALLEST].tolist()
+            groups = [g for n in (2, 3) for g in itertools.combinations(small, n)]
+            groups = [g for g in groups if tuple(sorted(live[i].p for i in g)) not in tried]
+            if not groups:
+                return
+            cps = model.partitions_on(a)
+            cps = cps[model.movable[cps]]
+            cr = self.relief(model, cps, a)
+            keep = cr > 0
+            cps, cr = cps[keep], cr[keep]
+            if not len(cps):
+                return
+            order = np.argsort(cr, kind="stable")
+            cps, cr, cs = cps[order], cr[order], model.size[cps[order]]
+            # Per k: the smallest replica among those with relief >= cr[k] (suffix argmin).
+            rev = cs[::-1]
+            at = np.maximum.accumulate(np.where(rev == np.minimum.accumulate(rev), np.arange(len(rev)), 0))
+            sufarg = (len(cs) - 1 - at)[::-1]
+            room = max(upper[a] * model.cap[a, d] - model.load[a, d], 0.0)
+            floor = model.load[a, d] - lower[a] * model.cap[a, d] if np.isfinite(lower[a]) else math.inf
+            width = np.array([len(g) for g in groups])
+            idx = np.array([g + (g[0],) * (3 - len(g)) for g in groups])
+            mask = np.arange(3)[None, :] < width[:, None]
+            grel = (rel[idx] * mask).sum(axis=1)
+            gsize = (size[idx] * mask).sum(axis=1)
+            k = np.searchsorted(cr, grel - room)
+            ok = (k < len(cr)) & (grel > room)
+            q = sufarg[np.minimum(k, len(cr) - 1)]
+            # q is no bigger than the group, and does not take a under its lower limit either.
+            ok &= (cs[q] <= gsize) & (cr[q] - grel <= floor) & ~np.isin(cps[q], [m.p for m in live])
+            if not ok.any():
+                return
+            # The most moves saved, then the most bytes saved.
+            best = int(np.lexsort((cs[q] - gsize, -width, ~ok))[0])
+            group = groups[best]
+            tried.add(tuple(sorted(live[i].p for i in group)))
+            qp = int(cps[q[best]])
+            mark, swapped, before = len(model.log), set(model.swapped), self.metric(model)
+            # q leaves first: a then has room for the group to come back within its limit.
+            ok_all = self._move_plain(qp, a, model, checks, res_goals, rack)
+            for i in group:
+                ok_all = ok_all and self.try_move(back[i], model, checks)
+            if ok_all and self.metric(model) <= before + _EPS * max(1.0, before):
+                gone = {live[i].p for i in group}
+                moved[:] = [m for m in moved if m.p not in gone] + [
+                    m for m in model.log[mark:] if m.kind == "replica_move" and m.p == qp]
+            else:
+                model.undo_to(mark, swapped)
+
+    def _move_plain(self, p, a, model, checks, res_goals, rack) -> bool:
+        """Move p's replica off ``a`` to the coldest destination every goal accepts (no gain asked)."""
+        vec = model.contrib(p, a)
+        if not self._source_ok(a, vec, model, res_goals):
+            return False
+        dests = np.nonzero(self._dest_mask(p, a, vec, model, res_goals, rack))[0]
+        dests = dests[np.argsort(model.util(self.dim)[dests], kind="stable")][:_DEST_TRIES]
+        for dst in dests.tolist():
+            move = Move("replica_move", p, a, dst)
+            if self._guard_ok(move, model) and self.try_move(move, model, checks):
+                return True
+        return False
 
     def _swap_leadership(self, a, model, checks) -> None:
         """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
