@@ -128,3 +128,41 @@ def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfe
     assert result.replica_moves == 0 and result.bytes_to_move == 0
     assert result.leader_moves == 2
     assert result.after["network_out"] <= 1.10
+
+
+def _linkedin_like(seed):
+    from balancer.scenarios import ScenarioSpec, generate
+
+    return generate(ScenarioSpec(brokers=7, racks=0, topics=300, partitions_per_topic=(1, 32), replication_factor=2,
+                                 skew=1.0, hot_key_sigma=1.0, seed=seed))
+
+
+@pytest.mark.parametrize("seed", [6, 12])
+def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
+    # A small LinkedIn-like cluster (heavy-tailed traffic, RF 2, no racks) planned at 1.045: the
+    # moves a shed's overshoot does not need go back (fewer moves, less data, same targets met).
+    from balancer.planner import goals
+
+    snap, options = _linkedin_like(seed), PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10)
+    with_ = plan(snap, options)
+    monkeypatch.setattr(goals.ResourceGoal, "_take_back", lambda *args: None)
+    without = plan(snap, options)
+    assert with_.replica_moves < without.replica_moves
+    assert with_.bytes_to_move < without.bytes_to_move
+    for r in ("network_in", "network_out"):
+        assert with_.after[r] <= 1.045
+
+
+def test_consolidation_when_on_replaces_small_moves_by_one(monkeypatch):
+    # Off by default (see goals._CONSOLIDATE_TRIES); when on, groups of small moves off a broker
+    # become one move carrying their relief, for no more data.
+    from balancer.planner import goals
+
+    snap, options = _linkedin_like(5), PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10)
+    off = plan(snap, options)
+    monkeypatch.setattr(goals, "_CONSOLIDATE_TRIES", 64)
+    on = plan(snap, options)
+    assert on.replica_moves < off.replica_moves
+    assert on.bytes_to_move <= off.bytes_to_move
+    for r in ("network_in", "network_out"):
+        assert on.after[r] <= 1.045
