@@ -161,7 +161,8 @@ def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_byt
     items = [(r[s <= max_bytes], s[s <= max_bytes], need) for r, s, need in items]
     fewest = max(sum(_fractional_cover(1.0 + mu * s, r, need) for r, s, need in items) - mu * max_bytes
                  for mu in grid / mean ** 2)
-    return {"least_share": least / total, "fewest_moves": int(math.ceil(fewest - 1e-6))}
+    return {"least_share": least / total,   # inf where no plan can (within the moves or bytes)
+            "fewest_moves": int(math.ceil(fewest - 1e-6)) if math.isfinite(fewest) else math.inf}
 
 
 def judge(row: dict, threshold: float) -> dict:
