@@ -217,6 +217,8 @@ class ResourceGoal(Goal):
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._moved_out: dict[int, list[Move]] = {}   # per source broker: this optimize's moves off it
+        self._disk_line = math.inf   # set per optimize (take-back, consolidation)
 
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
