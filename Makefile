@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run test test-unit bench bench-planner bench-planning bench-source bench-parse bench-quality bench-ingest clean
+.PHONY: setup run test test-unit bench bench-planner bench-planning bench-source bench-parse bench-quality bench-landing bench-ingest clean
 
 setup: $(STAMP)
 
@@ -33,7 +33,7 @@ test: setup
 test-unit: setup
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-bench: bench-planner bench-planning bench-source bench-parse bench-quality bench-ingest
+bench: bench-planner bench-planning bench-source bench-parse bench-quality bench-landing bench-ingest
 
 bench-planner: setup
 	$(PY) benchmarks/planner_bench.py
@@ -49,6 +49,9 @@ bench-parse: setup
 
 bench-quality: setup
 	$(PY) benchmarks/quality_bench.py
+
+bench-landing: setup
+	$(PY) benchmarks/landing_bench.py
 
 bench-ingest: setup
 	$(PY) benchmarks/ingest_bench.py

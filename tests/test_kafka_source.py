@@ -207,3 +207,24 @@ def test_arrow_batch_matches_messages_field_by_field():
     keyless = _to_batch("metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0)
     assert keyless.column("key").null_count == 5 and keyless.column("offset").to_pylist() == list(range(5))
     assert keyless.column("timestamp").null_count == 0
+
+
+def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, topic):
+    """``valueJsonSchema`` adds ``value_json``: decoded where the reader is sure, NULL (left to Spark) elsewhere."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    schema = StructType([StructField("n", IntegerType()), StructField("name", StringType())])
+    values = [b'{"n":1,"name":"a"}', b'not json', b'{"n":"two"}', b'{"n":3,"extra":[1,2]}']
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(10) == 0
+    frame = (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+             .option("subscribe", topic).option("valueJsonSchema", schema.json()).load())
+    assert frame.schema["value_json"].dataType == schema
+    rows = {r["value"]: r["value_json"] for r in frame.collect()}
+    assert rows == {values[0]: (1, "a"), values[1]: None, values[2]: None, values[3]: (3, None)}
+
+    with pytest.raises(Exception, match="valueJsonSchema"):
+        (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("subscribe", topic).option("valueJsonSchema", "{not a schema").load())

@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from balancer.config import Config, duration_seconds
 from balancer.spark.lakehouse import Lakehouse
-from balancer.spark.parse import parse_telemetry
+from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import kafka_jar_available
 from balancer.spark.sinks import BalancerSink, PlanListener
 
@@ -40,6 +40,8 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
         reader = spark.readStream.format(KafkaSource.name())
         reader = reader.option("kafkaUnavailableTimeoutMs",
                                str(int(duration_seconds(source.unavailable_timeout) * 1000)))
+        # JSON decoded by the reading tasks (Arrow, ~4x cheaper than from_json); parse_telemetry uses it.
+        reader = reader.option("valueJsonSchema", TYPED_SCHEMA.json())
     reader = (reader.option("kafka.bootstrap.servers", source.bootstrap_servers)
               .option("subscribe", source.topic)
               .option("startingOffsets", source.starting_offsets)

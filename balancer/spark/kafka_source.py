@@ -7,7 +7,11 @@ Used where Spark's JVM Kafka connector jar is not available. Register it once pe
           .option("kafka.bootstrap.servers", "host:9092").option("subscribe", "metrics").load())
 
 Output schema is identical to Spark's built-in Kafka source: ``key binary, value binary,
-topic string, partition int, offset long, timestamp timestamp, timestampType int``.
+topic string, partition int, offset long, timestamp timestamp, timestampType int``. With the
+option ``valueJsonSchema`` (a Spark struct type as JSON, ``StructType.json()``) a column
+``value_json`` of that type follows: the value decoded in the reading task by Arrow's JSON
+reader, or NULL where the reader cannot be sure to agree with Spark's ``from_json`` (see
+``balancer.spark.json_values``); decode those rows with ``from_json``.
 
 Contract (the same one PySpark's ``datasource.py`` states for every Python source):
 
@@ -25,7 +29,8 @@ Contract (the same one PySpark's ``datasource.py`` states for every Python sourc
 
 Options (mirroring Spark's Kafka source): ``kafka.bootstrap.servers``, ``subscribe``,
 ``startingOffsets``, ``endingOffsets`` (batch reads), ``maxOffsetsPerTrigger``,
-``failOnDataLoss``, ``kafkaUnavailableTimeoutMs``, ``minPartitions``; any other
+``failOnDataLoss``, ``kafkaUnavailableTimeoutMs``, ``minPartitions``, and our
+``valueJsonSchema``; any other
 ``kafka.<prop>`` goes to confluent-kafka as ``<prop>``. Secrets never reach logs or errors.
 
 Limits of PySpark 4.1's Python streaming API (no ReadLimit / admission control, no
@@ -115,6 +120,7 @@ class _Options:
         self.fail_on_data_loss = opts.get("failondataloss", "true").strip().lower() != "false"
         self.unavailable_timeout = int(opts.get("kafkaunavailabletimeoutms", "60000")) / 1000.0
         self.min_partitions = int(opts["minpartitions"]) if opts.get("minpartitions") else None
+        self.value_json_schema = _struct_option(opts.get("valuejsonschema"))
         # Every other kafka.<prop> goes to librdkafka unchanged.
         self.client = {k[len("kafka."):]: v for k, v in opts.items()
                        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
@@ -144,6 +150,23 @@ class _Options:
         config.update(self.client)
         config.update(overrides)
         return config
+
+
+def _struct_option(text: str | None) -> StructType | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        schema = StructType.fromJson(json.loads(text))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"option 'valueJsonSchema' must be a Spark struct type as JSON (StructType.json()): "
+                         f"{exc}") from exc
+    return schema
+
+
+def output_schema(opts: _Options) -> StructType:
+    if opts.value_json_schema is None:
+        return SCHEMA
+    return StructType(SCHEMA.fields + [StructField("value_json", opts.value_json_schema)])
 
 
 class KafkaInputPartition(InputPartition):
@@ -479,7 +502,7 @@ class KafkaSource(DataSource):
         return "kafka_py"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return output_schema(_Options(dict(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
@@ -490,12 +513,13 @@ class KafkaSource(DataSource):
 
 # --------------------------------------------------------------------------- executor side
 
-def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None = None):
+def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None = None,
+              value_json_schema: StructType | None = None):
     """Messages → one Arrow batch. Each accessor runs once per message through C-level
     ``map()`` (no Python bytecode per message); columns are built in bulk.
 
     ``first_offset``: the caller has checked the offsets are ``first_offset, +1, ...``, so
-    they are not read back from the messages.
+    they are not read back from the messages. ``value_json_schema``: add ``value_json``.
     """
     import numpy as np
     import pyarrow as pa
@@ -517,15 +541,23 @@ def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None =
         pa.py_buffer(topic_bytes * n))
     # librdkafka: 0 none, 1 create, 2 log-append; Spark: -1 none, 0 create, 1 log-append.
     no_ts = ts_type == 0
-    return pa.RecordBatch.from_arrays([
+    value_arr = pa.array(values, type=pa.binary())
+    columns = [
         pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, type=pa.binary()),
-        pa.array(values, type=pa.binary()),
+        value_arr,
         topic_arr,
         pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(offsets),
         pa.array(ts_ms * 1000, type=pa.timestamp("us", tz="UTC"), mask=no_ts if no_ts.any() else None),
         pa.array(ts_type - 1),
-    ], schema=_ARROW_SCHEMA())
+    ]
+    if value_json_schema is None:
+        return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA())
+    from balancer.spark.json_values import decode_json
+
+    value_type = _arrow_type(value_json_schema)
+    columns.append(decode_json(value_arr, value_type))
+    return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA().append(pa.field("value_json", value_type)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -536,6 +568,13 @@ def _ARROW_SCHEMA():
         ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
         ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
     ])
+
+
+@functools.lru_cache(maxsize=8)
+def _arrow_type(schema: StructType):
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(schema)
 
 
 def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
@@ -559,7 +598,8 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                 # Fast path: contiguous records, no error events (the common case).
                 fast = (msgs and msgs[0].offset() == nxt and msgs[-1].offset() == nxt + len(msgs) - 1
                         and not any(map(Message.error, msgs)))
-                batch = _to_batch(topic, p, msgs, first_offset=nxt) if fast else None
+                batch = (_to_batch(topic, p, msgs, first_offset=nxt, value_json_schema=opts.value_json_schema)
+                         if fast else None)
             if not msgs:
                 if time.monotonic() > deadline:
                     raise KafkaUnavailableError(opts.redact(
@@ -602,7 +642,7 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                 records.append(m)
                 nxt = o + 1
             if records:
-                yield _to_batch(topic, p, records)
+                yield _to_batch(topic, p, records, value_json_schema=opts.value_json_schema)
             if stop:
                 return
     finally:

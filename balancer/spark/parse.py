@@ -1,6 +1,8 @@
 """Parse telemetry v1 from Kafka records in the JVM, attaching a reason to every bad record.
 
-One typed ``from_json`` pass over every value. Only where it fails (not JSON, or a field of
+One typed ``from_json`` pass over every value, except where the source already decoded it
+(column ``value_json``, see ``balancer.spark.json_values``: identical to what ``from_json``
+gives, NULL where the source left it to Spark). Only where the typed pass fails (not JSON, or a field of
 the wrong type) does a second pass read every field as a string, to say which field was
 wrong and what it held; for the rest, those texts come from the typed values. The first
 failing rule gives the reason; valid records have ``quarantine_reason`` NULL. Nothing is
@@ -176,11 +178,18 @@ def _valid_conditions(typed: Column, now_ms: Column) -> list[Column]:
 
 
 def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
-    """Kafka records (key, value, topic, partition, offset, timestamp) → telemetry columns,
-    Kafka coordinates, the raw value, and ``quarantine_reason`` (NULL when valid)."""
+    """Kafka records (key, value, topic, partition, offset, timestamp[, value_json]) → telemetry
+    columns, Kafka coordinates, the raw value, and ``quarantine_reason`` (NULL when valid)."""
     value = F.col("value").cast("string")
     # Parse the value only when it is within bounds: an oversized value is not worth parsing.
-    guarded = F.when(F.octet_length(F.col("value")) <= max_value_bytes, value)
+    within_bounds = F.octet_length(F.col("value")) <= max_value_bytes
+    guarded = F.when(within_bounds, value)
+    typed_value = F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
+                                                      "allowNonNumericNumbers": "true"})
+    if "value_json" in kafka.columns:
+        # CASE WHEN evaluates from_json only for the rows the source did not decode.
+        typed_value = F.when(within_bounds & F.col("value_json").isNotNull(),
+                             F.col("value_json")).otherwise(typed_value)
     parsed = kafka.select(
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
@@ -188,8 +197,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int) -> DataFrame:
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key"),
         value.alias("value"),
-        F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
-                                            "allowNonNumericNumbers": "true"}).alias("_typed"),
+        typed_value.alias("_typed"),
     )
     typed = F.col("_typed")
     # The all-string pass costs as much as the typed one; CASE WHEN runs it only where that failed.

@@ -1,0 +1,184 @@
+"""The landing step, stage by stage: Kafka → kafka_py source → parse → cache, on local[2].
+
+    .venv/bin/python benchmarks/landing_bench.py [--minutes N] [--runs N]
+
+Produces N sim minutes of the 270-broker / 127,602-replica bench cluster (the ingest benchmark's
+``--quick`` cluster, ~128k records a minute) into the embedded broker, then in one process:
+
+- plain consumer: confluent-kafka reading the topic, nothing else (the ceiling);
+- read → noop: ``spark.read.format("kafka_py")``, values untouched;
+- read + parse, JSON decoded by Spark: ``parse_telemetry`` with ``from_json`` on every value
+  (the design before the source decoded values);
+- read + parse, JSON decoded by the source: the source's ``valueJsonSchema`` (Arrow's JSON reader
+  in the reading task), ``from_json`` only where the source left a value to Spark (the job's path);
+- the same two followed by what the sink does first with a batch: cache it, count it, read it back;
+- land: the sink's own landing step (``BalancerSink._land``: cache, ``telemetry_raw`` and
+  ``telemetry_quarantine`` appends on delta-rs, the ingest contract, the batch's max event time)
+  into a fresh lakehouse per run, with the time of each append.
+
+Each figure is records/s, best of ``--runs``, with the CPU seconds the Python workers and the JVM
+spent per run (the machine has 2 cores: CPU is what limits the job, not wall time alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from confluent_kafka import Producer  # noqa: E402
+from pyspark import StorageLevel  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from balancer.config import load_config  # noqa: E402
+from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.scenarios import ScenarioSpec  # noqa: E402
+from balancer.spark.kafka_source import KafkaSource  # noqa: E402
+from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry  # noqa: E402
+from balancer.spark.session import build_session  # noqa: E402
+from ingest_bench import MINUTE_MS, QUICK, T0, AppendTimer, Round, plain_consumer  # noqa: E402
+
+TOPIC = "landing-bench"
+
+
+def produce(bootstrap: str, rnd: Round, minutes: int) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
+    for minute in range(minutes):
+        for key, value in zip(rnd.keys, rnd.at(T0 + minute * MINUTE_MS)):
+            while True:
+                try:
+                    producer.produce(TOPIC, key=key, value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.flush(120)
+    return minutes * len(rnd)
+
+
+def _processes():
+    """(pid, parent pid, cmdline, [utime, stime, cutime, cstime] in s) of every live process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            yield int(proc.name), int(fields[1]), cmd, [int(x) / tick for x in fields[11:15]]
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(JVM, Python workers) CPU seconds so far. The JVM is our child running java; the workers
+    are the pyspark daemon and its forks (the daemon's cutime holds workers that exited)."""
+    jvm = py = 0.0
+    for _pid, parent, cmd, (utime, stime, cutime, cstime) in _processes():
+        if parent == os.getpid() and b"java" in cmd:
+            jvm += utime + stime
+        elif b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
+            py += utime + stime + cutime + cstime
+    return jvm, py
+
+
+def measure(spark, label: str, action, records: int, runs: int) -> dict:
+    best, cpu = float("inf"), []
+    for _ in range(runs):
+        jvm0, py0 = cpu_seconds()
+        started = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - started)
+        jvm1, py1 = cpu_seconds()
+        cpu.append((jvm1 - jvm0, py1 - py0))
+    jvm = min(c[0] for c in cpu)
+    py = min(c[1] for c in cpu)
+    row = {"step": label, "rate": records / best, "seconds": best, "jvm_us": jvm / records * 1e6,
+           "py_us": py / records * 1e6}
+    print(f"{label:<58} {row['rate']:>10,.0f} rec/s  {best:6.1f} s   JVM {row['jvm_us']:5.2f} µs/rec   "
+          f"Python workers {row['py_us']:5.2f} µs/rec", flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=int, default=4, help="sim minutes of telemetry (~128k records each)")
+    parser.add_argument("--runs", type=int, default=2, help="runs per step; the best is reported")
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args()
+
+    rnd = Round(ScenarioSpec(**QUICK))
+    spark = build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    spark.dataSource.register(KafkaSource)
+    with EmbeddedBroker() as broker:
+        broker.create_topic(TOPIC, partitions=args.partitions)
+        records = produce(broker.bootstrap_servers, rnd, args.minutes)
+        print(f"{records:,} records ({rnd.replicas:,} replicas x {args.minutes} sim minutes, "
+              f"{sum(map(len, rnd.values)) / len(rnd):.0f} bytes each) on {args.partitions} partitions; "
+              f"load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n", flush=True)
+
+        def kafka(decode: bool):
+            reader = (spark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                      .option("subscribe", TOPIC).option("startingOffsets", "earliest"))
+            return (reader.option("valueJsonSchema", TYPED_SCHEMA.json()) if decode else reader).load()
+
+        def noop(frame):
+            return lambda: frame.write.format("noop").mode("overwrite").save()
+
+        timer = AppendTimer()
+
+        def land(frame):
+            def run():
+                from balancer.spark.lakehouse import Lakehouse
+                from balancer.spark.sinks import BalancerSink
+
+                workdir = Path(tempfile.mkdtemp(prefix="landing-bench-"))
+                try:
+                    config = load_config(None, [f"lakehouse.path={workdir / 'lakehouse'}", "lakehouse.engine=delta-rs",
+                                                f"checkpoint.path={workdir / 'checkpoints'}"])
+                    lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
+                    lakehouse.create_all()
+                    sink = BalancerSink(lakehouse, config, workdir / "checkpoints")
+                    sink.__dict__["app_id"] = "landing-bench"  # no streaming checkpoint to read it from
+                    timer.seconds.clear()
+                    assert sink._land(frame, 0, None) is not None
+                    print("      appends: " + ", ".join(f"{t} {s:.1f} s" for t, s in timer.seconds.items()), flush=True)
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
+            return run
+
+        def cached(frame):
+            def run():
+                batch = frame.persist(StorageLevel.MEMORY_AND_DISK)
+                batch.count()
+                batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()
+                batch.unpersist()
+            return run
+
+        parsed = {decode: parse_telemetry(kafka(decode), max_value_bytes=65536) for decode in (False, True)}
+        best_ceiling = max(plain_consumer(broker.bootstrap_servers, TOPIC, args.partitions, records)
+                           for _ in range(args.runs))
+        print(f"{'plain confluent-kafka consumer (ceiling)':<58} {best_ceiling:>10,.0f} rec/s", flush=True)
+        measure(spark, "read (kafka_py) → noop", noop(kafka(False)), records, args.runs)
+        measure(spark, "read with valueJsonSchema → noop", noop(kafka(True)), records, args.runs)
+        measure(spark, "read + parse, JSON decoded by Spark → noop", noop(parsed[False]), records, args.runs)
+        measure(spark, "read + parse, JSON decoded by the source → noop", noop(parsed[True]), records, args.runs)
+        measure(spark, "read + parse (Spark decodes) + cache + count + max(ts)", cached(parsed[False]),
+                records, args.runs)
+        measure(spark, "read + parse (source decodes) + cache + count + max(ts)", cached(parsed[True]),
+                records, args.runs)
+        measure(spark, "land (Spark decodes)", land(parsed[False]), records, args.runs)
+        measure(spark, "land (source decodes)", land(parsed[True]), records, args.runs)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
