@@ -8,7 +8,6 @@ before and after ``optimize`` and raises :class:`GoalError` if it got worse.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -21,12 +20,6 @@ from .options import PlannerOptions
 _EPS = 1e-9
 _DEST_TRIES = 4          # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
-# Groups of 2-3 small moves off one broker tried for replacement by one move (``_consolidate``);
-# 0: off. At 64 it saved moves for less data where measured alone (linkedin_7 178 -> 175 replica
-# moves, scale_out 171 -> 168 and 12.85% -> 12.82% of data), but on scale_270 the changed path
-# made later goals move more (2,630 -> 2,593 moves for 4.618% -> 4.647% of data): off by default.
-_CONSOLIDATE_TRIES = 0
-_CONSOLIDATE_SMALLEST = 24  # of a broker's moves, the smallest this many are grouped
 _CHAIN_TRIES = 256        # network_out leaderships per shed that may go on by a chain of two transfers
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
@@ -217,8 +210,7 @@ class ResourceGoal(Goal):
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._moved_out: dict[int, list[Move]] = {}   # per source broker: this optimize's moves off it
-        self._disk_line = math.inf   # set per optimize (take-back, consolidation)
+        self._disk_line = math.inf   # set per optimize (take-back)
 
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -347,8 +339,7 @@ class ResourceGoal(Goal):
         optimized = tuple(optimized_goals)
         res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)) + (self,)
         rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
-        self._moved_out: dict[int, list[Move]] = {}
-        # Disk the consolidation may leave on a broker: the disk goal's target band (it runs later).
+        # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
         self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
         for _ in range(3):
             before = model.moves_applied
@@ -356,9 +347,6 @@ class ResourceGoal(Goal):
             self._fill_all(model, optimized, res_goals, rack)
             if model.moves_applied == before:
                 break
-        checks = optimized + (self,)
-        for a in sorted(self._moved_out):
-            self._consolidate(a, self._moved_out[a], model, checks, res_goals, rack)
 
     def _shed_all(self, model, optimized, res_goals, rack) -> None:
         upper, _ = self.limits(model)
@@ -435,7 +423,6 @@ class ResourceGoal(Goal):
                     if self._move_out(p, a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
                         moved.append(model.log[-1])
                 self._take_back(a, moved, model, checks)
-                self._moved_out.setdefault(a, []).extend(moved)
         if self.swaps and self._over(model, a):
             self._swap_out(a, model, checks, res_goals, rack)
         if self.leadership and self._over(model, a):
@@ -509,7 +496,6 @@ class ResourceGoal(Goal):
             if self._move_out(int(ps[pick]), a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
                 moved.append(model.log[-1])
         self._take_back(a, moved, model, checks)
-        self._moved_out.setdefault(a, []).extend(moved)
 
     def _take_back(self, a, moved, model, checks) -> None:
         """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
@@ -531,100 +517,12 @@ class ResourceGoal(Goal):
             if 0 < model.delta(back)[d] <= room and self._keeps_disk(back, model):
                 self.try_move(back, model, checks)
 
-    def _consolidate(self, a, moved, model, checks, res_goals, rack) -> None:
-        """Replace two or three moves off ``a`` by one that carries their relief for no more data.
-
-        Relief per byte ranks the candidates one at a time, and the last picks of a shed overshoot
-        the limit: a single replica that covers what a few of the chosen ones carry (less the room
-        ``a`` has left under its limit), and is no bigger than they are together, saves moves. For
-        every group of ``a``'s smallest moves the smallest such replica still on ``a`` is found at
-        once (suffix minimum over the candidates sorted by relief). It leaves first, then the
-        group comes back; undone unless every goal accepts each step and this goal's metric is
-        no worse.
-        """
-        d = self.dim
-        upper, lower = self.limits(model)
-        tried: set[tuple[int, ...]] = set()
-        for _ in range(_CONSOLIDATE_TRIES):
-            if self._over(model, a):
-                return
-            live = [m for m in moved if model.holds(m.p, m.dst) and not model.holds(m.p, a)]
-            if len(live) < 2:
-                return
-            back = [Move("replica_move", m.p, m.dst, a) for m in live]
-            rel = np.array([model.delta(m)[d] for m in back])
-            size = model.size[[m.p for m in live]]
-            small = np.argsort(rel, kind="stable")[:_CONSOLIDATE_SMALLEST].tolist()
-            groups = [g for n in (2, 3) for g in itertools.combinations(small, n)]
-            groups = [g for g in groups if tuple(sorted(live[i].p for i in g)) not in tried]
-            if not groups:
-                return
-            cps = model.partitions_on(a)
-            cps = cps[model.movable[cps]]
-            cr = self.relief(model, cps, a)
-            keep = cr > 0
-            cps, cr = cps[keep], cr[keep]
-            if not len(cps):
-                return
-            order = np.argsort(cr, kind="stable")
-            cps, cr, cs = cps[order], cr[order], model.size[cps[order]]
-            # Per k: the smallest replica among those with relief >= cr[k] (suffix argmin).
-            rev = cs[::-1]
-            at = np.maximum.accumulate(np.where(rev == np.minimum.accumulate(rev), np.arange(len(rev)), 0))
-            sufarg = (len(cs) - 1 - at)[::-1]
-            room = max(upper[a] * model.cap[a, d] - model.load[a, d], 0.0)
-            floor = model.load[a, d] - lower[a] * model.cap[a, d] if np.isfinite(lower[a]) else math.inf
-            width = np.array([len(g) for g in groups])
-            idx = np.array([g + (g[0],) * (3 - len(g)) for g in groups])
-            mask = np.arange(3)[None, :] < width[:, None]
-            grel = (rel[idx] * mask).sum(axis=1)
-            gsize = (size[idx] * mask).sum(axis=1)
-            k = np.searchsorted(cr, grel - room)
-            ok = (k < len(cr)) & (grel > room)
-            q = sufarg[np.minimum(k, len(cr) - 1)]
-            # q is no bigger than the group, and does not take a under its lower limit either.
-            ok &= (cs[q] <= gsize) & (cr[q] - grel <= floor) & ~np.isin(cps[q], [m.p for m in live])
-            if not ok.any():
-                return
-            # The most moves saved, then the most bytes saved.
-            best = int(np.lexsort((cs[q] - gsize, -width, ~ok))[0])
-            group = groups[best]
-            tried.add(tuple(sorted(live[i].p for i in group)))
-            qp = int(cps[q[best]])
-            mark, swapped, before = len(model.log), set(model.swapped), self.metric(model)
-            disk_before = model.util(DISK)
-            # q leaves first: a then has room for the group to come back within its limit.
-            ok_all = self._move_plain(qp, a, model, checks, res_goals, rack)
-            for i in group:
-                ok_all = ok_all and self.try_move(back[i], model, checks)
-            disk_after = model.util(DISK)
-            ok_all = ok_all and bool((disk_after <= np.maximum(self._disk_line, disk_before) + _EPS).all())
-            if ok_all and self.metric(model) <= before + _EPS * max(1.0, before):
-                gone = {live[i].p for i in group}
-                moved[:] = [m for m in moved if m.p not in gone] + [
-                    m for m in model.log[mark:] if m.kind == "replica_move" and m.p == qp]
-            else:
-                model.undo_to(mark, swapped)
-
     def _keeps_disk(self, move: Move, model: ClusterModel) -> bool:
         """``move`` leaves its receiver's disk within the disk goal's target, or gives it no disk:
         taking data back onto a broker must not make work for the disk goal (it runs later)."""
         d = model.delta(move)[DISK]
         gain = move.dst if d > 0 else move.src
         return d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= self._disk_line + _EPS
-
-    def _move_plain(self, p, a, model, checks, res_goals, rack) -> bool:
-        """Move p's replica off ``a`` to the coldest destination every goal accepts (no gain asked)."""
-        vec = model.contrib(p, a)
-        if not self._source_ok(a, vec, model, res_goals):
-            return False
-        dests = np.nonzero(self._dest_mask(p, a, vec, model, res_goals, rack))[0]
-        dests = dests[np.argsort(model.util(self.dim)[dests], kind="stable")][:_DEST_TRIES]
-        for dst in dests.tolist():
-            move = Move("replica_move", p, a, dst)
-            if self._guard_ok(move, model) and self.try_move(move, model, checks):
-                return True
-        return False
 
     def _swap_leadership(self, a, model, checks) -> None:
         """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.

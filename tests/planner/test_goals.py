@@ -151,18 +151,3 @@ def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
     assert with_.bytes_to_move < without.bytes_to_move
     for r in ("network_in", "network_out"):
         assert with_.after[r] <= 1.045
-
-
-def test_consolidation_when_on_replaces_small_moves_by_one(monkeypatch):
-    # Off by default (see goals._CONSOLIDATE_TRIES); when on, groups of small moves off a broker
-    # become one move carrying their relief, for no more data.
-    from balancer.planner import goals
-
-    snap, options = _linkedin_like(5), PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10)
-    off = plan(snap, options)
-    monkeypatch.setattr(goals, "_CONSOLIDATE_TRIES", 64)
-    on = plan(snap, options)
-    assert on.replica_moves < off.replica_moves
-    assert on.bytes_to_move <= off.bytes_to_move
-    for r in ("network_in", "network_out"):
-        assert on.after[r] <= 1.045
