@@ -183,6 +183,29 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
 
 # -- part 2: pipeline -----------------------------------------------------------------------
 
+class SinkRecorder:
+    """Keeps the job's BalancerSink (it runs in this driver process) to read its step timings."""
+
+    def __init__(self):
+        from balancer.spark import sinks
+
+        self.made: list = []
+        original, made = sinks.BalancerSink.__init__, self.made
+
+        def init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            made.append(self)
+
+        sinks.BalancerSink.__init__ = init
+
+    def seconds(self) -> dict[str, float]:
+        total: dict[str, float] = defaultdict(float)
+        for sink in self.made:
+            for step, sec in sink.seconds.items():
+                total[step] += sec
+        return dict(total)
+
+
 class AppendTimer:
     """Wraps Lakehouse.append (driver side) to add up wall time per table."""
 
@@ -215,6 +238,7 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
         "windows.watermark=1 minute", f"trigger.interval={args.trigger}",
         f"source.max_records_per_batch={args.max_batch}", *args.set])
     timer = AppendTimer()
+    sinks_made = SinkRecorder()
     plans: list[tuple[float, dict]] = []
     stages = [(rate, args.minutes) for rate in args.rates]
     feeder = Feeder(bootstrap, topic, rnd, stages)
@@ -275,6 +299,7 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
             "first_data_closing_window0": (feeder.minutes.get(2, (None,))[0] or started) - started,
             "landed": landed_total, "total": total, "elapsed": ended - started,
             "progress": progress, "append_s": dict(timer.seconds), "append_calls": dict(timer.calls),
+            "sink_steps": sinks_made.seconds(),
             "config": config}
 
 
@@ -379,6 +404,8 @@ def main() -> None:
                                                    for k, v in b.items()))
             print("  Lakehouse.append wall s per table (calls): " + ", ".join(
                 f"{t}={s:.1f} ({result['append_calls'][t]})" for t, s in sorted(result["append_s"].items())))
+            print("  sink steps, wall s summed over batches: " + ", ".join(
+                f"{step} {sec:.1f}" for step, sec in result["sink_steps"].items()))
             ceiling = plain_consumer(broker.bootstrap_servers, topic, args.partitions, result["total"])
             print(f"\nplain confluent-kafka consumer on the same topic: {ceiling:,.0f} rec/s (ceiling); "
                   f"load {loadavg()}", flush=True)

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -94,6 +97,17 @@ class BalancerSink:
         self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
         self.size_ms = int(duration_seconds(config.windows.size) * 1000)
         self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
+        # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
+        self.seconds: Counter[str] = Counter()
+        self._batch_seconds: Counter[str] = Counter()
+
+    @contextmanager
+    def _timed(self, step: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._batch_seconds[step] += time.perf_counter() - started
 
     @cached_property
     def app_id(self) -> str:
@@ -110,6 +124,7 @@ class BalancerSink:
         return None if max_event_ms is None else max_event_ms - self.delay_ms
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self._batch_seconds = Counter()
         max_before = self.watermarks.before(batch_id)
         max_after = self._land(batch, batch_id, self._watermark(max_before))
         if max_after is not None and max_before is not None:
@@ -119,6 +134,9 @@ class BalancerSink:
         if closed_until is not None and closed_until != closed_after:
             self._finalize(batch_id, closed_after, closed_until)
         self.watermarks.record(batch_id, max_after)
+        self.seconds.update(self._batch_seconds)
+        log.info("batch %d took %s", batch_id,
+                 ", ".join(f"{step} {sec:.1f}s" for step, sec in self._batch_seconds.items()))
 
     # -- 1. landing ----------------------------------------------------------------------------
 
@@ -132,10 +150,14 @@ class BalancerSink:
                 "*", late.alias("is_late"), F.lit(batch_id).cast("long").alias("batch_id"), now.alias("ingested_at"))
             bad = quarantined_records(batch).select(
                 "*", F.lit(batch_id).cast("long").alias("batch_id"), now.alias("quarantined_at"))
-            self._write("telemetry_raw", valid, batch_id)
-            self._write("telemetry_quarantine", bad, batch_id)
-            self.contract.check_ingest(batch, valid, app_id=self.app_id, batch_id=batch_id)
-            latest = batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()[0]
+            with self._timed("read, parse, telemetry_raw"):  # the first action runs the Kafka read
+                self._write("telemetry_raw", valid, batch_id)
+            with self._timed("telemetry_quarantine"):
+                self._write("telemetry_quarantine", bad, batch_id)
+            with self._timed("ingest contract"):
+                self.contract.check_ingest(batch, valid, app_id=self.app_id, batch_id=batch_id)
+            with self._timed("max event time"):
+                latest = batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()[0]
             return _epoch_ms(latest) if latest is not None else None
         finally:
             batch.unpersist()
@@ -151,23 +173,28 @@ class BalancerSink:
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         cached = [windows]
         try:
-            if windows.isEmpty():
-                return
+            with self._timed("windows (read back, aggregate)"):
+                if windows.isEmpty():
+                    return
             partitions = loads.partition_load(windows).persist(StorageLevel.MEMORY_AND_DISK)
             brokers = loads.broker_load(partitions, windows).persist(StorageLevel.MEMORY_AND_DISK)
             cached += [partitions, brokers]
-            self._write("partition_load", partitions, batch_id)
-            self._write("broker_load", brokers, batch_id)
-            self._write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id)
-            # Its own writer id: the ingest check of this batch already appended to quality_runs.
-            blocked = self.contract.check_windows(windows, partitions, app_id=f"{self.app_id}-windows",
-                                                  batch_id=batch_id)
-            # Planning runs once: both tables below and the listener read the cached result.
-            plan_rows = planning.plans(partitions, brokers, self.config.balancer,
-                                       blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(plan_rows)
-            new_plans = self._write("balance_plans", plan_rows, batch_id)
-            self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
+            with self._timed("partition_load"):
+                self._write("partition_load", partitions, batch_id)
+            with self._timed("broker_load, broker_ranking"):
+                self._write("broker_load", brokers, batch_id)
+                self._write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id)
+            with self._timed("windows contract"):
+                # Its own writer id: the ingest check of this batch already appended to quality_runs.
+                blocked = self.contract.check_windows(windows, partitions, app_id=f"{self.app_id}-windows",
+                                                      batch_id=batch_id)
+            with self._timed("plans"):
+                # Planning runs once: both tables below and the listener read the cached result.
+                plan_rows = planning.plans(partitions, brokers, self.config.balancer,
+                                           blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(plan_rows)
+                new_plans = self._write("balance_plans", plan_rows, batch_id)
+                self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:
                 self.on_plans([row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()])
