@@ -53,8 +53,8 @@ def decode_json(values: pa.Array, value_type: pa.StructType) -> pa.StructArray:
     if every:
         return decoded
     # Scatter back: rows not eligible point at one appended NULL.
-    positions = np.cumsum(eligible.to_numpy(zero_copy_only=False)) - 1
-    index = np.where(eligible.to_numpy(zero_copy_only=False), positions, len(decoded))
+    mask = eligible.to_numpy(zero_copy_only=False)
+    index = np.where(mask, np.cumsum(mask) - 1, len(decoded))
     return pa.concat_arrays([decoded, pa.nulls(1, value_type)]).take(pa.array(index))
 
 
