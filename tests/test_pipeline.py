@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -30,7 +31,7 @@ def job_config(tmp_path, broker, topic, *extra):
         "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", *extra])
 
 
-def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, topic, tmp_path, capsys):
+def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, topic, tmp_path, capsys, caplog):
     spec = ScenarioSpec(brokers=4, racks=2, topics=4, partitions_per_topic=(3, 6), replication_factor=2,
                         total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="it-1")
     cluster = SimulatedCluster(generate(spec), noise=0.0)
@@ -38,7 +39,12 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
 
     config = job_config(tmp_path, broker, topic)
+    caplog.set_level(logging.INFO, logger="balancer.spark.sinks")
     job.run_until_idle(spark, job.start(spark, config, once=True))
+    # Each batch logs where its time went; the batches that closed windows include the plans.
+    steps = [r.getMessage() for r in caplog.records if r.name == "balancer.spark.sinks" and " took " in r.getMessage()]
+    assert steps and all("read, parse, telemetry_raw" in m for m in steps)
+    assert any("windows (read back, aggregate)" in m and "plans" in m for m in steps), steps
 
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     raw = lakehouse.read("telemetry_raw")
