@@ -15,7 +15,8 @@ to Spark:
   field of another type than the schema's (Spark would report it), an integer out of range, a
   key given twice, invalid UTF-8;
 * values that decode to JSON ``null`` (Spark's answer is NULL too);
-* rows holding a NaN or infinite number: the two parsers accept different spellings of them
+* rows holding a NaN or infinite number in a field or a nested struct's field (not inside
+  arrays; the telemetry has no array of numbers): the two parsers accept different spellings of them
   (``Inf``), and such a record is bad anyway, so Spark's reading of it is the one kept.
 
 The input is never re-encoded: each value is wrapped as ``{"r":<value>}\\n`` by one vectorized
