@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run test test-unit bench bench-planner bench-planning bench-source bench-parse bench-quality bench-landing bench-ingest clean
+BENCHES := planner planning source parse quality landing ingest
+
+.PHONY: setup run test test-unit bench $(addprefix bench-,$(BENCHES)) clean
 
 setup: $(STAMP)
 
@@ -33,28 +35,11 @@ test: setup
 test-unit: setup
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
-bench: bench-planner bench-planning bench-source bench-parse bench-quality bench-landing bench-ingest
+bench: $(addprefix bench-,$(BENCHES))
 
-bench-planner: setup
-	$(PY) benchmarks/planner_bench.py
-
-bench-planning: setup
-	$(PY) benchmarks/planning_bench.py
-
-bench-source: setup
-	$(PY) benchmarks/source_bench.py
-
-bench-parse: setup
-	$(PY) benchmarks/parse_bench.py
-
-bench-quality: setup
-	$(PY) benchmarks/quality_bench.py
-
-bench-landing: setup
-	$(PY) benchmarks/landing_bench.py
-
-bench-ingest: setup
-	$(PY) benchmarks/ingest_bench.py
+# bench-<name> runs benchmarks/<name>_bench.py
+$(addprefix bench-,$(BENCHES)): bench-%: setup
+	$(PY) benchmarks/$*_bench.py
 
 clean:
 	rm -rf data .pytest_cache
