@@ -1,0 +1,132 @@
+"""Closing a window at fleet scale: what the sink does once the watermark passes a window's end.
+
+    .venv/bin/python benchmarks/windows_bench.py [--runs N] [--quick]
+
+Lands two sim minutes of the ingest benchmark's 270-broker / 1.32M-replica cluster (one record per
+replica and per broker each minute) into ``telemetry_raw`` as ``--files`` appends, the way the
+stream's micro-batches leave it, then runs the sink's ``_finalize`` for the window of minute 0
+``--runs`` times, each into fresh output tables, on local[2]. Reported per step (the sink's own
+step timings): wall seconds, and the JVM's and the Python workers' CPU per replica of the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pyarrow as pa  # noqa: E402
+
+from balancer.config import load_config  # noqa: E402
+from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
+from balancer.spark.session import build_session  # noqa: E402
+from balancer.spark.sinks import BalancerSink  # noqa: E402
+from ingest_bench import FULL, MINUTE_MS, QUICK, T0  # noqa: E402
+from landing_bench import cpu_seconds  # noqa: E402
+
+
+def telemetry(spec: ScenarioSpec, minutes: int) -> tuple[pa.Table, int]:
+    """``minutes`` rounds of telemetry as telemetry_raw rows; and the replicas per round."""
+    cluster = SimulatedCluster(generate(spec), noise=0.03, seed=1)
+    schema = arrow_schema("telemetry_raw")
+    tables, offset = [], 0
+    for minute in range(minutes):
+        records = cluster.telemetry(T0 + minute * MINUTE_MS)
+        now = datetime.now(timezone.utc)
+        for r in records:
+            r["ts"] = datetime.fromtimestamp(r["ts"] / 1000, timezone.utc)
+            for resource, value in r.pop("capacity", {}).items():
+                r[f"capacity_{resource}"] = value
+        columns = {name: [r.get(name) for r in records] for name in schema.names}
+        n = len(records)
+        columns.update(kafka_topic=["telemetry"] * n, kafka_partition=[i % 4 for i in range(n)],
+                       kafka_offset=list(range(offset, offset + n)), kafka_timestamp=columns["ts"],
+                       is_late=[False] * n, batch_id=[minute] * n, ingested_at=[now] * n)
+        offset += n
+        tables.append(pa.table({name: pa.array(columns[name], type=schema.field(name).type)
+                                for name in schema.names}, schema=schema))
+    replicas = sum(1 for r in records if r["type"] == "partition")
+    return pa.concat_tables(tables), replicas
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2, help="window closings measured; the best is reported")
+    parser.add_argument("--files", type=int, default=12, help="appends the two minutes are landed in")
+    parser.add_argument("--quick", action="store_true", help="the ~128k-replica cluster")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    rows, replicas = telemetry(ScenarioSpec(**(QUICK if args.quick else FULL)), 2)
+    print(f"{rows.num_rows:,} telemetry_raw rows ({replicas:,} replicas x 2 sim minutes) built in "
+          f"{time.perf_counter() - started:.0f} s; load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}",
+          flush=True)
+    spark = build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                                                   "spark.driver.memory": "6g"})
+    workdir = Path(tempfile.mkdtemp(prefix="windows-bench-"))
+    try:
+        checkpoint = workdir / "checkpoints"
+        checkpoint.mkdir()
+        (checkpoint / "metadata").write_text(json.dumps({"id": "windows-bench"}) + "\n")
+        config = load_config(None, [f"lakehouse.path={workdir / 'lakehouse'}", "lakehouse.engine=delta-rs",
+                                    f"checkpoint.path={checkpoint}", "windows.size=1 minute",
+                                    "windows.slide=1 minute", "windows.watermark=1 minute"])
+        raw = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
+        raw.create_all()
+        step = -(-rows.num_rows // args.files)
+        for i in range(args.files):
+            raw.append("telemetry_raw", rows.slice(i * step, step), app_id="windows-bench-land", batch_id=i)
+
+        best: dict[str, float] = {}
+        cpu = []
+        for run in range(args.runs):
+            # Fresh output tables per run, the same landed telemetry.
+            out = workdir / f"out{run}"
+            out.mkdir()
+            for name in os.listdir(workdir / "lakehouse"):
+                target = out / name
+                if name == "telemetry_raw":
+                    target.symlink_to(workdir / "lakehouse" / name)
+            lakehouse = Lakehouse(spark, out, engine="delta-rs")
+            lakehouse.create_all()
+            sink = BalancerSink(lakehouse, config, checkpoint)
+            jvm0, py0 = cpu_seconds()
+            began = time.perf_counter()
+            sink._finalize(100 + run, None, T0 + MINUTE_MS)
+            total = time.perf_counter() - began
+            jvm1, py1 = cpu_seconds()
+            cpu.append((jvm1 - jvm0, py1 - py0))
+            steps = dict(sink._batch_seconds, total=total)
+            print(f"run {run}: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()), flush=True)
+            plans = lakehouse.read("balance_plans").collect()
+            assert len(plans) == 1 and plans[0]["status"] in ("proposed", "balanced"), plans
+            if total < best.get("total", float("inf")):
+                best = steps
+        jvm, py = min(c[0] for c in cpu), min(c[1] for c in cpu)
+        print(f"\nclosing one {replicas:,}-replica window, best of {args.runs} (local[2]):")
+        print("| step | wall s |")
+        print("|---|---:|")
+        for name, sec in best.items():
+            print(f"| {name} | {sec:.1f} |")
+        print(f"CPU per replica: JVM {jvm / replicas * 1e6:.1f} µs, Python workers {py / replicas * 1e6:.1f} µs; "
+              f"wall {best['total'] / replicas * 1e6:.1f} µs")
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
