@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="window closings measured; the best is reported")
     parser.add_argument("--files", type=int, default=12, help="appends the two minutes are landed in")
     parser.add_argument("--quick", action="store_true", help="the ~128k-replica cluster")
+    parser.add_argument("--conf", action="append", default=[], help="Spark setting key=value")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -75,7 +76,8 @@ def main() -> None:
           f"{time.perf_counter() - started:.0f} s; load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}",
           flush=True)
     spark = build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                                   "spark.driver.memory": "6g"})
+                                                   "spark.driver.memory": "6g",
+                                                   **dict(c.split("=", 1) for c in args.conf)})
     workdir = Path(tempfile.mkdtemp(prefix="windows-bench-"))
     try:
         checkpoint = workdir / "checkpoints"
