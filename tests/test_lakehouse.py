@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 
 from balancer.spark import lakehouse as lh
 from balancer.spark.lakehouse import Lakehouse, spark_schema
+from balancer.spark.quality import merge_ingest_summaries, summarize_ingest
 
 T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
 
@@ -31,6 +32,10 @@ def house(spark, tmp_path) -> Lakehouse:
     house = Lakehouse(spark, tmp_path / "lakehouse", engine="delta-rs")
     house.create_all()
     return house
+
+
+def to_ms(stamp: dt.datetime) -> int:
+    return int(stamp.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
 
 
 def frame(spark, rows, partitions: int):
@@ -190,3 +195,60 @@ def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark,
     open_below = house.read_range("telemetry_raw", "ts", None, hi)
     assert len(open_below.inputFiles()) == 2 and open_below.count() == 60
     assert house.read_range("telemetry_raw", "ts", hi + 10 * 3600_000, hi + 11 * 3600_000).count() == 0
+
+
+@pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
+def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house, monkeypatch, inline_max_bytes):
+    from pyspark.sql import functions as F
+
+    monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
+    rows = raw_rows(900)
+    bad = F.col("kafka_offset") % 10 == 0
+    data = frame(spark, rows, 3).select(
+        "*", F.when(bad, "telemetry_quarantine").otherwise("telemetry_raw").alias("_table"),
+        F.lit(None).cast("binary").alias("key"), F.lit(None).cast("binary").alias("value"),
+        F.lit("too hot").alias("reason"), F.col("ingested_at").alias("quarantined_at"),
+        # The ingest contract's probes, reduced beside the writes.
+        F.col("cluster").alias("_cluster"), F.unix_millis("ts").alias("_ts"), bad.alias("_bad"),
+        F.when(~bad, F.unix_millis("ts")).alias("_valid_ts"))
+    tables = ["telemetry_raw", "telemetry_quarantine"]
+    committed, summary = house.append_routed(data, tables, route="_table", app_id="app-1", batch_id=0,
+                                             summarize=summarize_ingest)
+    assert committed == {"telemetry_raw": True, "telemetry_quarantine": True}
+    last_valid = max(r[6] for r in rows if r[2] % 10)
+    expected = [{"cluster": "c1", "records": 900, "quarantined": 90, "first_ts_ms": to_ms(rows[0][6]),
+                 "last_ts_ms": to_ms(rows[-1][6]), "valid_last_ts_ms": to_ms(last_valid)}]
+    assert merge_ingest_summaries(summary) == expected
+    raw = house.read("telemetry_raw").collect()
+    quarantine = house.read("telemetry_quarantine").collect()
+    assert sorted(r["kafka_offset"] for r in raw) == [i for i in range(900) if i % 10]
+    assert sorted(r["kafka_offset"] for r in quarantine) == list(range(0, 900, 10))
+    assert {r["reason"] for r in quarantine} == {"too hot"}
+    by_offset = {r[2]: r for r in rows}
+    assert all(tuple(r) == by_offset[r["kafka_offset"]] for r in raw)  # every column as it was
+
+    # A replay commits nothing again, but still summarizes every row (the caller needs its figures).
+    committed, summary = house.append_routed(data, tables, route="_table", app_id="app-1", batch_id=0,
+                                             summarize=summarize_ingest)
+    assert committed == {"telemetry_raw": False, "telemetry_quarantine": False}
+    assert merge_ingest_summaries(summary) == expected
+    assert house.read("telemetry_raw").count() == 810 and house.read("telemetry_quarantine").count() == 90
+    # One table done, the other not (a crash between the two commits): only the missing one is written.
+    committed, _ = house.append_routed(data, tables, route="_table", app_id="app-2", batch_id=0)
+    assert committed == {"telemetry_raw": True, "telemetry_quarantine": True}
+    house.append("telemetry_raw", data.where(~bad), app_id="app-3", batch_id=0)
+    files_before = set(os.listdir(house.path("telemetry_raw")))
+    committed, _ = house.append_routed(data, tables, route="_table", app_id="app-3", batch_id=0)
+    assert committed == {"telemetry_raw": False, "telemetry_quarantine": True}
+    assert set(os.listdir(house.path("telemetry_raw"))) == files_before  # no orphan files either
+    assert house.read("telemetry_quarantine").count() == 270
+
+
+def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, house):
+    from pyspark.sql import functions as F
+
+    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit("telemetry_raw").alias("_table"))
+    committed, summary = house.append_routed(empty, ["telemetry_raw"], route="_table", app_id="app-1", batch_id=4)
+    assert committed == {"telemetry_raw": True} and summary is None
+    assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 4
+    assert not log_adds(house.path("telemetry_raw"))

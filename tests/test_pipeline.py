@@ -43,7 +43,7 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     job.run_until_idle(spark, job.start(spark, config, once=True))
     # Each batch logs where its time went; the batches that closed windows include the plans.
     steps = [r.getMessage() for r in caplog.records if r.name == "balancer.spark.sinks" and " took " in r.getMessage()]
-    assert steps and all("read, parse, telemetry_raw" in m for m in steps)
+    assert steps and all("read, parse, land" in m for m in steps)
     assert any("windows (read back, aggregate)" in m and "plans" in m for m in steps), steps
 
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")

@@ -22,7 +22,7 @@ import math
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from urllib.parse import unquote
@@ -177,6 +177,30 @@ class Lakehouse:
         write_deltalake(delta, conform(arrow, arrow_schema(table), table), mode="append", commit_properties=commit)
         return True
 
+    def append_routed(self, frame: DataFrame, tables: list[str], *, route: str, app_id: str, batch_id: int,
+                      summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+                      ) -> tuple[dict[str, bool], pa.Table | None]:
+        """``append`` to several tables in ONE pass over ``frame`` (delta-rs only): each row goes to
+        the table its ``route`` column names, and ``summarize`` runs on the same Arrow batches (see
+        ``write_routed``). One commit per table, each idempotent per (app_id, batch_id) as in ``append``;
+        a table that already holds the batch gets no files, but its rows still pass ``summarize``.
+
+        Returns, per table, whether this call committed it; and the concatenated summaries.
+        """
+        if self.engine != "delta-rs":
+            raise ValueError(f"append_routed needs engine='delta-rs', not {self.engine!r}")
+        pending = {}
+        for table in tables:
+            done = DeltaTable(self.path(table)).transaction_version(app_id)
+            if done is None or done < batch_id:
+                pending[table] = self.path(table)
+        actions, summary = write_routed(frame, pending, route=route, prefix=f"b{batch_id}", summarize=summarize)
+        for table in pending:
+            DeltaTable(self.path(table)).create_write_transaction(
+                actions[table], mode="append", schema=arrow_schema(table),
+                commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+        return {table: table in pending for table in tables}, summary
+
     # -- reads ----------------------------------------------------------------------------
 
     def read(self, table: str) -> DataFrame:
@@ -268,7 +292,7 @@ def estimated_bytes(frame: DataFrame) -> int:
 # and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
 _STRING_STAT_CHARS = 32
-_RESULT_SCHEMA = ("path string, size long, rows long, stats string, mtime long, inline binary")
+_RESULT_SCHEMA = "table string, path string, size long, rows long, stats string, mtime long, inline binary, summary binary"
 
 
 def _ts_text(micros: int, round_up: bool) -> str:
@@ -334,66 +358,117 @@ class _Stats:
                           allow_nan=False)
 
 
+class _ParquetFile:
+    """One new parquet file in ``folder``, written batch by batch, with its Delta stats."""
+
+    def __init__(self, folder: str, schema: pa.Schema, prefix: str):
+        self.name = f"part-{prefix}-{uuid.uuid4()}-c000.snappy.parquet"
+        self.full = os.path.join(folder, self.name)
+        self.schema = schema
+        self.stats = _Stats(schema)
+        self.writer: pq.ParquetWriter | None = None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.full, self.schema, compression="snappy")
+        self.stats.add(batch)
+        self.writer.write_batch(batch, row_group_size=1 << 20)
+
+    def close(self) -> dict | None:
+        """Its add-action fields, or None when nothing was written (no file exists)."""
+        if self.writer is None:
+            return None
+        self.writer.close()
+        info = os.stat(self.full)
+        return {"path": self.name, "size": info.st_size, "rows": self.stats.rows, "stats": self.stats.json(),
+                "mtime": int(info.st_mtime * 1000), "inline": None}
+
+
 def write_parquet(batches: Iterator[pa.RecordBatch], folder: str, schema: pa.Schema, prefix: str) -> dict | None:
     """Write ``batches`` as one new parquet file in ``folder``; its add-action fields, or None if empty."""
-    name = f"part-{prefix}-{uuid.uuid4()}-c000.snappy.parquet"
-    full = os.path.join(folder, name)
-    stats = _Stats(schema)
-    writer = None
+    file = _ParquetFile(folder, schema, prefix)
     try:
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if writer is None:
-                writer = pq.ParquetWriter(full, schema, compression="snappy")
-            stats.add(batch)
-            writer.write_batch(batch, row_group_size=1 << 20)
+            file.add(batch)
     finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:
-        return None
-    info = os.stat(full)
-    return {"path": name, "size": info.st_size, "rows": stats.rows, "stats": stats.json(),
-            "mtime": int(info.st_mtime * 1000), "inline": None}
+        meta = file.close()
+    return meta
 
 
-def _task_writer(folder: str, table: str, prefix: str, inline_max_bytes: int):
-    schema = arrow_schema(table)
+class _TaskOutput:
+    """One table's share of a task: held in memory up to ``inline_max_bytes`` (then sent to the driver
+    inline), else streamed into one parquet file of the task's own."""
 
+    def __init__(self, folder: str, table: str, prefix: str, inline_max_bytes: int):
+        self.folder, self.table, self.prefix = folder, table, prefix
+        self.schema = arrow_schema(table)
+        self.inline_max_bytes = inline_max_bytes
+        self.held: list[pa.RecordBatch] = []
+        self.held_bytes = 0
+        self.file: _ParquetFile | None = None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        batch = conform_batch(batch, self.schema, self.table)
+        if batch.num_rows == 0:
+            return
+        if self.file is not None:
+            self.file.add(batch)
+            return
+        self.held.append(batch)
+        self.held_bytes += batch.nbytes
+        if self.held_bytes >= self.inline_max_bytes:
+            self.file = _ParquetFile(self.folder, self.schema, self.prefix)
+            for held in self.held:
+                self.file.add(held)
+            self.held = []
+
+    def result(self) -> dict | None:
+        if self.file is not None:
+            return {"table": self.table, **self.file.close()}
+        rows = sum(b.num_rows for b in self.held)
+        if not rows:
+            return None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.schema) as ipc:
+            for batch in self.held:
+                ipc.write_batch(batch)
+        return {"table": self.table, "path": None, "size": 0, "rows": rows, "stats": None, "mtime": 0,
+                "inline": sink.getvalue().to_pybytes()}
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as ipc:
+        ipc.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _task_writer(folders: dict[str, str], route: str | None, prefix: str, inline_max_bytes: int,
+                 summarize: Callable[[pa.RecordBatch], pa.Table] | None):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        # Buffer up to inline_max_bytes; a partition that ends first goes to the driver inline.
-        held, held_bytes = [], 0
+        outputs = [_TaskOutput(folder, table, prefix, inline_max_bytes) for table, folder in folders.items()]
+        partials = []
         for batch in batches:
-            held.append(conform_batch(batch, schema, table))
-            held_bytes += batch.nbytes
-            if held_bytes >= inline_max_bytes:
-                rest = (conform_batch(b, schema, table) for b in batches)
-                meta = write_parquet(_chain(held, rest), folder, schema, prefix)
-                yield pa.RecordBatch.from_pylist([meta], schema=_result_arrow_schema())
-                return
-        rows = sum(b.num_rows for b in held)
+            if summarize is not None:
+                partials.append(summarize(batch))
+            for output in outputs:
+                output.add(batch if route is None else batch.filter(pc.equal(batch.column(route), output.table)))
+        rows = [r for r in (output.result() for output in outputs) if r is not None]
+        if partials:
+            rows.append({"table": None, "summary": _ipc_bytes(pa.concat_tables(partials))})
         if rows:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, schema) as ipc:
-                for batch in held:
-                    ipc.write_batch(batch)
-            yield pa.RecordBatch.from_pylist([{"path": None, "size": 0, "rows": rows, "stats": None, "mtime": 0,
-                                               "inline": sink.getvalue().to_pybytes()}],
-                                             schema=_result_arrow_schema())
+            yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
 
     return write
 
 
-def _chain(first: list, rest: Iterator) -> Iterator:
-    yield from first
-    yield from rest
-
-
 @cache
 def _result_arrow_schema() -> pa.Schema:
-    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string()),
-                      ("mtime", pa.int64()), ("inline", pa.binary())])
+    return pa.schema([("table", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()),
+                      ("stats", pa.string()), ("mtime", pa.int64()), ("inline", pa.binary()),
+                      ("summary", pa.binary())])
 
 
 def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
@@ -403,20 +478,43 @@ def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
     Partitions under ``inline_max_bytes`` come back to the driver as Arrow IPC and are written
     here as a single file. The files are not in the table until the caller commits the actions.
     """
-    schema = arrow_schema(table)
+    actions, _ = write_routed(frame, {table: folder}, route=None, prefix=prefix, inline_max_bytes=inline_max_bytes)
+    return actions[table]
+
+
+def write_routed(frame: DataFrame, folders: dict[str, str], *, route: str | None, prefix: str,
+                 summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+                 inline_max_bytes: int | None = None) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
+    """``write_files`` for several tables in ONE pass over ``frame``: each row goes to the table its
+    ``route`` column names (``folders``: table → folder; rows naming another table are dropped; ``route``
+    None: one table, every row). ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
+    ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
+
+    Returns the add actions per table (one commit each, the caller's) and the summaries (None without
+    ``summarize`` or rows).
+    """
     if inline_max_bytes is None:
         inline_max_bytes = INLINE_MAX_BYTES
-    results = (frame.select(*schema.names)
-               .mapInArrow(_task_writer(folder, table, prefix, inline_max_bytes), _RESULT_SCHEMA)
+    names = set().union(*(arrow_schema(t).names for t in folders))
+    if route is not None:
+        names.add(route)
+    if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
+        frame = frame.select(*(c for c in frame.columns if c in names))
+    results = (frame.mapInArrow(_task_writer(folders, route, prefix, inline_max_bytes, summarize), _RESULT_SCHEMA)
                .toArrow().to_pylist())
-    files = [r for r in results if r["path"] is not None]
-    pieces = [r["inline"] for r in results if r["inline"] is not None]
-    if pieces:
-        batches = (batch for piece in pieces for batch in pa.ipc.open_stream(piece))
-        meta = write_parquet(batches, folder, schema, prefix)
-        if meta is not None:
-            files.append(meta)
-    return [AddAction(f["path"], f["size"], {}, f["mtime"], True, f["stats"]) for f in files]
+    actions: dict[str, list[AddAction]] = {}
+    for table, folder in folders.items():
+        mine = [r for r in results if r["table"] == table]
+        files = [r for r in mine if r["path"] is not None]
+        pieces = [r["inline"] for r in mine if r["inline"] is not None]
+        if pieces:
+            batches = (batch for piece in pieces for batch in pa.ipc.open_stream(piece))
+            meta = write_parquet(batches, folder, arrow_schema(table), prefix)
+            if meta is not None:
+                files.append(meta)
+        actions[table] = [AddAction(f["path"], f["size"], {}, f["mtime"], True, f["stats"]) for f in files]
+    summaries = [pa.ipc.open_stream(r["summary"]).read_all() for r in results if r["summary"] is not None]
+    return actions, (pa.concat_tables(summaries) if summaries else None)
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, table: str) -> pa.RecordBatch:

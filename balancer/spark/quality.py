@@ -38,14 +38,16 @@ import uuid
 from datetime import datetime, timezone
 from functools import cache
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import QualityConfig, duration_seconds
 from balancer.resources import resource_root
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
-from balancer.spark.loads import WINDOW_KEYS
+from balancer.spark.loads import PARTITION_KEYS, WINDOW_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,49 @@ def unexpected_condition(expectation: dict, parameters: dict) -> Column | None:
     return column.isNotNull() & ~inside
 
 
+_SUMMARY_LONGS = ("records", "quarantined", "first_ts_ms", "last_ts_ms", "valid_last_ts_ms")
+_SUMMARY_REDUCE = {"records": "sum", "quarantined": "sum", "first_ts_ms": "min", "last_ts_ms": "max",
+                   "valid_last_ts_ms": "max"}
+
+
+def summarize_ingest(batch: pa.RecordBatch) -> pa.Table:
+    """Per cluster, one Arrow batch's ``Contract.ingest_probes`` reduced: records, quarantined records,
+    event-time span, latest valid event time (ms), and per compiled expectation ``_n{i}`` the number
+    of unexpected valid records. Partial results add up with ``merge_ingest_summaries``. Pure Arrow:
+    runs in the Python task that lands the batch."""
+    checks = [name for name in batch.schema.names if name.startswith("_n")]
+    table = pa.table({"cluster": batch.column("_cluster"),
+                      "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
+                      "quarantined": pc.cast(batch.column("_bad"), pa.int64()),
+                      "first_ts_ms": batch.column("_ts"), "last_ts_ms": batch.column("_ts"),
+                      "valid_last_ts_ms": batch.column("_valid_ts"),
+                      **{name: pc.cast(batch.column(name), pa.int64()) for name in checks}})
+    return _reduce(table, checks)
+
+
+def _summarize_batches(batches):
+    for batch in batches:
+        yield from summarize_ingest(batch).to_batches()
+
+
+def _reduce(table: pa.Table, checks: list[str]) -> pa.Table:
+    reduce = {**_SUMMARY_REDUCE, **{name: "sum" for name in checks}}
+    grouped = table.group_by("cluster", use_threads=False).aggregate([(name, how) for name, how in reduce.items()])
+    columns = {"cluster": grouped.column("cluster").cast(pa.string())}
+    for name, how in reduce.items():
+        columns[name] = grouped.column(f"{name}_{how}").cast(pa.int64())
+    return pa.table(columns)
+
+
+def merge_ingest_summaries(summary: pa.Table | None) -> list[dict]:
+    """``summarize_ingest`` partials (one per task and Arrow batch) added up: one dict per cluster."""
+    if summary is None or summary.num_rows == 0:
+        return []
+    checks = [name for name in summary.column_names if name.startswith("_n")]
+    rows = _reduce(summary, checks).to_pylist()
+    return [{**r, "records": r["records"] or 0, "quarantined": r["quarantined"] or 0} for r in rows]
+
+
 class Contract:
     """Runs the suites for one sink. GX is imported and set up on first use, once."""
 
@@ -193,30 +238,22 @@ class Contract:
 
     # -- ingest -----------------------------------------------------------------------------
 
-    def check_ingest(self, parsed: DataFrame, valid: DataFrame, *, app_id: str, batch_id: int) -> list[dict]:
+    def check_ingest(self, parsed: DataFrame, valid: DataFrame, *, app_id: str, batch_id: int,
+                     summary: pa.Table | None = None) -> list[dict]:
         """Validate one ingest micro-batch; writes and returns its quality_runs rows.
 
         ``parsed``: the batch (valid and quarantined, with ``quarantine_reason``); ``valid``: its valid records.
         Quarantined records count for the cluster they name; ones naming none (not JSON, say) count
         against every cluster in the batch, since any of them may have sent it.
-        One Spark aggregation (the caller is expected to have persisted the batch).
+        ``summary``: ``summarize_ingest`` of ``parsed`` with its ``ingest_probes``, as the sink's landing
+        pass computes it beside its writes; None: one Spark job computes it here. ``valid`` is read
+        only when some valid record failed (for samples).
         """
         if not self.enabled:
             return []
         started = time.monotonic()
-        records = [e for e in suite_json(TELEMETRY_SUITE)["expectations"] if e.get("meta", {}).get("frame") == "records"]
-        compiled, by_gx, missing = [], [], []
-        for expectation in records:
-            condition = unexpected_condition(expectation, self.parameters)
-            if condition is None:
-                by_gx.append(expectation)
-            elif expectation["kwargs"]["column"] not in valid.columns:
-                missing.append(expectation)
-            else:
-                compiled.append((expectation, condition))
-        aggregated = self._aggregate_ingest(parsed, valid, compiled)
-        # A valid record comes with its parsed one; one that did not (a caller's other frame) is still
-        # checked, under its cluster, but the batch is what ``parsed`` holds.
+        records, compiled, by_gx, missing = self._compile_records(parsed.columns)
+        aggregated = merge_ingest_summaries(self.summarize_ingest(parsed) if summary is None else summary)
         per_cluster = [r for r in aggregated if r["records"]]
         if not per_cluster:
             return []
@@ -285,29 +322,40 @@ class Contract:
                  "passed" if all(r["success"] for r in rows) else "FAILED", elapsed_ms)
         return rows
 
-    def _aggregate_ingest(self, parsed: DataFrame, valid: DataFrame, compiled: list) -> list[dict]:
-        """Per cluster, in one aggregation: records, quarantined, event-time span (over ``parsed``), and per
-        compiled expectation i the number of unexpected valid records ``_n{i}`` (over ``valid``)."""
-        checks = [condition.cast("long").alias(f"_n{i}") for i, (_, condition) in enumerate(compiled)]
-        on_valid = valid.select(F.col("cluster").alias("_cluster"), *checks)
+    def _compile_records(self, columns: list[str]) -> tuple[list[dict], list, list[dict], list[dict]]:
+        """The suite's records expectations; those compiled to Spark conditions (in ``_n{i}`` order),
+        those left to GX, and those naming a column the batch lacks."""
+        records = [e for e in suite_json(TELEMETRY_SUITE)["expectations"] if e.get("meta", {}).get("frame") == "records"]
+        compiled, by_gx, missing = [], [], []
+        for expectation in records:
+            condition = unexpected_condition(expectation, self.parameters)
+            if condition is None:
+                by_gx.append(expectation)
+            elif expectation["kwargs"]["column"] not in columns:
+                missing.append(expectation)
+            else:
+                compiled.append((expectation, condition))
+        return records, compiled, by_gx, missing
+
+    def ingest_probes(self, parsed: DataFrame) -> list[Column]:
+        """Per record of ``parsed`` (valid and quarantined), what ``summarize_ingest`` reduces: the cluster
+        it names (a quarantined one: from its JSON, if any), its event time in ms, whether it was
+        quarantined, its event time again if valid, and per compiled expectation i whether the valid
+        record is unexpected (``_n{i}``; none when the contract is disabled)."""
+        compiled = self._compile_records(parsed.columns)[1] if self.enabled else []
+        bad = F.col("quarantine_reason").isNotNull()
         cluster = F.coalesce(F.col("cluster"), F.get_json_object(F.col("value"), "$.cluster"))
         ts_ms = F.coalesce(F.unix_millis(F.col("ts")), F.get_json_object(F.col("value"), "$.ts").try_cast("long"))
-        # parsed's rows carry the counts and span, valid's the checks: one scan each of the cached batch.
-        on_parsed = parsed.select(cluster.alias("_cluster"), F.lit(1).cast("long").alias("_records"),
-                                  F.col("quarantine_reason").isNotNull().cast("long").alias("_bad"),
-                                  ts_ms.alias("_ts"),
-                                  *(F.lit(None).cast(f.dataType).alias(f.name) for f in on_valid.schema.fields[1:]))
-        on_valid = on_valid.select("_cluster", F.lit(0).cast("long").alias("_records"),
-                                   F.lit(0).cast("long").alias("_bad"), F.lit(None).cast("long").alias("_ts"),
-                                   *on_valid.columns[1:])
-        aggregates = [F.sum("_records").alias("records"), F.sum("_bad").alias("quarantined"),
-                      F.min("_ts").alias("first_ts_ms"), F.max("_ts").alias("last_ts_ms")]
-        aggregates += [F.sum(f"_n{i}").alias(f"_n{i}") for i in range(len(compiled))]
-        rows = (on_parsed.unionByName(on_valid).groupBy("_cluster").agg(*aggregates)
-                .withColumnRenamed("_cluster", "cluster").collect())
-        # A valid record always comes with its parsed one; one that does not (a caller's other frame) is
-        # still checked, under its cluster.
-        return [{**r.asDict(), "records": r["records"] or 0, "quarantined": r["quarantined"] or 0} for r in rows]
+        return [cluster.alias("_cluster"), ts_ms.alias("_ts"), bad.alias("_bad"),
+                F.when(~bad, F.unix_millis(F.col("ts"))).alias("_valid_ts"),
+                *(F.when(~bad, condition).alias(f"_n{i}") for i, (_, condition) in enumerate(compiled))]
+
+    def summarize_ingest(self, parsed: DataFrame) -> pa.Table:
+        """``summarize_ingest`` of ``parsed``, by one Spark job (the sink gets it from its landing pass)."""
+        probes = parsed.select(*self.ingest_probes(parsed))
+        checks = [c for c in probes.columns if c.startswith("_n")]
+        schema = ", ".join(["cluster string", *(f"{name} long" for name in _SUMMARY_LONGS), *(f"{c} long" for c in checks)])
+        return probes.mapInArrow(_summarize_batches, schema).toArrow()
 
     @staticmethod
     def _samples(valid: DataFrame, failing: list) -> dict[tuple, list]:
