@@ -12,21 +12,30 @@ from pyspark.sql import functions as F
 from balancer.config import BalancerConfig, WindowsConfig, spark_interval
 
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
+PARTITION_KEYS = (*WINDOW_KEYS, "topic", "partition")
 
 
 def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: int | None,
                     ends_until_ms: int) -> DataFrame:
     """Per window ending in (ends_after, ends_until] (epoch ms), one row per (broker, partition replica)
-    report and per broker report. Windows are aligned to the epoch, as Spark's ``window`` is."""
-    ends = F.unix_millis(F.col("w.end"))
+    report and per broker report. Windows are aligned to the epoch, as Spark's ``window`` is.
+
+    Shuffled once, by ``PARTITION_KEYS``, and grouped by them first: the rows come out partitioned
+    and sorted the way ``partition_load`` groups and the data contract joins them, so neither
+    shuffles or sorts again (the sort is needed here anyway: ``replicas`` and ``rack`` have no
+    fixed-width aggregation buffer, so this is a sort aggregation).
+    """
+    ends = F.unix_millis(F.col("window_end"))
     closed = ends <= F.lit(ends_until_ms)
     if ends_after_ms is not None:
         closed &= ends > F.lit(ends_after_ms)
     latest = F.col("ts")
     return (
         valid.select("*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"))
+        .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)
-        .groupBy("cluster", "w", "type", "broker", "topic", "partition")
+        .repartition(*PARTITION_KEYS)
+        .groupBy(*PARTITION_KEYS, "type", "broker")
         .agg(
             F.avg("bytes_in").alias("bytes_in"),
             F.avg("bytes_out").alias("bytes_out"),
@@ -42,9 +51,8 @@ def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: 
             F.max("ts").alias("last_ts"),
             F.count(F.lit(1)).alias("samples"),
         )
-        .select("cluster", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                "type", "broker", "topic", "partition", "bytes_in", "bytes_out", "messages_in", "size", "leader",
-                "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
+        .select(*WINDOW_KEYS, "type", "broker", "topic", "partition", "bytes_in", "bytes_out", "messages_in", "size",
+                "leader", "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
                 "last_ts", "samples")
     )
 
@@ -56,7 +64,7 @@ def partition_load(replicas: DataFrame) -> DataFrame:
     # to a follower's figures (followers replicate the same bytes in).
     leader_first = F.struct(F.col("leader").cast("int"), F.col("last_ts"))
     return (
-        reports.groupBy(*WINDOW_KEYS, "topic", "partition")
+        reports.groupBy(*PARTITION_KEYS)
         .agg(
             F.max_by(F.when(F.col("leader"), F.col("broker")), leader_first).alias("leader"),
             F.max_by("replicas", "last_ts").alias("replicas"),
