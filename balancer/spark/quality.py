@@ -405,28 +405,32 @@ class Contract:
     def broker_checks(self, windows: DataFrame, partitions: DataFrame):
         """One row per (cluster, window, broker) named in a replica list or sending a capacity report, as a
         pandas frame: cluster, window_start_ms, window_end_ms, broker, hosted_replicas,
-        unreported_replicas, capacity_reports, coverage, report_age_seconds. One shuffle: replica lists and reports are
-        matched per (window, broker, replica) in partitions already grouped per (window, broker)."""
+        unreported_replicas, capacity_reports, coverage, report_age_seconds.
+
+        ``windows``: one row per report, as ``loads.replica_windows`` gives them; ``partitions``: their
+        ``loads.partition_load``. A broker's unreported replicas are those it hosts less those it reported
+        that its partition's replica list names: each report is matched with its list by a join on
+        ``PARTITION_KEYS``, which both frames are already partitioned and sorted by (no shuffle, no sort).
+        The rest is summed per broker: a few hundred groups, so Spark pre-aggregates before it shuffles."""
         import pandas as pd
 
         keys = list(WINDOW_KEYS)
         no_long, no_ts = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
-        hosted = partitions.select(*keys, F.explode("replicas").alias("broker"), "topic", "partition",
-                                   F.lit(1).cast("long").alias("hosted"), F.lit(0).cast("long").alias("reported"),
-                                   no_long.alias("capacity"), no_ts.alias("last_ts"))
-        is_broker = F.col("type") == "broker"
-        reports = windows.select(*keys, F.col("broker").cast("int").alias("broker"), "topic", "partition",
-                                 F.lit(0).cast("long").alias("hosted"),
-                                 (F.col("type") == "partition").cast("long").alias("reported"),
-                                 F.when(is_broker, F.col("samples").cast("long")).alias("capacity"), "last_ts")
-        per_replica = (hosted.unionByName(reports).repartition(*keys, "broker")
-                       .groupBy(*keys, "broker", "topic", "partition")
-                       .agg(F.sum("hosted").alias("hosted"), F.max("reported").alias("reported"),
-                            F.sum("capacity").alias("capacity"), F.max("last_ts").alias("last_ts")))
+        hosted = partitions.select(*keys, F.explode("replicas").alias("broker"), F.lit(1).cast("long").alias("hosted"),
+                                   F.lit(0).cast("long").alias("reported"), no_long.alias("capacity"),
+                                   no_ts.alias("last_ts"))
+        lists = partitions.select(*PARTITION_KEYS, F.col("replicas").alias("_replicas"))
+        # How often the reporting broker appears in its partition's list (0 for a broker report: no topic).
+        listed = F.size("_replicas") - F.size(F.array_remove("_replicas", F.col("broker").cast("int")))
+        reports = windows.join(lists, list(PARTITION_KEYS), "left").select(
+            *keys, F.col("broker").cast("int").alias("broker"), F.lit(0).cast("long").alias("hosted"),
+            F.when(F.col("type") == "partition", F.coalesce(listed, F.lit(0))).otherwise(0).cast("long")
+            .alias("reported"),
+            F.when(F.col("type") == "broker", F.col("samples").cast("long")).alias("capacity"), "last_ts")
         start_ms, end_ms = _ms("window_start"), _ms("window_end")
-        per_broker = (per_replica.groupBy(*keys, "broker")
+        per_broker = (hosted.unionByName(reports).groupBy(*keys, "broker")
                       .agg(F.sum("hosted").alias("hosted_replicas"),
-                           F.sum(F.when(F.col("reported") == 0, F.col("hosted")).otherwise(0)).alias("unreported_replicas"),
+                           (F.sum("hosted") - F.sum("reported")).alias("unreported_replicas"),
                            F.sum("capacity").alias("capacity_reports"),
                            F.max("last_ts").alias("last_report"))
                       # Named in a replica list, or sent a capacity report (a broker row has samples >= 1).
