@@ -14,10 +14,11 @@ runs every metric of every expectation as its own Spark job (13 jobs per ingest 
 set of windows, 5–35 s under load: benchmarks/README.md, "Data contract cost"), so:
 
 - the per-record expectations (``not_be_null``, ``be_in_set``, ``be_between``, GX's semantics:
-  nulls are ignored except by ``not_be_null``) are compiled into ONE Spark aggregation per cluster
-  that also counts the cluster's quarantined records and event-time span: per expectation, the
-  number of unexpected records; only when some are, one more aggregation takes the smallest and
-  largest unexpected value of each failed expectation (the sample);
+  nulls are ignored except by ``not_be_null``) are compiled into Spark conditions, one column each
+  (``Contract.ingest_probes``), reduced per cluster with the cluster's quarantined records and
+  event-time span (``summarize_ingest``, Arrow) in the same pass that lands the batch, so no Spark job
+  of its own: per expectation, the number of unexpected records; only when some are, one aggregation
+  takes the smallest and largest unexpected value of each failed expectation (the sample);
 - the per-cluster and per-window frames are built by ONE Spark aggregation each, collected (a few
   hundred rows), and validated by GX on pandas, which starts no Spark job;
 - the ingest verdicts a window waits for are read from ``quality_runs`` by file statistics on
