@@ -45,6 +45,7 @@ from balancer.scenarios import ScenarioSpec  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
+from cpu import spark_cpu_seconds  # noqa: E402
 from ingest_bench import MINUTE_MS, QUICK, T0, AppendTimer, Round, plain_consumer  # noqa: E402
 
 TOPIC = "landing-bench"
@@ -65,29 +66,10 @@ def produce(bootstrap: str, rnd: Round, minutes: int) -> int:
     return minutes * len(rnd)
 
 
-def _processes():
-    """(pid, parent pid, cmdline, [utime, stime, cutime, cstime] in s) of every live process."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes()
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            yield int(proc.name), int(fields[1]), cmd, [int(x) / tick for x in fields[11:15]]
-
-
 def cpu_seconds() -> tuple[float, float]:
-    """(JVM, Python workers) CPU seconds so far. The JVM is our child running java; the workers
-    are the pyspark daemon and its forks (the daemon's cutime holds workers that exited)."""
-    jvm = py = 0.0
-    for _pid, parent, cmd, (utime, stime, cutime, cstime) in _processes():
-        if parent == os.getpid() and b"java" in cmd:
-            jvm += utime + stime
-        elif b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
-            py += utime + stime + cutime + cstime
-    return jvm, py
+    """(JVM, Python workers) CPU seconds so far, of this process's Spark only."""
+    jvm, workers, _ = spark_cpu_seconds()
+    return jvm, workers
 
 
 def measure(spark, label: str, action, records: int, runs: int) -> dict:

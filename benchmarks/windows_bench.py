@@ -38,23 +38,7 @@ from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
 from balancer.spark.sinks import BalancerSink  # noqa: E402
 from ingest_bench import FULL, MINUTE_MS, QUICK, T0  # noqa: E402
-from landing_bench import _processes  # noqa: E402
-
-
-def cpu_seconds() -> tuple[float, float, float]:
-    """(JVM, Python workers, driver) CPU seconds so far, counting only this run's Spark: our java child
-    and the processes it started (pyspark daemons, their workers), not another job's on the same host."""
-    procs = {pid: (parent, cmd, times) for pid, parent, cmd, times in _processes()}
-    jvm = [pid for pid, (parent, cmd, _) in procs.items() if parent == os.getpid() and b"java" in cmd]
-    ours, frontier = set(), list(jvm)
-    while frontier:
-        ours.update(frontier)
-        frontier = [pid for pid, (parent, _, _) in procs.items() if parent in frontier and pid not in ours]
-    java = sum(procs[pid][2][0] + procs[pid][2][1] for pid in jvm)
-    # A daemon's cutime/cstime holds its workers that exited.
-    workers = sum(sum(procs[pid][2]) for pid in ours - set(jvm))
-    me = os.times()
-    return java, workers, me.user + me.system
+from cpu import spark_cpu_seconds as cpu_seconds  # noqa: E402
 
 
 class MeasuredSink(BalancerSink):
