@@ -202,3 +202,16 @@ def test_columnar_snapshot_reads_as_the_dict_snapshot():
                         "bytes_out": 0.0, "size": 4.0}]}
     _assert_same_model(ClusterModel(snap), ClusterModel(snap.to_dict()))
     assert snap.get("missing") is None and set(snap) == {"cluster", "brokers", "partitions"}
+
+
+def test_the_planner_needs_only_the_columns_plans_sends_it(cluster, balancer):
+    prows, brows = frames(cluster, seed=7)
+    keys = ["cluster", "window_start", "window_end"]
+    brows = brows.assign(_blocked=pd.Series([None] * len(brows), dtype="str"))
+    full = planning.plan_group(("small", WS, WE), prows, brows, balancer).iloc[0].to_dict()
+    narrow = planning.plan_group(("small", WS, WE), prows[[*keys, *planning.PARTITION_INPUT]],
+                                 brows[[*keys, *planning.BROKER_INPUT, "_blocked"]], balancer).iloc[0].to_dict()
+    assert full["status"] == "proposed"
+    for key in full:
+        if key != "created_at":
+            assert narrow[key] == full[key], key

@@ -30,6 +30,9 @@ ACTION_TYPE = T.StructType([
 PLAN_RESULT_SCHEMA = T.StructType(list(spark_schema("balance_plans").fields)
                                   + [T.StructField("actions", T.ArrayType(ACTION_TYPE))])
 _NAMESPACE = uuid.UUID("5d0b0f4e-6a59-4f3c-9a59-0d7d8f1a7c11")
+# The columns balancer.snapshot reads: only these go through the cogroup's shuffle and Arrow.
+PARTITION_INPUT = ("topic", "partition", "leader", "replicas", "bytes_in", "bytes_out", "size")
+BROKER_INPUT = ("broker", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk")
 
 
 def plan_id(cluster: str, window_end: datetime) -> str:
@@ -120,6 +123,8 @@ def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
     ``blocked``: optional (cluster, window_start, window_end, reason) rows from the data
     contract; such windows get a ``skipped`` plan naming the reason.
     """
+    partitions = partitions.select(*WINDOW_KEYS, *PARTITION_INPUT)
+    brokers = brokers.select(*WINDOW_KEYS, *BROKER_INPUT)
     if blocked is not None:
         brokers = brokers.join(blocked.withColumnRenamed("reason", "_blocked"), list(WINDOW_KEYS), "left")
     else:
