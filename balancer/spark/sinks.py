@@ -212,7 +212,8 @@ class BalancerSink:
                                        blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
             with ThreadPoolExecutor(max_workers=1) as background:  # waits for the planner, even on an error
-                planned = background.submit(inheritable_thread_target(plan_rows.count))
+                # The session's local properties and tags go with the job, as on this thread.
+                planned = background.submit(inheritable_thread_target(plan_rows.sparkSession)(plan_rows.count))
                 with self._timed("partition_load"):
                     self._write("partition_load", partitions, batch_id)
                 with self._timed("broker_load, broker_ranking"):
