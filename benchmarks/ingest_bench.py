@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 from balancer import telemetry as tm  # noqa: E402
+from cpu import process_cpu_seconds, spark_cpu_seconds  # noqa: E402
 from balancer.config import load_config  # noqa: E402
 from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
 from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
@@ -228,7 +229,7 @@ class AppendTimer:
         lh.Lakehouse.append = timed
 
 
-def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path) -> dict:
+def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path, broker_pid: int) -> dict:
     from balancer.spark import job
 
     config = load_config(None, [
@@ -243,6 +244,7 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
     stages = [(rate, args.minutes) for rate in args.rates]
     feeder = Feeder(bootstrap, topic, rnd, stages)
 
+    cpu_before = (*spark_cpu_seconds(), process_cpu_seconds(broker_pid))
     started = time.perf_counter()
     queries = job.start(spark, config, on_plans=lambda rows: plans.extend((time.perf_counter(), r) for r in rows))
     feeder.start()
@@ -270,6 +272,7 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
             time.sleep(1.0)
     finally:
         ended = time.perf_counter()
+        cpu = [b - a for a, b in zip(cpu_before, (*spark_cpu_seconds(), process_cpu_seconds(broker_pid)))]
         progress = {q.name: list(q.recentProgress) for q in queries}
         for q in queries:
             q.stop()
@@ -298,6 +301,8 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path)
     return {"stages": stage_rows, "plans": latencies, "first_plan": first_plan - started if first_plan else None,
             "first_data_closing_window0": (feeder.minutes.get(2, (None,))[0] or started) - started,
             "landed": landed_total, "total": total, "elapsed": ended - started,
+            "cpu": dict(zip(("Spark JVM", "Spark's Python workers", "driver + producer (this process)",
+                             "broker (Tansu)"), cpu)),
             "progress": progress, "append_s": dict(timer.seconds), "append_calls": dict(timer.calls),
             "sink_steps": sinks_made.seconds(),
             "config": config}
@@ -379,7 +384,7 @@ def main() -> None:
         with EmbeddedBroker() as broker:
             topic = "telemetry-bench"
             broker.create_topic(topic, partitions=args.partitions)
-            result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir)
+            result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir, broker._process.pid)
             print(f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 sim-minute; "
                   f"load {loadavg()}):", flush=True)
             print("| offered rec/s (target) | offered rec/s (reached) | landed rec/s | backlog at stage end |")
@@ -406,6 +411,13 @@ def main() -> None:
                 f"{t}={s:.1f} ({result['append_calls'][t]})" for t, s in sorted(result["append_s"].items())))
             print("  sink steps, wall s summed over batches: " + ", ".join(
                 f"{step} {sec:.1f}" for step, sec in result["sink_steps"].items()))
+            print(f"  CPU over the run ({result['elapsed']:.0f} s wall, {os.cpu_count()} cores), per landed record:")
+            for name, sec in result["cpu"].items():
+                print(f"    {name}: {sec:.0f} s = {sec / result['elapsed']:.2f} cores, "
+                      f"{sec / max(result['landed'], 1) * 1e6:.1f} µs/record")
+            busy = sum(result["cpu"].values())
+            print(f"    all: {busy:.0f} s = {busy / result['elapsed']:.2f} cores, "
+                  f"{busy / max(result['landed'], 1) * 1e6:.1f} µs/record")
             ceiling = plain_consumer(broker.bootstrap_servers, topic, args.partitions, result["total"])
             print(f"\nplain confluent-kafka consumer on the same topic: {ceiling:,.0f} rec/s (ceiling); "
                   f"load {loadavg()}", flush=True)
