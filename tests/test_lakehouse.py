@@ -205,12 +205,12 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house
     rows = raw_rows(900)
     bad = F.col("kafka_offset") % 10 == 0
     data = frame(spark, rows, 3).select(
-        "*", F.when(bad, "telemetry_quarantine").otherwise("telemetry_raw").alias("_table"),
+        "*", bad.cast("byte").alias("_table"),
         F.lit(None).cast("binary").alias("key"), F.lit(None).cast("binary").alias("value"),
         F.lit("too hot").alias("reason"), F.col("ingested_at").alias("quarantined_at"),
         # The ingest contract's probes, reduced beside the writes.
-        F.col("cluster").alias("_cluster"), F.unix_millis("ts").alias("_ts"), bad.alias("_bad"),
-        F.when(~bad, F.unix_millis("ts")).alias("_valid_ts"))
+        bad.alias("_bad"), F.lit(None).cast("string").alias("_named_cluster"),
+        F.lit(None).cast("long").alias("_named_ts"))
     tables = ["telemetry_raw", "telemetry_quarantine"]
     committed, summary = house.append_routed(data, tables, route="_table", app_id="app-1", batch_id=0,
                                              summarize=summarize_ingest)
@@ -247,7 +247,7 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house
 def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, house):
     from pyspark.sql import functions as F
 
-    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit("telemetry_raw").alias("_table"))
+    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit(0).alias("_table"))
     committed, summary = house.append_routed(empty, ["telemetry_raw"], route="_table", app_id="app-1", batch_id=4)
     assert committed == {"telemetry_raw": True} and summary is None
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 4

@@ -180,26 +180,26 @@ class Lakehouse:
     def append_routed(self, frame: DataFrame, tables: list[str], *, route: str, app_id: str, batch_id: int,
                       summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
                       ) -> tuple[dict[str, bool], pa.Table | None]:
-        """``append`` to several tables in ONE pass over ``frame`` (delta-rs only): each row goes to
-        the table its ``route`` column names, and ``summarize`` runs on the same Arrow batches (see
-        ``write_routed``). One commit per table, each idempotent per (app_id, batch_id) as in ``append``;
-        a table that already holds the batch gets no files, but its rows still pass ``summarize``.
+        """``append`` to several tables in ONE pass over ``frame`` (delta-rs only): a row goes to
+        ``tables[i]`` where its ``route`` column holds ``i``, and ``summarize`` runs on the same Arrow
+        batches (see ``write_routed``). One commit per table, each idempotent per (app_id, batch_id)
+        as in ``append``; a table that already holds the batch gets no files, but its rows still pass
+        ``summarize``.
 
         Returns, per table, whether this call committed it; and the concatenated summaries.
         """
         if self.engine != "delta-rs":
             raise ValueError(f"append_routed needs engine='delta-rs', not {self.engine!r}")
-        pending = {}
+        outputs = []
         for table in tables:
             done = DeltaTable(self.path(table)).transaction_version(app_id)
-            if done is None or done < batch_id:
-                pending[table] = self.path(table)
-        actions, summary = write_routed(frame, pending, route=route, prefix=f"b{batch_id}", summarize=summarize)
-        for table in pending:
+            outputs.append((table, self.path(table)) if done is None or done < batch_id else None)
+        actions, summary = write_routed(frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize)
+        for table in actions:
             DeltaTable(self.path(table)).create_write_transaction(
                 actions[table], mode="append", schema=arrow_schema(table),
                 commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
-        return {table: table in pending for table in tables}, summary
+        return {table: table in actions for table in tables}, summary
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -445,17 +445,18 @@ def _ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _task_writer(folders: dict[str, str], route: str | None, prefix: str, inline_max_bytes: int,
+def _task_writer(outputs: list[tuple[str, str] | None], route: str | None, prefix: str, inline_max_bytes: int,
                  summarize: Callable[[pa.RecordBatch], pa.Table] | None):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        outputs = [_TaskOutput(folder, table, prefix, inline_max_bytes) for table, folder in folders.items()]
+        tasks = {i: _TaskOutput(folder, table, prefix, inline_max_bytes)
+                 for i, out in enumerate(outputs) if out is not None for table, folder in [out]}
         partials = []
         for batch in batches:
             if summarize is not None:
                 partials.append(summarize(batch))
-            for output in outputs:
-                output.add(batch if route is None else batch.filter(pc.equal(batch.column(route), output.table)))
-        rows = [r for r in (output.result() for output in outputs) if r is not None]
+            for i, task in tasks.items():
+                task.add(batch if route is None else batch.filter(pc.equal(batch.column(route), i)))
+        rows = [r for r in (task.result() for task in tasks.values()) if r is not None]
         if partials:
             rows.append({"table": None, "summary": _ipc_bytes(pa.concat_tables(partials))})
         if rows:
@@ -478,16 +479,16 @@ def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
     Partitions under ``inline_max_bytes`` come back to the driver as Arrow IPC and are written
     here as a single file. The files are not in the table until the caller commits the actions.
     """
-    actions, _ = write_routed(frame, {table: folder}, route=None, prefix=prefix, inline_max_bytes=inline_max_bytes)
+    actions, _ = write_routed(frame, [(table, folder)], route=None, prefix=prefix, inline_max_bytes=inline_max_bytes)
     return actions[table]
 
 
-def write_routed(frame: DataFrame, folders: dict[str, str], *, route: str | None, prefix: str,
+def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, route: str | None, prefix: str,
                  summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
                  inline_max_bytes: int | None = None) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
-    """``write_files`` for several tables in ONE pass over ``frame``: each row goes to the table its
-    ``route`` column names (``folders``: table → folder; rows naming another table are dropped; ``route``
-    None: one table, every row). ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
+    """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[i]`` is (table, folder)
+    for the rows whose ``route`` column holds ``i`` (None: those rows are not written); ``route``
+    None: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
     ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
 
     Returns the add actions per table (one commit each, the caller's) and the summaries (None without
@@ -495,15 +496,13 @@ def write_routed(frame: DataFrame, folders: dict[str, str], *, route: str | None
     """
     if inline_max_bytes is None:
         inline_max_bytes = INLINE_MAX_BYTES
-    names = set().union(*(arrow_schema(t).names for t in folders))
-    if route is not None:
-        names.add(route)
     if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
+        names = set().union(*(arrow_schema(out[0]).names for out in outputs if out is not None), {route})
         frame = frame.select(*(c for c in frame.columns if c in names))
-    results = (frame.mapInArrow(_task_writer(folders, route, prefix, inline_max_bytes, summarize), _RESULT_SCHEMA)
+    results = (frame.mapInArrow(_task_writer(outputs, route, prefix, inline_max_bytes, summarize), _RESULT_SCHEMA)
                .toArrow().to_pylist())
     actions: dict[str, list[AddAction]] = {}
-    for table, folder in folders.items():
+    for table, folder in (out for out in outputs if out is not None):
         mine = [r for r in results if r["table"] == table]
         files = [r for r in mine if r["path"] is not None]
         pieces = [r["inline"] for r in mine if r["inline"] is not None]

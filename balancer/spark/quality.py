@@ -150,21 +150,40 @@ def unexpected_condition(expectation: dict, parameters: dict) -> Column | None:
 _SUMMARY_LONGS = ("records", "quarantined", "first_ts_ms", "last_ts_ms", "valid_last_ts_ms")
 _SUMMARY_REDUCE = {"records": "sum", "quarantined": "sum", "first_ts_ms": "min", "last_ts_ms": "max",
                    "valid_last_ts_ms": "max"}
+# Compiled expectations' verdicts travel as bits of one long per this many expectations.
+_BITS = 62
+
+
+def _epoch_ms(timestamps: pa.Array) -> np.ndarray:
+    """Microsecond timestamps as epoch ms, floored like Spark's ``unix_millis`` (nulls as 0)."""
+    return np.floor_divide(pc.fill_null(timestamps.cast(pa.int64()), 0).to_numpy(), 1000)
 
 
 def summarize_ingest(batch: pa.RecordBatch) -> pa.Table:
-    """Per cluster, one Arrow batch's ``Contract.ingest_probes`` reduced: records, quarantined records,
-    event-time span, latest valid event time (ms), and per compiled expectation ``_n{i}`` the number
-    of unexpected valid records. Partial results add up with ``merge_ingest_summaries``. Pure Arrow:
-    runs in the Python task that lands the batch."""
-    checks = [name for name in batch.schema.names if name.startswith("_n")]
-    table = pa.table({"cluster": batch.column("_cluster"),
-                      "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
-                      "quarantined": pc.cast(batch.column("_bad"), pa.int64()),
-                      "first_ts_ms": batch.column("_ts"), "last_ts_ms": batch.column("_ts"),
-                      "valid_last_ts_ms": batch.column("_valid_ts"),
-                      **{name: pc.cast(batch.column(name), pa.int64()) for name in checks}})
-    return _reduce(table, checks)
+    """Per cluster, one Arrow batch's records reduced, with the columns ``Contract.ingest_probes`` added:
+    records, quarantined records, event-time span and latest valid event time (ms), and per compiled
+    expectation ``_n{i}`` the number of unexpected valid records. Partials add up with
+    ``merge_ingest_summaries``. Pure Arrow: runs in the Python task that lands the batch."""
+    bad = batch.column("_bad")
+    # A quarantined record without a typed cluster or event time counts for the ones its JSON names.
+    cluster = pc.coalesce(batch.column("cluster"), batch.column("_named_cluster"))
+    has_ts = pc.is_valid(batch.column("ts"))
+    ts_ms = pa.array(_epoch_ms(batch.column("ts")), mask=pc.invert(has_ts).to_numpy(zero_copy_only=False))
+    ts_ms = pc.coalesce(ts_ms, batch.column("_named_ts"))
+    columns = {"cluster": cluster, "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
+               "quarantined": pc.cast(bad, pa.int64()), "first_ts_ms": ts_ms, "last_ts_ms": ts_ms,
+               "valid_last_ts_ms": pc.if_else(bad, pa.scalar(None, pa.int64()), ts_ms)}
+    checks = []
+    for name in sorted((n for n in batch.schema.names if n.startswith("_unexpected")), key=lambda n: int(n[11:])):
+        masks = pc.fill_null(batch.column(name), 0)
+        base = int(name[11:]) * _BITS
+        flagged = pc.max(masks).as_py() or 0
+        for bit in range(_BITS):
+            checks.append(f"_n{base + bit}")
+            # Nearly every batch has no unexpected valid record: its counts are zeros, not 62 columns.
+            columns[checks[-1]] = (pc.cast(pc.not_equal(pc.bit_wise_and(masks, 1 << bit), 0), pa.int64())
+                                   if flagged else pa.nulls(batch.num_rows, pa.int64()))
+    return _reduce(pa.table(columns), checks)
 
 
 def _summarize_batches(batches):
@@ -187,7 +206,7 @@ def merge_ingest_summaries(summary: pa.Table | None) -> list[dict]:
         return []
     checks = [name for name in summary.column_names if name.startswith("_n")]
     rows = _reduce(summary, checks).to_pylist()
-    return [{**r, "records": r["records"] or 0, "quarantined": r["quarantined"] or 0} for r in rows]
+    return [{**r, **{name: r[name] or 0 for name in ("records", "quarantined", *checks)}} for r in rows]
 
 
 class Contract:
@@ -339,23 +358,31 @@ class Contract:
         return records, compiled, by_gx, missing
 
     def ingest_probes(self, parsed: DataFrame) -> list[Column]:
-        """Per record of ``parsed`` (valid and quarantined), what ``summarize_ingest`` reduces: the cluster
-        it names (a quarantined one: from its JSON, if any), its event time in ms, whether it was
-        quarantined, its event time again if valid, and per compiled expectation i whether the valid
-        record is unexpected (``_n{i}``; none when the contract is disabled)."""
+        """Columns to add to ``parsed`` (valid and quarantined records) for ``summarize_ingest``, few and
+        narrow as they travel to Python with every record: whether it was quarantined; for a
+        quarantined one without a typed cluster or event time, those its JSON names; and per
+        ``_BITS`` compiled expectations a long ``_unexpected{k}`` whose bit i is set when the valid
+        record is unexpected by expectation ``k * _BITS + i`` (none when the contract is disabled)."""
         compiled = self._compile_records(parsed.columns)[1] if self.enabled else []
         bad = F.col("quarantine_reason").isNotNull()
-        cluster = F.coalesce(F.col("cluster"), F.get_json_object(F.col("value"), "$.cluster"))
-        ts_ms = F.coalesce(F.unix_millis(F.col("ts")), F.get_json_object(F.col("value"), "$.ts").try_cast("long"))
-        return [cluster.alias("_cluster"), ts_ms.alias("_ts"), bad.alias("_bad"),
-                F.when(~bad, F.unix_millis(F.col("ts"))).alias("_valid_ts"),
-                *(F.when(~bad, condition).alias(f"_n{i}") for i, (_, condition) in enumerate(compiled))]
+        value = F.col("value").cast("string")
+        probes = [bad.alias("_bad"),
+                  F.when(bad & F.col("cluster").isNull(), F.get_json_object(value, "$.cluster")).alias("_named_cluster"),
+                  F.when(bad & F.col("ts").isNull(), F.get_json_object(value, "$.ts").try_cast("long"))
+                  .alias("_named_ts")]
+        for k in range(0, len(compiled), _BITS):
+            mask = F.lit(0).cast("long")
+            for bit, (_, condition) in enumerate(compiled[k:k + _BITS]):
+                mask = mask.bitwiseOR(F.when(~bad & condition, F.lit(1 << bit)).otherwise(F.lit(0)).cast("long"))
+            probes.append(mask.alias(f"_unexpected{k // _BITS}"))
+        return probes
 
     def summarize_ingest(self, parsed: DataFrame) -> pa.Table:
         """``summarize_ingest`` of ``parsed``, by one Spark job (the sink gets it from its landing pass)."""
-        probes = parsed.select(*self.ingest_probes(parsed))
-        checks = [c for c in probes.columns if c.startswith("_n")]
-        schema = ", ".join(["cluster string", *(f"{name} long" for name in _SUMMARY_LONGS), *(f"{c} long" for c in checks)])
+        probes = parsed.select("cluster", "ts", *self.ingest_probes(parsed))
+        masks = sum(c.startswith("_unexpected") for c in probes.columns)
+        schema = ", ".join(["cluster string", *(f"{name} long" for name in _SUMMARY_LONGS),
+                            *(f"_n{i} long" for i in range(masks * _BITS))])
         return probes.mapInArrow(_summarize_batches, schema).toArrow()
 
     @staticmethod

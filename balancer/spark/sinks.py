@@ -43,6 +43,7 @@ from balancer.spark.quality import Contract, merge_ingest_summaries, summarize_i
 log = logging.getLogger(__name__)
 
 PlanListener = Callable[[list[dict]], None]
+LANDING_TABLES = ["telemetry_raw", "telemetry_quarantine"]
 
 
 def _epoch_ms(stamp: datetime) -> int:
@@ -156,13 +157,13 @@ class BalancerSink:
         landed = batch.select(
             *batch.columns, late.alias("is_late"), F.lit(batch_id).cast("long").alias("batch_id"),
             now.alias("ingested_at"), now.alias("quarantined_at"), F.col("quarantine_reason").alias("reason"),
-            F.when(bad, F.lit("telemetry_quarantine")).otherwise(F.lit("telemetry_raw")).alias("_table"),
+            bad.cast("byte").alias("_table"),  # its index in LANDING_TABLES
             *self.contract.ingest_probes(batch)).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             with self._timed("read, parse, land"):
                 if self.lakehouse.engine == "delta-rs":
                     _, summary = self.lakehouse.append_routed(
-                        landed, ["telemetry_raw", "telemetry_quarantine"], route="_table", app_id=self.app_id,
+                        landed, LANDING_TABLES, route="_table", app_id=self.app_id,
                         batch_id=batch_id, summarize=summarize_ingest)
                 else:
                     self._write("telemetry_raw", landed.where(~bad), batch_id)
