@@ -26,12 +26,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 
-from pyspark import StorageLevel
+from pyspark import StorageLevel, inheritable_thread_target
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -187,10 +188,6 @@ class BalancerSink:
         The planner works a whole cluster-window in one Python task, on one core: it runs in the
         background (after the contract, whose verdict it needs) while the load tables are written.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        from pyspark import inheritable_thread_target
-
         lo = None if closed_after_ms is None else closed_after_ms - self.size_ms
         raw = self.lakehouse.read_range("telemetry_raw", "ts", lo, closed_until_ms)
         windows = loads.replica_windows(raw.where(~F.col("is_late")), self.config.windows,
@@ -212,9 +209,12 @@ class BalancerSink:
             plan_rows = planning.plans(partitions, brokers, self.config.balancer,
                                        blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
+            done = self.lakehouse.committed_version("plan_actions", self.app_id)
+            replayed = done is not None and done >= batch_id  # its plans landed before the crash: don't plan again
             with ThreadPoolExecutor(max_workers=1) as background:  # waits for the planner, even on an error
                 # The session's local properties and tags go with the job, as on this thread.
-                planned = background.submit(inheritable_thread_target(plan_rows.sparkSession)(plan_rows.count))
+                planned = background.submit(inheritable_thread_target(plan_rows.sparkSession)(
+                    (lambda: None) if replayed else plan_rows.count))
                 with self._timed("partition_load"):
                     self._write("partition_load", partitions, batch_id)
                 with self._timed("broker_load, broker_ranking"):
