@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-BENCHES := planner planning source parse quality landing ingest
+BENCHES := planner planning source parse quality landing windows ingest
 
 .PHONY: setup run test test-unit bench $(addprefix bench-,$(BENCHES)) clean
 
