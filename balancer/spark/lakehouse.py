@@ -165,17 +165,22 @@ class Lakehouse:
         done = delta.transaction_version(app_id)
         if done is not None and done >= batch_id:
             return False
-        commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
         if isinstance(data, DataFrame) and estimated_bytes(data) > DRIVER_MAX_BYTES:
             # An empty frame (the usual quarantine) costs one JVM-only job here instead of
             # starting Python workers that write nothing.
             actions = [] if data.isEmpty() else write_files(data, self.path(table), table, prefix=f"b{batch_id}")
-            delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table),
-                                           commit_properties=commit)
+            self._commit_files(delta, table, actions, app_id, batch_id)
             return True
         arrow = data.toArrow() if isinstance(data, DataFrame) else data
-        write_deltalake(delta, conform(arrow, arrow_schema(table), table), mode="append", commit_properties=commit)
+        write_deltalake(delta, conform(arrow, arrow_schema(table), table), mode="append",
+                        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
         return True
+
+    @staticmethod
+    def _commit_files(delta: DeltaTable, table: str, actions: list[AddAction], app_id: str, batch_id: int) -> None:
+        """ONE Delta commit of files already written into the table's folder, recording (app_id, batch_id)."""
+        commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+        delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table), commit_properties=commit)
 
     def append_routed(self, frame: DataFrame, tables: list[str], *, route: str, app_id: str, batch_id: int,
                       summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
@@ -192,13 +197,11 @@ class Lakehouse:
             raise ValueError(f"append_routed needs engine='delta-rs', not {self.engine!r}")
         outputs = []
         for table in tables:
-            done = DeltaTable(self.path(table)).transaction_version(app_id)
+            done = self.committed_version(table, app_id)
             outputs.append((table, self.path(table)) if done is None or done < batch_id else None)
         actions, summary = write_routed(frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize)
         for table in actions:
-            DeltaTable(self.path(table)).create_write_transaction(
-                actions[table], mode="append", schema=arrow_schema(table),
-                commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+            self._commit_files(DeltaTable(self.path(table)), table, actions[table], app_id, batch_id)
         return {table: table in actions for table in tables}, summary
 
     # -- reads ----------------------------------------------------------------------------
@@ -292,7 +295,8 @@ def estimated_bytes(frame: DataFrame) -> int:
 # and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
 _STRING_STAT_CHARS = 32
-_RESULT_SCHEMA = "table string, path string, size long, rows long, stats string, mtime long, inline binary, summary binary"
+_RESULT_SCHEMA = ("table string, path string, size long, rows long, stats string, mtime long, inline binary, "
+                  "summary binary")
 
 
 def _ts_text(micros: int, round_up: bool) -> str:
@@ -430,12 +434,8 @@ class _TaskOutput:
         rows = sum(b.num_rows for b in self.held)
         if not rows:
             return None
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.schema) as ipc:
-            for batch in self.held:
-                ipc.write_batch(batch)
         return {"table": self.table, "path": None, "size": 0, "rows": rows, "stats": None, "mtime": 0,
-                "inline": sink.getvalue().to_pybytes()}
+                "inline": _ipc_bytes(pa.Table.from_batches(self.held, self.schema))}
 
 
 def _ipc_bytes(table: pa.Table) -> bytes:

@@ -14,11 +14,12 @@ runs every metric of every expectation as its own Spark job (13 jobs per ingest 
 set of windows, 5–35 s under load: benchmarks/README.md, "Data contract cost"), so:
 
 - the per-record expectations (``not_be_null``, ``be_in_set``, ``be_between``, GX's semantics:
-  nulls are ignored except by ``not_be_null``) are compiled into Spark conditions, one column each
-  (``Contract.ingest_probes``), reduced per cluster with the cluster's quarantined records and
-  event-time span (``summarize_ingest``, Arrow) in the same pass that lands the batch, so no Spark job
-  of its own: per expectation, the number of unexpected records; only when some are, one aggregation
-  takes the smallest and largest unexpected value of each failed expectation (the sample);
+  nulls are ignored except by ``not_be_null``) are compiled into Spark conditions, carried as bits of
+  one long column per 62 expectations (``Contract.ingest_probes``), and reduced per cluster with the
+  cluster's quarantined records and event-time span (``summarize_ingest``, Arrow) in the same pass
+  that lands the batch, so no Spark job of its own: per expectation, the number of unexpected
+  records; only when some are, one aggregation takes the smallest and largest unexpected value of
+  each failed expectation (the sample);
 - the per-cluster and per-window frames are built by ONE Spark aggregation each, collected (a few
   hundred rows), and validated by GX on pandas, which starts no Spark job;
 - the ingest verdicts a window waits for are read from ``quality_runs`` by file statistics on
@@ -259,21 +260,21 @@ class Contract:
     # -- ingest -----------------------------------------------------------------------------
 
     def check_ingest(self, parsed: DataFrame, valid: DataFrame, *, app_id: str, batch_id: int,
-                     summary: pa.Table | None = None) -> list[dict]:
+                     per_cluster: list[dict] | None = None) -> list[dict]:
         """Validate one ingest micro-batch; writes and returns its quality_runs rows.
 
         ``parsed``: the batch (valid and quarantined, with ``quarantine_reason``); ``valid``: its valid records.
         Quarantined records count for the cluster they name; ones naming none (not JSON, say) count
         against every cluster in the batch, since any of them may have sent it.
-        ``summary``: ``summarize_ingest`` of ``parsed`` with its ``ingest_probes``, as the sink's landing
-        pass computes it beside its writes; None: one Spark job computes it here. ``valid`` is read
+        ``per_cluster``: ``merge_ingest_summaries`` of ``parsed``'s summary, as the sink's landing pass
+        computes it beside its writes; None: one Spark job computes it here (``summarize_frame``). ``valid`` is read
         only when some valid record failed (for samples).
         """
         if not self.enabled:
             return []
         started = time.monotonic()
         records, compiled, by_gx, missing = self._compile_records(parsed.columns)
-        aggregated = merge_ingest_summaries(self.summarize_ingest(parsed) if summary is None else summary)
+        aggregated = merge_ingest_summaries(self.summarize_frame(parsed)) if per_cluster is None else per_cluster
         per_cluster = [r for r in aggregated if r["records"]]
         if not per_cluster:
             return []
@@ -367,7 +368,8 @@ class Contract:
         bad = F.col("quarantine_reason").isNotNull()
         value = F.col("value").cast("string")
         probes = [bad.alias("_bad"),
-                  F.when(bad & F.col("cluster").isNull(), F.get_json_object(value, "$.cluster")).alias("_named_cluster"),
+                  F.when(bad & F.col("cluster").isNull(), F.get_json_object(value, "$.cluster"))
+                  .alias("_named_cluster"),
                   F.when(bad & F.col("ts").isNull(), F.get_json_object(value, "$.ts").try_cast("long"))
                   .alias("_named_ts")]
         for k in range(0, len(compiled), _BITS):
@@ -377,8 +379,9 @@ class Contract:
             probes.append(mask.alias(f"_unexpected{k // _BITS}"))
         return probes
 
-    def summarize_ingest(self, parsed: DataFrame) -> pa.Table:
-        """``summarize_ingest`` of ``parsed``, by one Spark job (the sink gets it from its landing pass)."""
+    def summarize_frame(self, parsed: DataFrame) -> pa.Table:
+        """``summarize_ingest`` over all of ``parsed``, by one Spark job (the sink on delta-rs gets it
+        from its landing pass instead)."""
         probes = parsed.select("cluster", "ts", *self.ingest_probes(parsed))
         masks = sum(c.startswith("_unexpected") for c in probes.columns)
         schema = ", ".join(["cluster string", *(f"{name} long" for name in _SUMMARY_LONGS),

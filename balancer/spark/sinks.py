@@ -169,15 +169,15 @@ class BalancerSink:
                 else:
                     self._write("telemetry_raw", landed.where(~bad), batch_id)
                     self._write("telemetry_quarantine", landed.where(bad), batch_id)
-                    summary = self.contract.summarize_ingest(landed)
+                    summary = self.contract.summarize_frame(landed)
+            per_cluster = merge_ingest_summaries(summary)
             with self._timed("ingest contract"):
                 # Reads the cache again only for samples of failed records expectations.
                 self.contract.check_ingest(landed, landed.where(~bad), app_id=self.app_id, batch_id=batch_id,
-                                           summary=summary)
+                                           per_cluster=per_cluster)
         finally:
             landed.unpersist()
-        latest = [c["valid_last_ts_ms"] for c in merge_ingest_summaries(summary)
-                  if c["valid_last_ts_ms"] is not None]
+        latest = [c["valid_last_ts_ms"] for c in per_cluster if c["valid_last_ts_ms"] is not None]
         return max(latest) if latest else None
 
     # -- 2. windows the watermark closed ---------------------------------------------------------
