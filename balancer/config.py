@@ -173,6 +173,9 @@ class Config(_Strict):
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = resource_root() / "conf" / "balancer.yaml"
 
+    # After a plan completed (or the cluster diverged from it), no new plan for a window ending
+    # sooner than this after the window that saw it: the next plan must see post-move telemetry.
+    min_plan_interval: Duration = "10 minutes"
 
 def _deep_merge(base: dict, override: dict) -> dict:
     merged = dict(base)
@@ -185,6 +188,20 @@ def _deep_merge(base: dict, override: dict) -> dict:
 
 
 # Sections whose keys are client properties that contain dots themselves (security.protocol, spark.sql.x).
+class ExecutorConfig(_Strict):
+    """How plans are carried out and how long an open plan holds the cluster (see balancer.execution)."""
+
+    # A proposed plan with no action observed, or an executing one with no progress, for this long
+    # is closed (expired, or superseded by the next plan) and no longer blocks a new one.
+    proposal_ttl: Duration = "30 minutes"
+    # How long the whole plan should take; batch throttles are computed to meet it.
+    deadline: Duration = "1 hour"
+    # Cruise Control's executor defaults.
+    max_leadership_moves: int = Field(default=1000, gt=0)
+    max_partition_moves_per_broker: int = Field(default=5, gt=0)
+    max_partition_moves: int = Field(default=1250, gt=0)
+
+
 _MAP_SECTIONS = (("source", "options"), ("spark", "conf"))
 
 
@@ -217,6 +234,7 @@ def _apply_override(tree: dict, assignment: str) -> None:
 
 
 def _format_errors(exc: ValidationError) -> str:
+    executor: ExecutorConfig = ExecutorConfig()
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(root)"
