@@ -10,7 +10,7 @@ import sys
 from balancer.config import ConfigError, load_config
 
 # Subcommand name → module in balancer.cli with add_parser(subparsers) and run(args, config) -> int.
-COMMANDS = ("run", "sql", "plan")
+COMMANDS = ("run", "sql", "plan", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,6 +32,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from balancer.planner.actions import Action
+
 from .batches import Batch
 from .throttle import BatchThrottle
 
@@ -125,6 +127,20 @@ def check_election(doc, where: str) -> None:
         if (not isinstance(p, Mapping) or not isinstance(p.get("topic"), str) or not p["topic"]
                 or isinstance(part, bool) or not isinstance(part, int) or part < 0):
             raise ExportError(f"{where}.partitions[{i}]: needs a topic and an int partition >= 0, got {p!r}")
+
+
+def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
+    """``plan_actions`` rows (any order) as the plan's actions, in its order (``seq``)."""
+    out = []
+    for row in sorted(rows, key=lambda r: r["seq"]):
+        try:
+            out.append(Action(kind=row["action"], topic=row["topic"], partition=row["partition"],
+                              old_replicas=tuple(row["old_replicas"]), new_replicas=tuple(row["new_replicas"]),
+                              old_leader=row["old_leader"], new_leader=row["new_leader"],
+                              bytes_to_move=row["bytes_to_move"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ExportError(f"plan_actions seq {row.get('seq')!r}: {exc}") from None
+    return out
 
 
 # ---- reading plan_batches rows -------------------------------------------------------------
