@@ -31,7 +31,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 DEFAULT_BROKER_ID = -1
 KB = 1024.0
@@ -99,7 +98,7 @@ def parse_capacities(doc: dict) -> Capacities:
             disk=_disk(capacity["DISK"], f"{where}: capacity.DISK") * MB,
             cores=cores)
     default = parsed.pop(DEFAULT_BROKER_ID, None)
-    return Capacities(default=default, brokers=MappingProxyType(parsed))
+    return Capacities(default=default, brokers=parsed)
 
 
 def read_capacities(path: str | Path) -> Capacities:

@@ -329,3 +329,15 @@ def test_topics_beyond_a_string_columns_reach_are_refused_not_wrapped(monkeypatc
     assert [r["topic"] for r in rows] == ["orders", None, None, None]
     assert rows[1]["error"] == "topic is not valid UTF-8"
     assert rows[2]["error"] == rows[3]["error"] == "batch too large: its topics exceed 2 GiB; decode fewer values at once"
+
+
+def test_poison_pills_of_the_issue():
+    big = b"\x00" * (10 << 20)
+    rows = cc.decode(pa.array([b"\xff\xfe\x00" + b"\x00" * 40, big, bytes(23), bytes(1000), GOOD_P])).to_pylist()
+    assert rows[0]["error"] == "unknown metric class id -1"
+    assert rows[1]["error"] == f"trailing bytes ({10 << 20} bytes where 23 expected)"
+    # 23 zero bytes are a well-formed ALL_TOPIC_BYTES_IN record at time 0: the parser's time rule rejects it.
+    assert rows[2] == {"metric_class": 0, "version": 0, "metric_type": 0, "ts": 0, "broker": 0, "topic": None,
+                       "partition": None, "value": 0.0, "error": None}
+    assert rows[3]["error"] == "trailing bytes (1000 bytes where 23 expected)"
+    assert rows[4]["topic"] == "orders"
