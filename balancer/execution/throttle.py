@@ -5,21 +5,26 @@ Per broker taking part in a batch (:func:`balancer.execution.batches.participant
 - it **sends** what it must copy as the leader of a moved partition (``bytes_to_move``: one
   copy per new replica) and **receives** one copy per new replica it gets;
 - the rate it needs is those bytes over the time left, **plus the produce traffic** (bytes_in)
-  of the throttled partitions on it: Kafka's replication throttle also covers the new replica's
-  fetching of what producers keep writing, so a throttle at the bare backlog rate never lets the
-  new replica catch up (one copy of bytes_in per new replica on the sending leader, bytes_in on
-  each receiver);
+  of the throttled partitions that the throttle also meters: a leader counts every follower's
+  fetch of a throttled partition against its ``leader.replication.throttled.rate`` (in-sync
+  followers are not held back, but their bytes use up the quota), so the sender needs bytes_in
+  once per follower of the partition during the move (old and new replicas but itself); a
+  receiver's ``follower.replication.throttled.rate`` meters only its new replica, which must
+  keep up with producers besides copying the log (bytes_in once). A throttle at the bare
+  backlog rate would never let the new replica catch up;
 - the rate is capped by the broker's spare network capacity, ``capacity x capacity_threshold -
-  current load``: the send side against network_out, the receive side against network_in.
+  current load``: the send side against network_out, the receive side against network_in. The
+  existing followers' replication is already part of the sender's current load, so the cap on
+  its rate is the spare capacity plus that traffic (only the rest is new load).
 
 Kafka applies one rate per broker to both of its throttled directions
 (``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``, which is
 what ``kafka-reassign-partitions.sh --throttle`` sets), so a broker's rate is the larger of its
-two needs, capped by the tighter of the spare capacities of the directions it uses.
+two needs, capped by the tighter of the safe limits of the directions it uses.
 
 A broker with no spare capacity (at or above ``capacity_threshold`` already; typically the hot
 broker the plan is relieving) still gets a floor, :data:`FLOOR_CAPACITY_SHARE` of its capacity
-above the produce traffic of its throttled partitions: with no throttle at all the move would
+above the produce traffic its throttle meters: with no throttle at all the move would
 never finish and the hot spot never go away, and 1% of a NIC is a load no broker notices. The
 note says so in an operator's words.
 
@@ -30,11 +35,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from balancer.planner.actions import Action
 
-from .batches import Batch, participants
+from .batches import Batch
 
 FLOOR_CAPACITY_SHARE = 0.01   # of the broker's capacity in that direction, above its produce traffic
 _SLACK = 1e-9                 # relative tolerance when comparing durations with the time allowed
@@ -126,18 +131,21 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
 
     send: dict[int, int] = {}
     receive: dict[int, int] = {}
-    produce_send: dict[int, float] = {}     # produce traffic the sender replicates to its new replicas
-    produce_receive: dict[int, float] = {}
+    metered_send: dict[int, float] = {}    # produce traffic the sender's throttle meters (every follower)
+    flowing_send: dict[int, float] = {}    # of which already in its current load (the old followers)
+    metered_receive: dict[int, float] = {}  # produce traffic each new replica fetches
     for action in batch.actions:
         added = set(action.new_replicas) - set(action.old_replicas)
         per_copy = action.bytes_to_move // len(added) if added else 0
         bytes_in = _traffic(partition_traffic, action)
         leader = action.old_leader   # leads until the new replicas are in sync: every copy comes from it
+        followers = len(set(action.old_replicas) | set(action.new_replicas)) - 1
         send[leader] = send.get(leader, 0) + action.bytes_to_move
-        produce_send[leader] = produce_send.get(leader, 0.0) + bytes_in * len(added)
+        metered_send[leader] = metered_send.get(leader, 0.0) + bytes_in * followers
+        flowing_send[leader] = flowing_send.get(leader, 0.0) + bytes_in * (len(action.old_replicas) - 1)
         for b in added:
             receive[b] = receive.get(b, 0) + per_copy
-            produce_receive[b] = produce_receive.get(b, 0.0) + bytes_in
+            metered_receive[b] = metered_receive.get(b, 0.0) + bytes_in
 
     rates: dict[int, float] = {}
     seconds = 0.0
@@ -147,25 +155,26 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
         load = broker_load.get(b)
         if not isinstance(load, BrokerLoad):
             raise ValueError(f"broker_load has no BrokerLoad for broker {b}, which takes part in batch {batch.index}")
-        sides = []   # (backlog bytes, produce B/s, spare B/s, capacity B/s, direction)
+        # Per direction: (backlog bytes, metered produce B/s, safe limit B/s, spare B/s, capacity B/s, name).
+        sides = []
         if b in send:
-            sides.append((send[b], produce_send[b], load.capacity_network_out * capacity_threshold - load.network_out,
-                          load.capacity_network_out, "network_out"))
+            spare = load.capacity_network_out * capacity_threshold - load.network_out
+            sides.append((send[b], metered_send[b], spare + flowing_send[b], spare, load.capacity_network_out,
+                          "network_out"))
         if b in receive:
-            sides.append((receive[b], produce_receive[b],
-                          load.capacity_network_in * capacity_threshold - load.network_in,
-                          load.capacity_network_in, "network_in"))
-        need = max(backlog / seconds_left + produce for backlog, produce, _, _, _ in sides)
-        spare = min(s for _, _, s, _, _ in sides)
-        floor = max(produce + FLOOR_CAPACITY_SHARE * cap for _, produce, _, cap, _ in sides)
-        rate = min(need, max(spare, floor))
+            spare = load.capacity_network_in * capacity_threshold - load.network_in
+            sides.append((receive[b], metered_receive[b], spare, spare, load.capacity_network_in, "network_in"))
+        need = max(backlog / seconds_left + metered for backlog, metered, *_ in sides)
+        limit = min(side[2] for side in sides)
+        floor = max(metered + FLOOR_CAPACITY_SHARE * cap for _, metered, _, _, cap, _ in sides)
+        rate = min(need, max(limit, floor))
         rates[b] = rate
-        for backlog, produce, side_spare, cap, direction in sides:
+        for backlog, metered, side_limit, spare, cap, direction in sides:
             if backlog:
-                seconds = max(seconds, backlog / (rate - produce))
-            if rate > max(side_spare, 0.0) + _SLACK * cap:   # only the floor sets a rate above spare capacity
-                no_spare.append(f"broker {b} has {'no' if side_spare <= 0 else 'too little'} spare {direction} "
-                                f"({_mb(max(side_spare, 0.0))} below {capacity_threshold:.0%} of capacity)")
+                seconds = max(seconds, backlog / (rate - metered))
+            if rate > max(side_limit, 0.0) + _SLACK * cap:   # only the floor sets a rate above the safe limit
+                no_spare.append(f"broker {b} has {'no' if spare <= 0 else 'too little'} spare {direction} "
+                                f"({_mb(max(spare, 0.0))} left below {capacity_threshold:.0%} of capacity)")
         if rate < need * (1 - _SLACK):
             limited.append(f"broker {b} ({_mb(rate)} of {_mb(need)} needed)")
 

@@ -47,10 +47,23 @@ def test_worked_example_three_moves_of_100mb_in_200s_need_1_5_mb_per_s_on_the_se
 def test_produce_traffic_of_throttled_partitions_is_added():
     t = compute_throttle(worked_batch(), seconds_left=200, broker_load=loads(), capacity_threshold=0.8,
                          partition_traffic={("t", p): 0.1 * MB for p in range(3)})
-    # The sender replicates each partition's produce traffic to its new replica, each receiver takes its own.
-    assert t.rate_by_broker[1] == pytest.approx(1.5 * MB + 3 * 0.1 * MB)
+    # The sender's leader throttle meters every follower's fetch of a throttled partition: during the move
+    # each partition has two (the old follower 5 and the new replica), so 3 x 2 x 0.1 MB/s on top.
+    assert t.rate_by_broker[1] == pytest.approx(1.5 * MB + 3 * 2 * 0.1 * MB)
+    # Each receiver's follower throttle meters its new replica only, which keeps up with producers.
     assert t.rate_by_broker[2] == pytest.approx(0.5 * MB + 0.1 * MB)
     assert t.estimated_seconds == pytest.approx(200) and t.meets_deadline
+
+
+def test_the_senders_cap_counts_replication_already_in_its_load():
+    # 1 MB/s spare on network_out; the old follower's 3 x 0.1 MB/s is already part of that load, so the
+    # throttle may go to 1.3 MB/s: 0.6 MB/s metered produce leaves 0.7 MB/s for the 300 MB backlog.
+    busy = BrokerLoad(network_in=0.0, network_out=7 * MB, capacity_network_in=10 * MB, capacity_network_out=10 * MB)
+    t = compute_throttle(worked_batch(), seconds_left=200, broker_load=loads() | {1: busy}, capacity_threshold=0.8,
+                         partition_traffic={("t", p): 0.1 * MB for p in range(3)})
+    assert t.rate_by_broker[1] == pytest.approx(1.3 * MB)
+    assert t.estimated_seconds == pytest.approx(300 / 0.7)
+    assert not t.meets_deadline
 
 
 def test_deadline_not_reachable_within_spare_capacity_reports_the_duration_at_the_safe_throttle():
@@ -70,9 +83,10 @@ def test_a_broker_without_spare_capacity_gets_the_floor_and_says_so():
     produce = 0.02 * MB
     t = compute_throttle(worked_batch(), seconds_left=200, broker_load=loads() | {1: hot}, capacity_threshold=0.8,
                          partition_traffic={("t", p): produce for p in range(3)})
-    floor = 3 * produce + FLOOR_CAPACITY_SHARE * 10 * MB
+    metered = 3 * 2 * produce                          # two followers per partition during the move
+    floor = metered + FLOOR_CAPACITY_SHARE * 10 * MB
     assert t.rate_by_broker[1] == pytest.approx(floor)
-    assert t.estimated_seconds == pytest.approx(300 * MB / (floor - 3 * produce))
+    assert t.estimated_seconds == pytest.approx(300 * MB / (floor - metered))
     assert not t.meets_deadline
     assert "broker 1 has no spare network_out" in t.note and "floor" in t.note
 
