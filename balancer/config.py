@@ -71,6 +71,10 @@ class SourceConfig(_Strict):
     unavailable_timeout: Duration = "60 seconds"
     # Largest accepted telemetry value; bigger ones are quarantined.
     max_value_bytes: int = Field(default=65536, gt=0)
+    # Physically impossible figures are quarantined, not landed: a rate (bytes/s; also messages/s, as a
+    # message is at least one byte) above max_rate, a size (bytes) above max_size. See conf/balancer.yaml.
+    max_rate: float = Field(default=1e13, gt=0, allow_inf_nan=False)
+    max_size: float = Field(default=1e15, gt=0, allow_inf_nan=False)
 
     @field_validator("topic", "bootstrap_servers")
     @classmethod

@@ -143,7 +143,8 @@ def main() -> None:
                 batch.unpersist()
             return run
 
-        parsed = {decode: parse_telemetry(kafka(decode), max_value_bytes=65536) for decode in (False, True)}
+        parsed = {decode: parse_telemetry(kafka(decode), max_value_bytes=65536, max_rate=1e13, max_size=1e15)
+                  for decode in (False, True)}
         best_ceiling = max(plain_consumer(broker.bootstrap_servers, TOPIC, args.partitions, records)
                            for _ in range(args.runs))
         print(f"{'plain confluent-kafka consumer (ceiling)':<58} {best_ceiling:>10,.0f} rec/s", flush=True)

@@ -110,12 +110,13 @@ def scenario(spark, config, cluster: SimulatedCluster, failing: bool, batch_id: 
         current = [{**r, "bytes_in": -1.0} if r["type"] == "partition" and i % 10 == 0 else r
                    for i, r in enumerate(current)]
     parsed = parse.parse_telemetry(kafka_frame(spark, current).repartition(2),
-                                   max_value_bytes=65536).persist(StorageLevel.MEMORY_AND_DISK)
+                                   max_value_bytes=65536, max_rate=1e13, max_size=1e15
+                                   ).persist(StorageLevel.MEMORY_AND_DISK)
     now = F.lit(datetime.now(timezone.utc)).cast("timestamp")
     valid = parse.valid_records(parsed).select("*", F.lit(False).alias("is_late"),
                                                F.lit(batch_id).cast("long").alias("batch_id"), now.alias("ingested_at"))
     history = parse.valid_records(parse.parse_telemetry(kafka_frame(spark, earlier).repartition(2),
-                                                        max_value_bytes=65536))
+                                                        max_value_bytes=65536, max_rate=1e13, max_size=1e15))
     windows = replica_windows(history, config).persist(StorageLevel.MEMORY_AND_DISK)
     partitions = loads.partition_load(windows).persist(StorageLevel.MEMORY_AND_DISK)
     counts = (parsed.count(), windows.count(), partitions.count())

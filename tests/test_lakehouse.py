@@ -207,6 +207,7 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house
     data = frame(spark, rows, 3).select(
         "*", bad.cast("byte").alias("_table"),
         F.lit(None).cast("binary").alias("key"), F.lit(None).cast("binary").alias("value"),
+        F.lit(None).cast("string").alias("value_text"),
         F.lit("too hot").alias("reason"), F.col("ingested_at").alias("quarantined_at"),
         # The ingest contract's probes, reduced beside the writes.
         bad.alias("_bad"), F.lit(None).cast("string").alias("_named_cluster"),
@@ -252,3 +253,20 @@ def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, ho
     assert committed == {"telemetry_raw": True} and summary is None
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 4
     assert not log_adds(house.path("telemetry_raw"))
+
+
+def test_file_stats_leave_out_bounds_json_cannot_hold():
+    """Text that is not valid UTF-8 (kept out by the parser; this is the fallback) or an infinity gets no
+    min/max, so writing the file's statistics never fails; the other columns keep theirs."""
+    import pyarrow as pa
+
+    schema = pa.schema([("name", pa.string()), ("rate", pa.float64()), ("n", pa.int64())])
+    names = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(pa.array([0, 1, 3], pa.int32()).buffers()[1]),
+                                                   pa.py_buffer(b"a\xff\xfe")])
+    stats = lh._Stats(schema)
+    stats.add(pa.RecordBatch.from_arrays([names, pa.array([1.0, float("inf")]), pa.array([4, 2])], schema=schema))
+    stats.add(pa.RecordBatch.from_arrays([pa.array(["b", "c"]), pa.array([2.0, 3.0]), pa.array([1, 9])],
+                                         schema=schema))
+    out = json.loads(stats.json())
+    assert out["numRecords"] == 4 and out["nullCount"] == {"name": 0, "rate": 0, "n": 0}
+    assert out["minValues"] == {"n": 1} and out["maxValues"] == {"n": 9}

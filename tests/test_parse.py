@@ -25,6 +25,23 @@ def without(field: str, record=GOOD) -> str:
     return json.dumps({k: v for k, v in record.items() if k != field})
 
 
+def spliced(field: str, raw: bytes, record=GOOD) -> bytes:
+    """``record`` as JSON with the string ``field`` holding ``raw`` bytes as they are."""
+    return json.dumps({**record, field: "@@"}).encode().replace(b"@@", raw)
+
+
+def not_utf8(value: bytes) -> tuple[bytes, str]:
+    """A case whose reason names the first invalid byte, where Python's strict decoder finds it."""
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return value, f"value is not valid UTF-8 at byte offset {error.start}"
+    raise AssertionError(f"{value!r} is valid UTF-8")
+
+
+LIMITS = {"max_value_bytes": 65536, "max_rate": 1e13, "max_size": 1e15}
+
+
 CASES = {
     "not JSON": ("hello", "not a JSON object"),
     "truncated": (json.dumps(GOOD)[:40], "not a JSON object"),
@@ -71,6 +88,22 @@ CASES = {
     "infinite capacity": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": "@", "disk": 1}})
                           .replace('"@"', "Infinity"), "'capacity.network_out' is not a finite number"),
     "null replica": (with_(replicas=[3, None]), "field 'replicas' holds an invalid broker id"),
+    # Physically impossible figures (source.max_rate, source.max_size).
+    "rate of 1e300 B/s": (with_(bytes_in=1e300), "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13"),
+    "rate just over max_rate": (with_(bytes_out=1.0000001e13), "field 'bytes_out' is 1.0000001E13 B/s"),
+    "messages over max_rate": (with_(messages_in=1e14), "field 'messages_in' is 1.0E14 messages/s"),
+    "size over max_size": (with_(size=2e15), "field 'size' is 2.0E15 B, over source.max_size=1e+15"),
+    "disk capacity over max_size": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1,
+                                                                           "disk": 1e300}}),
+                                    "field 'capacity.disk' is 1.0E300 B, over source.max_size=1e+15"),
+    # Not UTF-8: Spark's from_json reads these as valid records, invalid bytes and all.
+    "invalid UTF-8 in cluster": not_utf8(spliced("cluster", b"prod-\xff")),
+    "invalid UTF-8 in topic": not_utf8(spliced("topic", b"\xc3\x28")),
+    "UTF-16 surrogate in rack": not_utf8(spliced("rack", b"\xed\xa0\x80", GOOD_BROKER)),
+    "U+FFFD then invalid UTF-8": not_utf8(spliced("cluster", "\ufffd".encode() + b"\xfe")),
+    "invalid UTF-8 in an unknown field": not_utf8(spliced("note", b"\xfe", {**GOOD, "note": ""})),
+    "binary": not_utf8(b"\xff\xfe\x00\x01"),
+    "NUL bytes": (b"\x00" * 64, "not a JSON object"),
 }
 
 
@@ -103,11 +136,15 @@ def kafka_frame(spark, values: list[bytes], decoded_by: str):
     return frame.join(side, frame["offset"] == side["o"]).drop("o")
 
 
+def as_bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
 @pytest.fixture(scope="module", params=["spark", "source"])
 def parsed(spark, request):
     values = [json.dumps(GOOD), json.dumps(GOOD_BROKER)] + [value for value, _ in CASES.values()]
-    frame = kafka_frame(spark, [v.encode() for v in values], request.param)
-    return parse_telemetry(frame, max_value_bytes=65536).cache()
+    frame = kafka_frame(spark, [as_bytes(v) for v in values], request.param)
+    return parse_telemetry(frame, **LIMITS).cache()
 
 
 def test_good_records_pass_with_typed_fields(parsed):
@@ -124,12 +161,34 @@ def test_bad_record_is_quarantined_with_reason(parsed, case):
     assert len(rows) == 1, f"{case}: not quarantined"
     assert CASES[case][1] in rows[0]["reason"], rows[0]["reason"]
     assert rows[0]["kafka_topic"] == "metrics" and rows[0]["kafka_partition"] == 0
-    # Nothing is lost: the value is kept as it arrived.
-    assert rows[0]["value"] == CASES[case][0]
+    # Nothing is lost: the value is kept as it arrived, byte for byte.
+    assert rows[0]["value"] == as_bytes(CASES[case][0])
 
 
-def test_every_record_is_either_valid_or_quarantined(parsed):
-    assert valid_records(parsed).count() + quarantined_records(parsed).count() == 2 + len(CASES)
+def test_every_record_comes_out_once_with_a_verdict(parsed):
+    """One row per input record (none dropped or repeated), and each either valid with no reason and no
+    copy of its value, or with a non-empty reason and its value."""
+    rows = parsed.select("kafka_offset", "quarantine_reason", "value").collect()
+    assert sorted(r["kafka_offset"] for r in rows) == list(range(2 + len(CASES)))
+    for r in rows:
+        if r["kafka_offset"] < 2:
+            assert r["quarantine_reason"] is None and r["value"] is None, r
+        else:
+            assert r["quarantine_reason"] and r["quarantine_reason"].strip() and r["value"] is not None, r
+
+
+def test_text_columns_hold_valid_utf8(parsed):
+    """A quarantined record's text fields keep what could be read, invalid bytes replaced."""
+    from pyspark.sql import functions as F
+
+    texts = [f.name for f in tm.FIELDS if f.type == "string"] + ["quarantine_reason"]
+    rows = parsed.select(*(F.col(c).cast("binary").alias(c) for c in texts)).collect()
+    for r in rows:
+        for name in texts:
+            if r[name] is not None:
+                bytes(r[name]).decode("utf-8")  # strict: raises on invalid UTF-8
+    offset = 2 + list(CASES).index("invalid UTF-8 in cluster")
+    assert parsed.where(f"kafka_offset = {offset}").first()["cluster"] == "prod-\ufffd"
 
 
 def test_valid_guard_is_true_only_for_valid_records(spark):
@@ -138,25 +197,29 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
 
     from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _valid_guard
 
-    values = [json.dumps(GOOD), json.dumps(GOOD_BROKER), json.dumps({**GOOD_BROKER, "rack": None, "cpu": 0.0}),
-              with_(bytes_in=0.0, size=0)] + [value for value, _ in CASES.values()]
-    within_bounds = F.when(F.octet_length("value") <= 65536, F.col("value"))  # as parse_telemetry does
+    good = [json.dumps(GOOD), json.dumps(GOOD_BROKER), json.dumps({**GOOD_BROKER, "rack": None, "cpu": 0.0}),
+            with_(bytes_in=0.0, size=0), with_(bytes_in=1e13, bytes_out=1e13, messages_in=1e13, size=1e15),
+            json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1e13, "network_out": 1e13, "disk": 1e15}})]
+    values = good + [value for value, _ in CASES.values()]
+    text = F.col("value").cast("string")
+    within_bounds = F.when(F.octet_length("value") <= 65536, text)  # as parse_telemetry does
     typed = F.from_json(within_bounds, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
                                                        "allowNonNumericNumbers": "true"})
-    guard = _valid_guard(typed, F.unix_millis(F.current_timestamp()))
-    rows = spark.createDataFrame([(v,) for v in values], "value string").select(guard.alias("g")).collect()
-    assert [r["g"] for r in rows[:4]] == [True] * 4
-    assert [case for case, r in zip(CASES, rows[4:]) if r["g"] is True] == []
+    guard = _valid_guard(typed, F.unix_millis(F.current_timestamp()), utf8=F.is_valid_utf8(text),
+                         max_rate=LIMITS["max_rate"], max_size=LIMITS["max_size"])
+    rows = spark.createDataFrame([(as_bytes(v),) for v in values], "value binary").select(guard.alias("g")).collect()
+    assert [r["g"] for r in rows[:len(good)]] == [True] * len(good)
+    assert [case for case, r in zip(CASES, rows[len(good):]) if r["g"] is True] == []
 
 
 def test_source_decoding_reads_every_value_as_spark_does(spark):
     """Parsing with the source's ``value_json`` gives the same rows, field by field and reason by reason,
     as parsing with ``from_json`` alone: for every case above and every known point of disagreement."""
     values = ([json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()]
-              + [value.encode() for value, _ in CASES.values()] + EDGE)
+              + [as_bytes(value) for value, _ in CASES.values()] + EDGE)
     results = {}
     for decoded_by in ("spark", "source"):
-        rows = parse_telemetry(kafka_frame(spark, values, decoded_by), max_value_bytes=65536).collect()
+        rows = parse_telemetry(kafka_frame(spark, values, decoded_by), **LIMITS).collect()
         results[decoded_by] = {r["kafka_offset"]: r.asDict(recursive=True) for r in rows}
     assert len(results["source"]) == len(values)
     for offset, value in enumerate(values):

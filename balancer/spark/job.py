@@ -58,7 +58,9 @@ def start(spark: SparkSession, config: Config, *, once: bool = False,
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
     lakehouse.create_all()
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
-    parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=config.source.max_value_bytes)
+    source = config.source
+    parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=source.max_value_bytes,
+                             max_rate=source.max_rate, max_size=source.max_size)
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
     query = (parsed.writeStream.queryName("balancer")
              .trigger(processingTime="1 second" if once else config.trigger.interval)

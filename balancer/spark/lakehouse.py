@@ -332,11 +332,18 @@ class _Stats:
             if pa.types.is_floating(field.type):
                 column = pc.if_else(pc.is_nan(column), None, column)  # NaN has no order
             bounds = pc.min_max(column)
-            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-            if lo is None or field.name in self.unbounded:
+            try:
+                lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+                # Neither JSON nor Delta can hold a bound of text that is not valid UTF-8, or an infinity:
+                # such a column gets no min/max (readers then read the file). The parser keeps invalid
+                # UTF-8 out of every string column; this only keeps a landing from failing if one slips by.
+                bounded = not isinstance(lo, float) or math.isfinite(lo) and math.isfinite(hi)
+            except UnicodeDecodeError:
+                bounded = False
+            if bounded and (lo is None or field.name in self.unbounded):
                 continue
-            if isinstance(lo, float) and not (math.isfinite(lo) and math.isfinite(hi)):
-                self.unbounded.add(field.name)  # JSON has no infinity: no min/max for this column
+            if not bounded:
+                self.unbounded.add(field.name)
                 self.lo.pop(field.name, None)
                 self.hi.pop(field.name, None)
                 continue

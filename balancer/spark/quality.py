@@ -368,7 +368,8 @@ class Contract:
         bad = F.col("quarantine_reason").isNotNull()
         value = F.col("value").cast("string")
         probes = [bad.alias("_bad"),
-                  F.when(bad & F.col("cluster").isNull(), F.get_json_object(value, "$.cluster"))
+                  # Valid UTF-8 whatever the value holds: it names a cluster in quality_runs.
+                  F.when(bad & F.col("cluster").isNull(), F.make_valid_utf8(F.get_json_object(value, "$.cluster")))
                   .alias("_named_cluster"),
                   F.when(bad & F.col("ts").isNull(), F.get_json_object(value, "$.ts").try_cast("long"))
                   .alias("_named_ts")]

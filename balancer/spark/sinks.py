@@ -155,9 +155,15 @@ class BalancerSink:
         # Cached, not written straight from Kafka: that task would chain the source's Python worker,
         # the JVM and the writer's Python worker, which stall on each other (47k rec/s against 74k
         # cached first, benchmarks/README.md "One landing pass").
+        # A quarantined value stays bytes as it arrived; value_text is a copy for reading (invalid UTF-8
+        # replaced, cut at max_value_bytes). The reason is made valid UTF-8 whatever a parser quoted: a
+        # string that lands must be valid UTF-8 (the Delta file statistics are JSON).
+        value_text = F.when(bad, F.make_valid_utf8(
+            F.substring("value", 1, self.config.source.max_value_bytes).cast("string")))
         landed = batch.select(
             *batch.columns, late.alias("is_late"), F.lit(batch_id).cast("long").alias("batch_id"),
-            now.alias("ingested_at"), now.alias("quarantined_at"), F.col("quarantine_reason").alias("reason"),
+            now.alias("ingested_at"), now.alias("quarantined_at"), value_text.alias("value_text"),
+            F.make_valid_utf8("quarantine_reason").alias("reason"),
             bad.cast("byte").alias("_table"),  # its index in LANDING_TABLES
             *self.contract.ingest_probes(batch)).persist(StorageLevel.MEMORY_AND_DISK)
         try:
