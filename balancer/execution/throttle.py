@@ -42,6 +42,9 @@ from balancer.planner.actions import Action
 from .batches import Batch
 
 FLOOR_CAPACITY_SHARE = 0.01   # of the broker's capacity in that direction, above its produce traffic
+# Kafka reads a throttle of 0 as "replicate nothing": a move with nothing to copy and no produce
+# traffic (an empty, idle partition) still gets this much, so it completes.
+MIN_RATE = 1000.0             # bytes/s
 _SLACK = 1e-9                 # relative tolerance when comparing durations with the time allowed
 
 
@@ -167,7 +170,7 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
         need = max(backlog / seconds_left + metered for backlog, metered, *_ in sides)
         limit = min(side[2] for side in sides)
         floor = max(metered + FLOOR_CAPACITY_SHARE * cap for _, metered, _, _, cap, _ in sides)
-        rate = min(need, max(limit, floor))
+        rate = max(min(need, max(limit, floor)), MIN_RATE)
         rates[b] = rate
         for backlog, metered, side_limit, spare, cap, direction in sides:
             if backlog:

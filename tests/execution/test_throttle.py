@@ -3,8 +3,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from balancer.execution import BrokerLoad, compute_throttle, plan_schedule, split_batches
+from balancer.execution import Batch, BrokerLoad, compute_throttle, plan_schedule, split_batches
 from balancer.execution.throttle import FLOOR_CAPACITY_SHARE
 from balancer.planner import Action
 
@@ -151,3 +153,38 @@ def test_broker_load_is_validated():
         BrokerLoad(network_in=0, network_out=0, capacity_network_in=0, capacity_network_out=1)
     with pytest.raises(ValueError, match="network_out"):
         BrokerLoad(network_in=0, network_out=-1, capacity_network_in=1, capacity_network_out=1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.permutations(range(1, 7)), st.integers(1, 2), st.integers(0, 10**10),
+                          st.floats(0, 5 * MB)), min_size=1, max_size=12),
+       st.dictionaries(st.integers(1, 6), st.tuples(st.floats(0, 120 * MB), st.floats(0, 120 * MB)), min_size=6),
+       st.floats(1, 10**5), st.floats(0.1, 1.0))
+def test_throttle_invariants(moves, busy, seconds_left, threshold):
+    actions, traffic = [], {}
+    for p, (order, moved, size, bytes_in) in enumerate(moves):
+        old, new = order[:3], order[:3 - moved] + order[3:3 + moved]
+        new = (new[0],) + tuple(new[1:])
+        actions.append(Action(kind="replica_move", topic="t", partition=p, old_replicas=tuple(old),
+                              new_replicas=tuple(new), old_leader=old[0], new_leader=new[0],
+                              bytes_to_move=size * moved))
+        traffic[("t", p)] = bytes_in
+    loads = {b: BrokerLoad(busy[b][0], busy[b][1], 100 * MB, 100 * MB) for b in range(1, 7)}
+    batch = Batch(0, "replica_move", tuple(actions))
+    t = compute_throttle(batch, seconds_left=seconds_left, broker_load=loads, capacity_threshold=threshold,
+                         partition_traffic=traffic)
+    assert set(t.rate_by_broker) == set(batch.brokers)
+    assert sum(t.send_bytes.values()) == batch.bytes_to_move
+    assert all(r > 0 and math.isfinite(r) for r in t.rate_by_broker.values())
+    assert math.isfinite(t.estimated_seconds) and t.estimated_seconds >= 0
+    assert t.meets_deadline == (t.estimated_seconds <= seconds_left * (1 + 1e-9))
+    if not t.meets_deadline:
+        assert "cannot finish" in t.note
+    # Safety: unless the note says a broker is held at the floor, no rate goes past what the broker has
+    # spare (plus, for a sender, the replication of its moving partitions already in its load).
+    if "spare" not in (t.note or ""):
+        for b, rate in t.rate_by_broker.items():
+            flowing = sum(traffic[("t", a.partition)] * (len(a.old_replicas) - 1) for a in actions if a.old_leader == b)
+            room = [100 * MB * threshold - busy[b][1] + flowing] if b in t.send_bytes else []
+            room += [100 * MB * threshold - busy[b][0]] if b in t.receive_bytes else []
+            assert rate <= max(min(room), 1000.0) * (1 + 1e-9)
