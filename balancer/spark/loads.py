@@ -78,6 +78,22 @@ def partition_load(replicas: DataFrame) -> DataFrame:
     )
 
 
+def hosted_load(partitions: DataFrame) -> DataFrame:
+    """Per (window, broker) hosting a replica: network_in, network_out, disk, replicas, leaders (the
+    model below, without capacity). Also gives a plan's predicted loads: partitions with its targets."""
+    hosted = partitions.select(*WINDOW_KEYS, "leader", "bytes_in", "bytes_out", "size", "replication_factor",
+                               F.explode("replicas").alias("broker"))
+    is_leader = F.col("broker") == F.col("leader")
+    return hosted.groupBy(*WINDOW_KEYS, "broker").agg(
+        F.sum("bytes_in").alias("network_in"),
+        F.sum(F.when(is_leader, F.col("bytes_out") + F.col("bytes_in") * (F.col("replication_factor") - 1))
+              .otherwise(0.0)).alias("network_out"),
+        F.sum("size").alias("disk"),
+        F.count(F.lit(1)).cast("int").alias("replicas"),
+        F.sum(is_leader.cast("int")).cast("int").alias("leaders"),
+    )
+
+
 def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
     """Cruise Control's model per broker, joined with each broker's capacity report.
 
@@ -86,17 +102,7 @@ def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
     disk        = Σ size over replicas on the broker
     A broker that reports capacity but hosts nothing (a new, empty broker) gets zero load.
     """
-    hosted = partitions.select(*WINDOW_KEYS, "leader", "bytes_in", "bytes_out", "size", "replication_factor",
-                               F.explode("replicas").alias("broker"))
-    is_leader = F.col("broker") == F.col("leader")
-    loads = hosted.groupBy(*WINDOW_KEYS, "broker").agg(
-        F.sum("bytes_in").alias("network_in"),
-        F.sum(F.when(is_leader, F.col("bytes_out") + F.col("bytes_in") * (F.col("replication_factor") - 1))
-              .otherwise(0.0)).alias("network_out"),
-        F.sum("size").alias("disk"),
-        F.count(F.lit(1)).cast("int").alias("replicas"),
-        F.sum(is_leader.cast("int")).cast("int").alias("leaders"),
-    )
+    loads = hosted_load(partitions)
     capacity = replicas.where(F.col("type") == "broker").select(
         *WINDOW_KEYS, "broker", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
         "samples")

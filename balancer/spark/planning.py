@@ -110,18 +110,25 @@ def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame,
     """The ``applyInPandas`` function: one (cluster, window) group's frames -> one balance_plans row."""
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
+    waits = [r for r in broker_rows.get("_waiting", pd.Series(dtype=object)).dropna().unique()]
+    if waits:  # another plan holds the cluster (balancer.execution.lifecycle): not planned at all
+        row = _base_row(cluster, window_start, window_end)
+        row.update(status="waiting", reason="; ".join(sorted(waits) + sorted(reasons)))
+        return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
     row = plan_frames(cluster, window_start, window_end, partition_rows,
-                      broker_rows.drop(columns=["_blocked"], errors="ignore"), balancer,
+                      broker_rows.drop(columns=["_blocked", "_waiting"], errors="ignore"), balancer,
                       blocked_reason="; ".join(sorted(reasons)) or None)
     return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
 
 
 def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
-          blocked: DataFrame | None = None) -> DataFrame:
+          blocked: DataFrame | None = None, waiting: DataFrame | None = None) -> DataFrame:
     """balance_plans rows, with an ``actions`` array column, one per (cluster, window).
 
     ``blocked``: optional (cluster, window_start, window_end, reason) rows from the data
-    contract; such windows get a ``skipped`` plan naming the reason.
+    contract; such windows get a ``skipped`` plan naming the reason. ``waiting``: optional
+    (cluster, window_end, reason) rows of windows an open plan holds (one plan at a time); they
+    get a ``waiting`` row naming it, and the planner does not run.
     """
     partitions = partitions.select(*WINDOW_KEYS, *PARTITION_INPUT)
     brokers = brokers.select(*WINDOW_KEYS, *BROKER_INPUT)
@@ -129,6 +136,9 @@ def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
         brokers = brokers.join(blocked.withColumnRenamed("reason", "_blocked"), list(WINDOW_KEYS), "left")
     else:
         brokers = brokers.withColumn("_blocked", F.lit(None).cast("string"))
+    if waiting is not None:
+        brokers = brokers.join(F.broadcast(waiting.withColumnRenamed("reason", "_waiting")),
+                               ["cluster", "window_end"], "left")
 
     def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
         return plan_group(key, partition_rows, broker_rows, balancer)
@@ -136,6 +146,31 @@ def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
     return (partitions.groupBy(*WINDOW_KEYS)
             .cogroup(brokers.groupBy(*WINDOW_KEYS))
             .applyInPandas(group, schema=PLAN_RESULT_SCHEMA))
+
+
+# What a window that waits keeps of a plan computed for it: its identity, and the window.
+_WAITING_KEEPS = ("plan_id", "cluster", "created_at", "window_start", "window_end")
+
+
+def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
+    """``plan_rows`` with the plans named in ``waiting`` (plan_id, reason) turned into ``waiting``
+    rows: no figures, no actions, as if the planner had not run (a plan of an earlier window
+    closed in the same micro-batch holds the cluster)."""
+    joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
+    waits = F.col("_wait").isNotNull()
+    columns = []
+    for field in PLAN_RESULT_SCHEMA.fields:
+        column = F.col(field.name)
+        if field.name == "status":
+            column = F.when(waits, F.lit("waiting")).otherwise(column)
+        elif field.name == "reason":
+            column = F.when(waits, F.col("_wait")).otherwise(column)
+        elif field.name == "actions":
+            column = F.when(waits, F.filter(column, lambda _: F.lit(False))).otherwise(column)
+        elif field.name not in _WAITING_KEEPS:
+            column = F.when(waits, F.lit(None).cast(field.dataType)).otherwise(column)
+        columns.append(column.alias(field.name))
+    return joined.select(*columns)
 
 
 def plan_actions(plan_rows: DataFrame) -> DataFrame:

@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import Config, duration_seconds
-from balancer.spark import loads, planning
+from balancer.spark import loads, planning, tracking
 from balancer.spark.lakehouse import Lakehouse, spark_schema
 from balancer.spark.quality import Contract, merge_ingest_summaries, summarize_ingest
 
@@ -211,9 +211,12 @@ class BalancerSink:
                 # Its own writer id: the ingest check of this batch already appended to quality_runs.
                 blocked = self.contract.check_windows(windows, partitions, app_id=f"{self.app_id}-windows",
                                                       batch_id=batch_id)
+            with self._timed("plan lifecycle"):
+                # One plan at a time: windows an open plan holds are not planned (balancer.execution.lifecycle).
+                gated = tracking.gate(self.lakehouse, self.config, partitions, brokers, closed_after_ms)
             # Planning runs once: both tables below and the listener read the cached result.
-            plan_rows = planning.plans(partitions, brokers, self.config.balancer,
-                                       blocked=blocked).persist(StorageLevel.MEMORY_AND_DISK)
+            plan_rows = planning.plans(partitions, brokers, self.config.balancer, blocked=blocked,
+                                       waiting=gated.frame(brokers.sparkSession)).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
             done = self.lakehouse.committed_version("plan_actions", self.app_id)
             replayed = done is not None and done >= batch_id  # its plans landed before the crash: don't plan again
@@ -228,14 +231,65 @@ class BalancerSink:
                     self._write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id)
                 with self._timed("plans"):
                     planned.result()
+                    plan_rows, settled = self._settle(plan_rows, gated, partitions, replayed, closed_after_ms,
+                                                      closed_until_ms)
                     new_plans = self._write("balance_plans", plan_rows, batch_id)
                     self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
+            with self._timed("plan lifecycle"):
+                self._track(settled, partitions, brokers, batch_id, closed_after_ms, closed_until_ms)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:
                 self.on_plans([row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()])
         finally:
             for frame in reversed(cached):
                 frame.unpersist()
+
+    def _settle(self, plan_rows: DataFrame, gated: tracking.Gate, partitions: DataFrame, replayed: bool,
+                closed_after_ms: int | None, closed_until_ms: int) -> tuple[DataFrame, tracking.Settled]:
+        """The batch's windows in window order: a plan proposed by one makes the cluster's later windows
+        of this batch wait (they were planned together, before anyone knew). A replayed batch reads its
+        plans back instead of planning again."""
+        if replayed:
+            lo = None if closed_after_ms is None else closed_after_ms + 1
+            infos = tracking.plan_infos(self.lakehouse.read_range("balance_plans", "window_end", lo, closed_until_ms + 1),
+                                        self.lakehouse.read("plan_actions"))
+        else:
+            infos = tracking.plan_infos(plan_rows, planning.plan_actions(plan_rows))
+        settled = tracking.settle(gated, infos, partitions, self.config)
+        if settled.overrides and not replayed:
+            waits = plan_rows.sparkSession.createDataFrame(settled.overrides, "plan_id string, reason string")
+            plan_rows = planning.as_waiting(plan_rows, waits)
+        return plan_rows, settled
+
+    def _track(self, settled: tracking.Settled, partitions: DataFrame, brokers: DataFrame, batch_id: int,
+               closed_after_ms: int | None, closed_until_ms: int) -> None:
+        """plan_events (status and progress changes), plan_batches (the new plans' batches and throttles),
+        plan_outcomes (completed plans, predicted vs realized)."""
+        spark = brokers.sparkSession
+        events = tracking.event_rows(settled.tracks)
+        if events:
+            self._write("plan_events", tracking.frame(spark, "plan_events", events), batch_id)
+        broker_rows, traffic = tracking.context_rows(partitions, brokers, settled.proposed)
+        batches = [row for info in settled.proposed
+                   for row in tracking.batch_rows(info, broker_rows.get(info.plan_id, []),
+                                                  traffic.get(info.plan_id, {}), self.config)]
+        if batches:
+            schema = spark_schema("plan_batches")
+            self._write("plan_batches", spark.createDataFrame([tuple(r.get(n) for n in schema.names) for r in batches],
+                                                              schema), batch_id)
+
+        def closing(window_ms: int) -> bool:
+            return (closed_after_ms is None or window_ms > closed_after_ms) and window_ms <= closed_until_ms
+
+        def window_of(cached: DataFrame, table: str) -> Callable[[int], DataFrame]:
+            return lambda ms: cached if closing(ms) else self.lakehouse.read_range(table, "window_end", ms, ms + 1)
+
+        outcomes = [row for track in settled.tracks for outcome in track.outcomes
+                    for row in tracking.outcome_rows(outcome, settled.infos[outcome.plan_id],
+                                                     window_of(brokers, "broker_load"),
+                                                     window_of(partitions, "partition_load"))]
+        if outcomes:
+            self._write("plan_outcomes", tracking.frame(spark, "plan_outcomes", outcomes), batch_id)
 
     def _write(self, table: str, frame: DataFrame, batch_id: int) -> bool:
         return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,

@@ -1,0 +1,382 @@
+"""Plan tracking in the job: what ``balancer.execution.lifecycle`` needs, read from the Delta tables
+and from the windows being closed, and what it decides, as table rows.
+
+All of it is small and goes through the driver: the state is each cluster's latest proposed plan
+(``balance_plans``), that plan's latest ``plan_events`` row, its actions (``plan_actions``) and
+whether its outcome was measured (``plan_outcomes``); the observed topology is ``partition_load``
+restricted to the tracked plans' partitions (a broadcast join, then collected).
+
+The state is read as of the batch's start: rows of windows ending at or before the windows the
+batch closes. A batch replayed after a crash therefore decides what it decided before, even if
+some of its rows landed, and its appends (keyed by app id and batch id) skip what is there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from balancer.config import Config, duration_seconds
+from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
+from balancer.planner.actions import Action
+from balancer.spark import loads
+from balancer.spark.lakehouse import Lakehouse, spark_schema
+
+log = logging.getLogger(__name__)
+
+RESOURCES = ("network_in", "network_out", "disk")
+WindowKey = tuple[str, int]  # (cluster, window_end epoch ms)
+
+
+def _ms(column: str, alias: str | None = None):
+    return F.unix_millis(F.col(column)).alias(alias or f"{column}_ms")
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    """One balance_plans row as tracking needs it (actions only for proposed plans)."""
+
+    plan_id: str
+    cluster: str
+    window_start_ms: int
+    window_ms: int
+    status: str
+    actions: tuple[Action, ...]
+    before: Mapping[str, float | None]
+    after: Mapping[str, float | None]
+
+
+@dataclass(frozen=True)
+class Latest:
+    """A cluster's latest proposed plan before the batch, and where its lifecycle stands."""
+
+    info: PlanInfo
+    state: PlanState
+    outcome_due: bool
+
+
+def _action(row) -> Action:
+    return Action(kind=row["action"], topic=row["topic"], partition=int(row["partition"]),
+                  old_replicas=tuple(row["old_replicas"]), new_replicas=tuple(row["new_replicas"]),
+                  old_leader=int(row["old_leader"]), new_leader=int(row["new_leader"]),
+                  bytes_to_move=int(row["bytes_to_move"] or 0))
+
+
+def plan_infos(plans: DataFrame, actions: DataFrame) -> list[PlanInfo]:
+    """``plans`` (balance_plans columns) and the actions of its proposed ones, collected."""
+    figures = [f"{r}_{when}" for r in RESOURCES for when in ("before", "after")]
+    rows = plans.select("plan_id", "cluster", _ms("window_start"), _ms("window_end"), "status", *figures).collect()
+    proposed = [r["plan_id"] for r in rows if r["status"] == "proposed"]
+    by_plan: dict[str, list[Action]] = defaultdict(list)
+    if proposed:
+        for a in actions.where(F.col("plan_id").isin(proposed)).orderBy("plan_id", "seq").collect():
+            by_plan[a["plan_id"]].append(_action(a))
+    return [PlanInfo(r["plan_id"], r["cluster"], r["window_start_ms"], r["window_end_ms"], r["status"],
+                     tuple(by_plan.get(r["plan_id"], ())), {k: r[f"{k}_before"] for k in RESOURCES},
+                     {k: r[f"{k}_after"] for k in RESOURCES}) for r in rows]
+
+
+def read_latest(lakehouse: Lakehouse, until_ms: int | None) -> dict[str, Latest]:
+    """Per cluster, its latest proposed plan among windows ending at or before ``until_ms`` (only that
+    one can still be open: plans are made one at a time), with its latest event."""
+    if until_ms is None:
+        return {}
+    until = F.unix_millis("window_end") <= F.lit(until_ms)
+    newest = Window.partitionBy("cluster").orderBy(F.desc("window_end"))
+    latest = (lakehouse.read("balance_plans").where((F.col("status") == "proposed") & until)
+              .withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n"))
+    infos = plan_infos(latest, lakehouse.read("plan_actions"))
+    if not infos:
+        return {}
+    ids = [i.plan_id for i in infos]
+    events: dict[str, dict] = {}
+    for e in (lakehouse.read("plan_events").where(F.col("plan_id").isin(ids) & until)
+              .select("plan_id", _ms("window_end"), "status", "actions_done", "bytes_done", "detail", "recorded_at")
+              .collect()):
+        seen = events.get(e["plan_id"])
+        if seen is None or (e["window_end_ms"], e["recorded_at"] or datetime.min) > (
+                seen["window_end_ms"], seen["recorded_at"] or datetime.min):
+            events[e["plan_id"]] = e.asDict()
+    measured = {r["plan_id"] for r in lakehouse.read("plan_outcomes").where(F.col("plan_id").isin(ids) & until)
+                .select("plan_id").distinct().collect()}
+    out = {}
+    for info in infos:
+        event = events.get(info.plan_id)
+        state = PlanState(info.plan_id, info.cluster, info.window_ms, len(info.actions))
+        if event is not None:
+            # Events are appended only when status or progress changes: the latest one is the TTL's clock.
+            state = PlanState(info.plan_id, info.cluster, info.window_ms, len(info.actions), status=event["status"],
+                              window_ms=event["window_end_ms"], since_ms=event["window_end_ms"],
+                              actions_done=event["actions_done"] or 0, bytes_done=event["bytes_done"] or 0,
+                              detail=event["detail"])
+        out[info.cluster] = Latest(info, state, state.status == "completed" and info.plan_id not in measured)
+    return out
+
+
+def window_keys(*frames: DataFrame) -> list[tuple[str, int, int]]:
+    """(cluster, window_start ms, window_end ms) of every window in ``frames``, in window order."""
+    keys = set()
+    for frame in frames:
+        keys |= {tuple(r) for r in frame.select("cluster", _ms("window_start"), _ms("window_end")).distinct().collect()}
+    return sorted(keys, key=lambda k: (k[0], k[2]))
+
+
+def topology(partitions: DataFrame, wanted: Mapping[str, Iterable[tuple[str, int]]]) -> dict[WindowKey, dict]:
+    """Observed replicas and leader of the ``wanted`` partitions (per cluster), per window in ``partitions``."""
+    keys = sorted({(cluster, topic, int(p)) for cluster, parts in wanted.items() for topic, p in parts})
+    out: dict[WindowKey, dict] = defaultdict(dict)
+    if not keys:
+        return out
+    wanted_frame = partitions.sparkSession.createDataFrame(keys, "cluster string, topic string, partition int")
+    rows = (partitions.join(F.broadcast(wanted_frame), ["cluster", "topic", "partition"])
+            .select("cluster", _ms("window_end"), "topic", "partition", "replicas", "leader").collect())
+    for r in rows:
+        out[(r["cluster"], r["window_end_ms"])][(r["topic"], r["partition"])] = Observed(
+            tuple(r["replicas"] or ()), r["leader"])
+    return out
+
+
+def walk(latest: Mapping[str, Latest], windows: list[tuple[str, int, int]], observed: Mapping[WindowKey, dict],
+         config: Config, results: Mapping[WindowKey, PlanInfo] | None = None
+         ) -> tuple[dict[WindowKey, str], list[ClusterTrack]]:
+    """Each cluster's closing windows in window order: which must wait (with the reason) and the
+    lifecycle tracks (events, outcomes). ``results``: the windows' plans; without them (before
+    planning), no window is taken to propose, which gives every window an earlier plan blocks;
+    with them, a proposed plan also blocks the cluster's later windows."""
+    ttl_ms = int(duration_seconds(config.executor.proposal_ttl) * 1000)
+    min_ms = int(duration_seconds(config.balancer.min_plan_interval) * 1000)
+    waiting: dict[WindowKey, str] = {}
+    tracks = []
+    by_cluster: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for cluster, start_ms, end_ms in windows:
+        by_cluster[cluster].append((start_ms, end_ms))
+    for cluster in sorted(by_cluster):
+        known = latest.get(cluster)
+        track = ClusterTrack(cluster, ttl_ms, min_ms, state=known.state if known else None,
+                             actions=known.info.actions if known else (), outcome_due=known.outcome_due if known else False)
+        for start_ms, end_ms in sorted(by_cluster[cluster], key=lambda w: w[1]):
+            reason = track.observe(start_ms, end_ms, observed.get((cluster, end_ms), {}))
+            if reason is not None:
+                waiting[(cluster, end_ms)] = reason
+                continue
+            result = (results or {}).get((cluster, end_ms))
+            if result is not None and result.status == "proposed":
+                track.decide(result.plan_id, result.actions)
+        tracks.append(track)
+    return waiting, tracks
+
+
+def _stamp(ms: int) -> datetime:
+    # Naive UTC, as the job's session (spark.sql.session.timeZone UTC) reads timestamps back.
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
+
+
+def event_rows(tracks: Iterable[ClusterTrack]) -> list[dict]:
+    now = datetime.now(timezone.utc)
+    return [{"plan_id": e.plan_id, "cluster": e.cluster, "window_end_ms": e.window_ms, "status": e.status,
+             "actions_done": e.actions_done, "actions_total": e.actions_total, "bytes_done": int(e.bytes_done),
+             "detail": e.detail, "recorded_at": now} for t in tracks for e in t.events]
+
+
+def frame(spark, table: str, rows: list[dict]) -> DataFrame:
+    """``rows`` as ``table``'s columns; ``window_end_ms`` (epoch ms) becomes ``window_end``."""
+    schema = spark_schema(table)
+    fields = [f for f in schema.fields if f.name != "window_end"]
+    from pyspark.sql import types as T
+
+    with_ms = T.StructType(fields + [T.StructField("window_end_ms", T.LongType())])
+    data = [tuple(r.get(f.name) for f in with_ms.fields) for r in rows]
+    created = spark.createDataFrame(data, with_ms)
+    return created.withColumn("window_end", F.timestamp_millis("window_end_ms")).select(*schema.names)
+
+
+# -- plan_batches --------------------------------------------------------------------------------
+
+def batch_rows(info: PlanInfo, broker_rows: list, traffic: Mapping[tuple[str, int], float],
+               config: Config) -> list[dict]:
+    """``plan_batches`` rows of a proposed plan: ``balancer.execution``'s batches and throttles.
+
+    ``broker_rows``: the plan window's broker_load rows (current load and capacity);
+    ``traffic``: bytes_in per moved partition (the throttle also carries its produce traffic).
+    """
+    from balancer.execution import BrokerLoad, plan_schedule, split_batches
+    from balancer.execution.export import batch_rows as export_rows
+
+    executor = config.executor
+    batches = split_batches(info.actions, max_leadership_moves=executor.max_leadership_moves,
+                            max_partition_moves_per_broker=executor.max_partition_moves_per_broker,
+                            max_partition_moves=executor.max_partition_moves)
+    broker_load = {int(r["broker"]): BrokerLoad(float(r["network_in"] or 0.0), float(r["network_out"] or 0.0),
+                                                float(r["capacity_network_in"]), float(r["capacity_network_out"]))
+                   for r in broker_rows if (r["capacity_network_in"] or 0) > 0 and (r["capacity_network_out"] or 0) > 0}
+    try:
+        schedule = plan_schedule(batches, deadline_seconds=duration_seconds(executor.deadline),
+                                 broker_load=broker_load, capacity_threshold=config.balancer.capacity_threshold,
+                                 partition_traffic=traffic)
+        throttles, plan_note = list(schedule.throttles), schedule.note
+    except (KeyError, ValueError) as exc:  # e.g. a broker without a capacity report in that window
+        log.warning("plan %s: no throttle computed: %s", info.plan_id, exc)
+        throttles, plan_note = None, f"no throttle computed: {exc}"
+    rows = export_rows(batches, throttles, plan_id=info.plan_id, cluster=info.cluster)
+    for i, row in enumerate(rows):
+        throttle = throttles[i] if throttles else None
+        row["throttle"] = json.dumps({str(b): r for b, r in row["throttle"].items()}) if row["throttle"] else None
+        row["meets_deadline"] = throttle.meets_deadline if throttle else None
+        notes = [throttle.note if throttle else None, plan_note if i == len(rows) - 1 else None]
+        row["note"] = ". ".join(n for n in notes if n) or None
+    return rows
+
+
+# -- plan_outcomes -------------------------------------------------------------------------------
+
+def _relative(loads_by_broker: Mapping[int, Mapping[str, float]], capacity: Mapping[int, Mapping[str, float]]
+              ) -> dict[str, dict[int, float]]:
+    """Per resource and broker: utilization / the cluster's utilization (Σ load / Σ capacity); an idle
+    resource is 1.0 everywhere, as the planner's balance figure has it."""
+    out: dict[str, dict[int, float]] = {}
+    brokers = [b for b in capacity if all((capacity[b].get(r) or 0) > 0 for r in RESOURCES)]
+    for r in RESOURCES:
+        total_load = sum(loads_by_broker.get(b, {}).get(r) or 0.0 for b in brokers)
+        total_cap = sum(capacity[b][r] for b in brokers)
+        average = total_load / total_cap if total_cap else 0.0
+        out[r] = {b: ((loads_by_broker.get(b, {}).get(r) or 0.0) / capacity[b][r] / average) if average > 0 else 1.0
+                  for b in brokers}
+    return out
+
+
+def _window(frame_: DataFrame, cluster: str, window_ms: int) -> DataFrame:
+    return frame_.where((F.col("cluster") == cluster) & (F.unix_millis("window_end") == F.lit(window_ms)))
+
+
+def outcome_rows(outcome: Outcome, info: PlanInfo, broker_frame, partition_frame) -> list[dict]:
+    """``plan_outcomes`` rows: ``broker_frame(window_ms)`` / ``partition_frame(window_ms)`` give that
+    window's broker_load / partition_load rows of any cluster (cached or read back)."""
+    cluster = info.cluster
+    realized_rows = _window(broker_frame(outcome.window_ms), cluster, outcome.window_ms).collect()
+    before_rows = _window(broker_frame(info.window_ms), cluster, info.window_ms).collect()
+    spark = partition_frame(info.window_ms).sparkSession
+    targets = spark.createDataFrame(
+        [(a.topic, a.partition, list(a.new_replicas), a.new_leader) for a in info.actions] or [("", -1, [], None)],
+        "topic string, partition int, _replicas array<int>, _leader int")
+    moved = (_window(partition_frame(info.window_ms), cluster, info.window_ms)
+             .join(F.broadcast(targets), ["topic", "partition"], "left")
+             .withColumn("replicas", F.coalesce("_replicas", "replicas"))
+             .withColumn("leader", F.coalesce("_leader", "leader"))
+             .withColumn("replication_factor", F.size("replicas")))
+    predicted_rows = loads.hosted_load(moved).collect()
+
+    def capacity(rows) -> dict[int, dict[str, float]]:
+        return {r["broker"]: {k: r[f"capacity_{k}"] for k in RESOURCES} for r in rows}
+
+    def load(rows) -> dict[int, dict[str, float]]:
+        return {r["broker"]: {k: r[k] for k in RESOURCES} for r in rows}
+
+    before = _relative(load(before_rows), capacity(before_rows))
+    predicted = _relative(load(predicted_rows), capacity(before_rows))
+    realized = _relative(load(realized_rows), capacity(realized_rows))
+    traffic_before = sum((r["network_in"] or 0.0) + (r["network_out"] or 0.0) for r in before_rows)
+    traffic_after = sum((r["network_in"] or 0.0) + (r["network_out"] or 0.0) for r in realized_rows)
+    change = traffic_after / traffic_before - 1.0 if traffic_before else None
+    rows = []
+    for r in RESOURCES:
+        rows.append({"plan_id": info.plan_id, "cluster": cluster, "window_end_ms": outcome.window_ms, "resource": r,
+                     "broker": None, "before": info.before[r], "predicted": info.after[r],
+                     "realized": max(realized[r].values()) if realized[r] else None, "traffic_change": change})
+        for b in sorted(set(before[r]) | set(realized[r])):
+            rows.append({"plan_id": info.plan_id, "cluster": cluster, "window_end_ms": outcome.window_ms,
+                         "resource": r, "broker": int(b), "before": before[r].get(b), "predicted": predicted[r].get(b),
+                         "realized": realized[r].get(b), "traffic_change": change})
+    return rows
+
+
+# -- the sink's two steps ------------------------------------------------------------------------
+
+@dataclass
+class Gate:
+    """Before planning: the state before the batch, its closing windows and what the open plans' partitions
+    look like in them, and the windows an open plan holds (``waiting``: (cluster, window_end ms) → reason)."""
+
+    latest: dict[str, Latest]
+    windows: list[tuple[str, int, int]]
+    observed: dict[WindowKey, dict]
+    waiting: dict[WindowKey, str]
+
+    def frame(self, spark) -> DataFrame | None:
+        """(cluster, window_end, reason) of the windows to pass as ``waiting`` to ``planning.plans``."""
+        if not self.waiting:
+            return None
+        rows = [(cluster, end_ms, reason) for (cluster, end_ms), reason in sorted(self.waiting.items())]
+        return (spark.createDataFrame(rows, "cluster string, window_end_ms long, reason string")
+                .select("cluster", F.timestamp_millis("window_end_ms").alias("window_end"), "reason"))
+
+
+def gate(lakehouse: Lakehouse, config: Config, partitions: DataFrame, brokers: DataFrame,
+         until_ms: int | None) -> Gate:
+    latest = read_latest(lakehouse, until_ms)
+    windows = window_keys(brokers, partitions)
+    observed = topology(partitions, {c: [(a.topic, a.partition) for a in known.info.actions]
+                                     for c, known in latest.items() if known.state.is_open})
+    waiting, _ = walk(latest, windows, observed, config)
+    return Gate(latest, windows, observed, waiting)
+
+
+@dataclass
+class Settled:
+    """After planning, the batch's windows walked in order with their plans."""
+
+    overrides: list[tuple[str, str]]   # (plan_id, reason): planned, but an earlier window's plan holds the cluster
+    proposed: list[PlanInfo]           # the batch's plans that stand
+    tracks: list[ClusterTrack]
+    infos: dict[str, PlanInfo]         # every plan an outcome may need, by id
+
+
+def settle(gated: Gate, infos: list[PlanInfo], partitions: DataFrame, config: Config) -> Settled:
+    results = {(i.cluster, i.window_ms): i for i in infos}
+    # A plan proposed in this batch is followed through the cluster's later windows of the batch.
+    last = {}
+    for cluster, _, end_ms in gated.windows:
+        last[cluster] = max(last.get(cluster, end_ms), end_ms)
+    new = {i.cluster: [(a.topic, a.partition) for a in i.actions] for i in infos
+           if i.status == "proposed" and i.window_ms < last.get(i.cluster, i.window_ms)}
+    observed = defaultdict(dict, {k: dict(v) for k, v in gated.observed.items()})
+    for key, parts in topology(partitions, new).items():
+        observed[key].update(parts)
+    waiting, tracks = walk(gated.latest, gated.windows, observed, config, results)
+    overrides = [(i.plan_id, waiting[(i.cluster, i.window_ms)]) for i in infos
+                 if (i.cluster, i.window_ms) in waiting and i.status != "waiting"]
+    proposed = [i for i in infos if i.status == "proposed" and (i.cluster, i.window_ms) not in waiting]
+    known = {latest.info.plan_id: latest.info for latest in gated.latest.values()}
+    known.update({i.plan_id: i for i in proposed})
+    return Settled(overrides, proposed, tracks, known)
+
+
+def context_rows(partitions: DataFrame, brokers: DataFrame, plans: list[PlanInfo]
+                 ) -> tuple[dict[str, list], dict[str, dict[tuple[str, int], float]]]:
+    """Per plan: its window's broker_load rows, and bytes_in of the partitions it moves (for throttles)."""
+    if not plans:
+        return {}, {}
+    spark = brokers.sparkSession
+    keys = spark.createDataFrame([(i.plan_id, i.cluster, i.window_ms) for i in plans],
+                                 "plan_id string, cluster string, window_end_ms long")
+    broker_rows: dict[str, list] = defaultdict(list)
+    for r in (brokers.withColumn("window_end_ms", F.unix_millis("window_end"))
+              .join(F.broadcast(keys), ["cluster", "window_end_ms"]).collect()):
+        broker_rows[r["plan_id"]].append(r)
+    moved = [(i.plan_id, i.cluster, i.window_ms, a.topic, a.partition) for i in plans for a in i.actions
+             if a.kind != "leadership"]
+    traffic: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
+    if moved:
+        wanted = spark.createDataFrame(moved, "plan_id string, cluster string, window_end_ms long, topic string, "
+                                              "partition int")
+        for r in (partitions.withColumn("window_end_ms", F.unix_millis("window_end"))
+                  .join(F.broadcast(wanted), ["cluster", "window_end_ms", "topic", "partition"])
+                  .select("plan_id", "topic", "partition", "bytes_in").collect()):
+            traffic[r["plan_id"]][(r["topic"], r["partition"])] = float(r["bytes_in"] or 0.0)
+    return broker_rows, traffic
