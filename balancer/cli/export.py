@@ -3,7 +3,9 @@
 Reads the plan's rows of ``plan_batches`` with delta-rs (no Spark: it takes a second). A plan
 recorded before ``plan_batches`` existed is batched here from ``plan_actions`` with the
 ``executor`` limits, its throttles computed from the ``broker_load``/``partition_load`` of the
-plan's window for ``executor.deadline``. The files and script: ``balancer.execution.export``.
+plan's window for ``executor.deadline``. A replica batch without a computed throttle (its window
+lacked a broker's capacity) is exported only with ``--throttle BYTES_PER_SEC``: replica moves
+never run unthrottled. The files and script: ``balancer.execution.export``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def add_parser(subparsers, parents=()) -> argparse.ArgumentParser:
                         help="what the files show for the bootstrap servers, and run.sh's fallback "
                              "(default: run.sh takes them from its argument or $BOOTSTRAP_SERVERS)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty folder (same names overwritten)")
+    parser.add_argument("--throttle", metavar="BYTES_PER_SEC", type=int,
+                        help="one replication throttle for replica batches the plan has no computed throttle for")
     return parser
 
 
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         rows = _rows(root, "plan_batches", plan_id=args.plan_id)
         if not rows:
             rows = _from_actions(root, args.plan_id, config)
-        written = export_plan(rows, args.out, bootstrap_placeholder=args.bootstrap_servers, overwrite=args.force)
+        written = export_plan(rows, args.out, bootstrap_placeholder=args.bootstrap_servers, overwrite=args.force,
+                              fallback_throttle=args.throttle)
     except (ExportError, FileExistsError, ValueError) as exc:
         print(f"balancer export: {exc}", file=sys.stderr)
         return 2

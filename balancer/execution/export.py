@@ -173,7 +173,7 @@ def _throttle(row: Mapping, where: str) -> dict[int, int]:
     return {b: max(1, int(r)) for b, r in sorted(out.items())}
 
 
-def _rows(batches_rows: Iterable[Mapping]) -> list[dict]:
+def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> list[dict]:
     rows = []
     for i, row in enumerate(batches_rows):
         if not isinstance(row, Mapping):
@@ -198,14 +198,18 @@ def _rows(batches_rows: Iterable[Mapping]) -> list[dict]:
         throttle = _throttle(row, where)
         if kind == "replica_move" and reassignment is None:
             raise ExportError(f"{where}: a replica_move batch needs its reassignment_json")
-        if kind == "replica_move" and not throttle:
-            raise ExportError(f"{where}: a replica_move batch needs its computed throttle; replica moves are "
-                              "never run unthrottled")
+        if kind == "replica_move" and not throttle and fallback_throttle is None:
+            raise ExportError(f"{where}: a replica_move batch needs its computed throttle, and the plan has none "
+                              f"({row.get('note') or 'not computed'}); replica moves are never run unthrottled: "
+                              "give one rate for such batches (balancer export --throttle BYTES_PER_SEC)")
         if kind == "leadership" and election is None and reassignment is None:
             raise ExportError(f"{where}: a leadership batch needs its election_json")
         seconds = row.get("estimated_seconds")
+        note = row.get("note")
         rows.append({"batch": index, "kind": kind, "reassignment": reassignment, "election": election,
-                     "throttle": throttle, "plan_id": row.get("plan_id"), "cluster": row.get("cluster"),
+                     "throttle": throttle, "flat_throttle": None if throttle else fallback_throttle,
+                     "note": note if isinstance(note, str) and note else None,
+                     "plan_id": row.get("plan_id"), "cluster": row.get("cluster"),
                      "actions": row.get("actions"), "bytes_to_move": row.get("bytes_to_move"),
                      "estimated_seconds": float(seconds) if isinstance(seconds, (int, float)) else None})
     rows.sort(key=lambda r: r["batch"])
@@ -297,8 +301,13 @@ def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstra
         lines = [f"\n# ---- batch {b}: {row['kind']}, {row['actions'] if row['actions'] is not None else '?'} "
                  f"action(s), {row['bytes_to_move'] or 0} bytes, estimated {_seconds(row['estimated_seconds'])} s",
                  f'if [ "$START_BATCH" -le {b} ]; then']
+        if row["note"]:
+            lines.insert(1, "# note: " + " ".join(row["note"].split()))
         if "reassignment" in files:
-            if row["kind"] == "replica_move":
+            if row["kind"] == "replica_move" and not row["throttle"]:
+                # No computed rates: the operator's one rate, on every broker of the reassignment.
+                lines.append(f"  reassign {tag} {files['reassignment']} --throttle {row['flat_throttle']}")
+            elif row["kind"] == "replica_move":
                 # One rate for --throttle: the lowest computed rate is within every broker's safe limit.
                 lines.append(f"  reassign {tag} {files['reassignment']} --throttle {min(row['throttle'].values())}")
                 for broker, rate in row["throttle"].items():
@@ -345,7 +354,8 @@ reassignment already started keeps running in Kafka: check it with --verify, or 
 
 
 def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
-                bootstrap_placeholder: str = DEFAULT_BOOTSTRAP, overwrite: bool = False) -> list[Path]:
+                bootstrap_placeholder: str = DEFAULT_BOOTSTRAP, overwrite: bool = False,
+                fallback_throttle: int | None = None) -> list[Path]:
     """Write ``batches_rows`` (``plan_batches`` rows of one plan, any order) into ``out_dir``:
     per batch ``batch-NNN-reassignment.json`` and/or ``batch-NNN-election.json``, then
     ``run.sh`` and ``README.txt``. Returns the paths written, in that order.
@@ -355,10 +365,15 @@ def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
     the default becomes its fallback. Every row is checked (JSON shapes as Kafka's tools take
     them, a throttle for every replica batch) before anything is written: :class:`ExportError`
     names the batch and field. ``out_dir`` must be empty or new unless ``overwrite``.
+    ``fallback_throttle`` (bytes/s): the one ``--throttle`` rate for replica batches whose row has
+    no computed throttle (otherwise they are an error).
     """
     if not isinstance(bootstrap_placeholder, str) or not bootstrap_placeholder:
         raise ValueError(f"bootstrap_placeholder must be a non-empty string, got {bootstrap_placeholder!r}")
-    rows = _rows(batches_rows)
+    if fallback_throttle is not None and (isinstance(fallback_throttle, bool) or not isinstance(fallback_throttle, int)
+                                          or fallback_throttle <= 0):
+        raise ValueError(f"fallback_throttle must be a positive int (bytes/s) or None, got {fallback_throttle!r}")
+    rows = _rows(batches_rows, fallback_throttle)
     if not rows:
         raise ExportError("batches_rows: no batches to export")
     out = Path(out_dir)
@@ -384,6 +399,8 @@ def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
         f"  {r['batch']:>3}  {r['kind']:<12} {r['actions'] if r['actions'] is not None else '?':>5} action(s)  "
         f"{r['bytes_to_move'] or 0:>15} bytes  estimated {_seconds(r['estimated_seconds'])} s"
         + (f"  throttle {min(r['throttle'].values())}-{max(r['throttle'].values())} B/s" if r["throttle"] else "")
+        + (f"  throttle {r['flat_throttle']} B/s (given at export, not computed)" if r["flat_throttle"] else "")
+        + (f"\n       note: {r['note']}" if r["note"] else "")
         for r in rows)
     documents.append((out / "README.txt", _README.format(
         plan_id=rows[0]["plan_id"] or "?", cluster=rows[0]["cluster"] or "?", count=len(rows),

@@ -226,3 +226,25 @@ def test_a_fixed_bootstrap_placeholder_becomes_the_scripts_fallback(tmp_path):
     done, calls = run_script(tmp_path, tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert all("--bootstrap-server kafka-1:9092,kafka-2:9092" in c for c in calls)
+
+
+def test_rows_as_the_job_writes_them_json_throttle_notes_and_a_missing_throttle(tmp_path):
+    _, rows = plan_rows()
+    # balancer.spark.tracking: throttle as a JSON object with string keys, plus meets_deadline and note.
+    job_rows = [dict(r, throttle=json.dumps({str(b): v for b, v in r["throttle"].items()}) if r["throttle"] else None,
+                     meets_deadline=True, note=None) for r in rows]
+    job_rows[1]["note"] = "batch 1 cannot finish in 600 s\nwithin spare network capacity"
+    export_plan(job_rows, tmp_path / "a")
+    script = (tmp_path / "a" / "run.sh").read_text()
+    assert "# note: batch 1 cannot finish in 600 s within spare network capacity" in script
+    assert "note: batch 1 cannot finish" in (tmp_path / "a" / "README.txt").read_text()
+    subprocess.run(["bash", "-n", str(tmp_path / "a" / "run.sh")], check=True)
+    # No computed throttle (e.g. a broker without a capacity report): an error, unless given one rate.
+    job_rows[1].update(throttle=None, note="no throttle computed: broker 4 has no capacity")
+    with pytest.raises(ExportError, match="no throttle computed: broker 4.*--throttle"):
+        export_plan(job_rows, tmp_path / "b")
+    export_plan(job_rows, tmp_path / "b", fallback_throttle=50_000_000)
+    script = (tmp_path / "b" / "run.sh").read_text()
+    assert "--throttle 50000000" in script and "broker_throttle 1" not in script
+    with pytest.raises(ValueError, match="fallback_throttle"):
+        export_plan(job_rows, tmp_path / "c", fallback_throttle=0)
