@@ -4,6 +4,7 @@ import json
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from balancer.cli.main import main
@@ -29,14 +30,28 @@ def cli(tmp_path, *args):
     return main(["export", *args, "--set", f"lakehouse.path={tmp_path / 'lh'}"])
 
 
-def test_export_reads_plan_batches(tmp_path, capsys):
+# lakehouse/tables/plan_batches.sql: throttle as a JSON object {broker: bytes/s}, with meets_deadline and note.
+DDL_SCHEMA = pa.schema([
+    ("plan_id", pa.string()), ("cluster", pa.string()), ("batch", pa.int32()), ("kind", pa.string()),
+    ("actions", pa.int32()), ("bytes_to_move", pa.int64()), ("throttle", pa.string()),
+    ("estimated_seconds", pa.float64()), ("meets_deadline", pa.bool_()), ("note", pa.string()),
+    ("reassignment_json", pa.string()), ("election_json", pa.string())])
+
+
+@pytest.mark.parametrize("throttle_as", ["json", "map"])
+def test_export_reads_plan_batches(tmp_path, capsys, throttle_as):
     batches = split_batches(ACTIONS)
     schedule = plan_schedule(batches, deadline_seconds=600, broker_load=LOADS, capacity_threshold=0.8,
                              partition_traffic=TRAFFIC)
     rows = batch_rows(batches, schedule.throttles, plan_id="p-1", cluster="c")
     other = batch_rows(batches, schedule.throttles, plan_id="p-2", cluster="c")
-    table = pa.Table.from_pylist([dict(r, throttle=list((r["throttle"] or {}).items())) for r in rows + other],
-                                 schema=BATCHES_SCHEMA)
+    if throttle_as == "map":
+        table = pa.Table.from_pylist([dict(r, throttle=list((r["throttle"] or {}).items())) for r in rows + other],
+                                     schema=BATCHES_SCHEMA)
+    else:
+        table = pa.Table.from_pylist([dict(r, throttle=json.dumps({str(b): v for b, v in r["throttle"].items()})
+                                           if r["throttle"] else None, meets_deadline=True, note=None)
+                                      for r in rows + other], schema=DDL_SCHEMA)
     write_deltalake(str(tmp_path / "lh" / "plan_batches"), table)
     assert cli(tmp_path, "p-1", "--out", str(tmp_path / "out")) == 0
     assert "2 batch(es)" in capsys.readouterr().out
