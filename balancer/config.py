@@ -55,12 +55,25 @@ Duration = Annotated[str, _checked(duration_seconds)]
 SparkInterval = Annotated[str, _checked(spark_interval)]
 
 
+def _client_options(value: Any) -> Any:
+    # librdkafka takes every property as a string; YAML gives ints and bools.
+    if isinstance(value, dict):
+        return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SourceConfig(_Strict):
     connector: Literal["python", "native"] = "python"
+    # v1: our JSON records; cruise-control: the binary records of Cruise Control's metrics reporter
+    # (topic __CruiseControlMetrics, or strimzi.cruisecontrol.metrics under Strimzi).
+    format: Literal["v1", "cruise-control"] = "v1"
+    # The monitored cluster's name. Cruise Control's records carry none, so that format needs it;
+    # v1 records name their own cluster and this must then be unset.
+    cluster: str | None = None
     bootstrap_servers: str = "127.0.0.1:9092"
     topic: str = "broker-metrics"
     starting_offsets: Literal["earliest", "latest"] = "earliest"
@@ -83,13 +96,49 @@ class SourceConfig(_Strict):
             raise ValueError("must not be empty")
         return value
 
+    @model_validator(mode="after")
+    def _cluster_named(self) -> "SourceConfig":
+        if self.format == "cruise-control" and not (self.cluster or "").strip():
+            raise ValueError("source.cluster must name the monitored cluster when source.format is "
+                             "'cruise-control' (its records carry no cluster name)")
+        if self.format == "v1" and self.cluster is not None:
+            raise ValueError("source.cluster is for source.format 'cruise-control'; v1 records name their cluster")
+        return self
+
     @field_validator("options", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
-        # librdkafka takes every property as a string; YAML gives ints and bools.
-        if isinstance(value, dict):
-            return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-        return value
+        return _client_options(value)
+
+
+class MetadataConfig(_Strict):
+    """Where replica lists, leaders and racks come from when the telemetry does not carry them."""
+
+    # none: the telemetry carries the topology (v1); file: a snapshot JSON at ``path``;
+    # kafka: the monitored cluster's Admin API, polled every ``interval``.
+    source: Literal["none", "file", "kafka"] = "none"
+    path: str | None = None
+    # Defaults to source.bootstrap_servers: the reporter writes its topic to the cluster it measures.
+    bootstrap_servers: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+    interval: Duration = "1 minute"
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _client_options(value)
+
+    @model_validator(mode="after")
+    def _path_given(self) -> "MetadataConfig":
+        if self.source == "file" and not (self.path or "").strip():
+            raise ValueError("metadata.path is required when metadata.source is 'file'")
+        return self
+
+
+class CapacityConfig(_Strict):
+    # Cruise Control's broker capacity file (capacity.json, capacityJBOD.json or capacityCores.json).
+    # A v1 broker record's own capacity wins for that broker.
+    path: str | None = None
 
 
 class LakehouseConfig(_Strict):
@@ -128,6 +177,9 @@ class BalancerConfig(_Strict):
     excluded_brokers: list[int] = Field(default_factory=list)
     # Replica moves are throttled by the operator's executor at this rate (bytes/s); recorded in plans.
     throttle_bytes_per_sec: int = Field(default=50_000_000, gt=0)
+    # After a plan completed (or the cluster diverged from it), no new plan for a window ending
+    # sooner than this after the window that saw it: the next plan must see post-move telemetry.
+    min_plan_interval: Duration = "10 minutes"
 
     @field_validator("excluded_topics")
     @classmethod
@@ -138,6 +190,20 @@ class BalancerConfig(_Strict):
             except re.error as exc:
                 raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
+
+
+class ExecutorConfig(_Strict):
+    """How plans are carried out and how long an open plan holds the cluster (see balancer.execution)."""
+
+    # A proposed plan with no action observed, or an executing one with no progress, for this long
+    # is closed (expired, or superseded by the next plan) and no longer blocks a new one.
+    proposal_ttl: Duration = "30 minutes"
+    # How long the whole plan should take; batch throttles are computed to meet it.
+    deadline: Duration = "1 hour"
+    # Cruise Control's executor defaults.
+    max_leadership_moves: int = Field(default=1000, gt=0)
+    max_partition_moves_per_broker: int = Field(default=5, gt=0)
+    max_partition_moves: int = Field(default=1250, gt=0)
 
 
 class QualityConfig(_Strict):
@@ -165,21 +231,28 @@ class SparkConfig(_Strict):
 
 class Config(_Strict):
     source: SourceConfig = SourceConfig()
+    metadata: MetadataConfig = MetadataConfig()
+    capacity: CapacityConfig = CapacityConfig()
     lakehouse: LakehouseConfig = LakehouseConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     windows: WindowsConfig = WindowsConfig()
     trigger: TriggerConfig = TriggerConfig()
     balancer: BalancerConfig = BalancerConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     quality: QualityConfig = QualityConfig()
     spark: SparkConfig = SparkConfig()
+
+    @model_validator(mode="after")
+    def _topology_known(self) -> "Config":
+        if self.source.format == "cruise-control" and self.metadata.source == "none":
+            raise ValueError("source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
+                             "Control's records carry no replica lists or leaders")
+        return self
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = resource_root() / "conf" / "balancer.yaml"
 
-    # After a plan completed (or the cluster diverged from it), no new plan for a window ending
-    # sooner than this after the window that saw it: the next plan must see post-move telemetry.
-    min_plan_interval: Duration = "10 minutes"
 
 def _deep_merge(base: dict, override: dict) -> dict:
     merged = dict(base)
@@ -192,21 +265,7 @@ def _deep_merge(base: dict, override: dict) -> dict:
 
 
 # Sections whose keys are client properties that contain dots themselves (security.protocol, spark.sql.x).
-class ExecutorConfig(_Strict):
-    """How plans are carried out and how long an open plan holds the cluster (see balancer.execution)."""
-
-    # A proposed plan with no action observed, or an executing one with no progress, for this long
-    # is closed (expired, or superseded by the next plan) and no longer blocks a new one.
-    proposal_ttl: Duration = "30 minutes"
-    # How long the whole plan should take; batch throttles are computed to meet it.
-    deadline: Duration = "1 hour"
-    # Cruise Control's executor defaults.
-    max_leadership_moves: int = Field(default=1000, gt=0)
-    max_partition_moves_per_broker: int = Field(default=5, gt=0)
-    max_partition_moves: int = Field(default=1250, gt=0)
-
-
-_MAP_SECTIONS = (("source", "options"), ("spark", "conf"))
+_MAP_SECTIONS = (("source", "options"), ("metadata", "options"), ("spark", "conf"))
 
 
 def _parse_value(raw: str):
@@ -238,7 +297,6 @@ def _apply_override(tree: dict, assignment: str) -> None:
 
 
 def _format_errors(exc: ValidationError) -> str:
-    executor: ExecutorConfig = ExecutorConfig()
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(root)"
@@ -246,7 +304,10 @@ def _format_errors(exc: ValidationError) -> str:
             section = ".".join(str(p) for p in error["loc"][:-1])
             lines.append(f"  {key}: unknown key{_allowed_keys(section)}")
         else:
-            lines.append(f"  {key}: {error['msg']} (got {error.get('input')!r})")
+            # A section's own rule gets the whole section as input: not echoed (it may hold secrets).
+            got = error.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"  {key}: {error['msg'].removeprefix('Value error, ')}{shown}")
     return "invalid configuration:\n" + "\n".join(lines)
 
 

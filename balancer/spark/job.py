@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from balancer.config import Config, duration_seconds
+from balancer.spark.cruise_control import parse_cruise_control, with_cruise_control_values
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import kafka_jar_available
@@ -24,25 +25,39 @@ from balancer.spark.sinks import BalancerSink, PlanListener
 log = logging.getLogger(__name__)
 
 
+def python_source_options(config: Config, *, streaming: bool = True) -> dict[str, str]:
+    """Options of our Kafka source (``kafka_py``) for the configured topic and format."""
+    source = config.source
+    options = {"kafka.bootstrap.servers": source.bootstrap_servers, "subscribe": source.topic,
+               "startingOffsets": source.starting_offsets if streaming else "earliest",
+               "kafkaUnavailableTimeoutMs": str(int(duration_seconds(source.unavailable_timeout) * 1000)),
+               "failOnDataLoss": "true"}
+    if streaming:
+        options["maxOffsetsPerTrigger"] = str(source.max_records_per_batch)
+    if source.format == "cruise-control":
+        # Binary records decoded by the reading tasks (numpy over the Arrow buffers).
+        options["valueFormat"] = "cruise-control"
+    else:
+        # JSON decoded by the reading tasks (Arrow: ~2 µs a record vs ~5 µs of JVM for from_json, measured).
+        options["valueJsonSchema"] = TYPED_SCHEMA.json()
+    options.update({f"kafka.{key}": value for key, value in source.options.items()})
+    return options
+
+
 def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
     """The metrics topic as Spark's Kafka columns (key, value, topic, partition, offset, timestamp)."""
     source = config.source
-    if source.connector == "native":
-        if not kafka_jar_available(spark):
-            raise RuntimeError("source.connector is 'native' but Spark's Kafka connector jar is not on the "
-                               "classpath; submit with spark-submit.sh (it passes --packages "
-                               "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python")
-        reader = spark.readStream.format("kafka")
-    else:
+    if source.connector == "python":
         from balancer.spark.kafka_source import KafkaSource
 
         spark.dataSource.register(KafkaSource)
-        reader = spark.readStream.format(KafkaSource.name())
-        reader = reader.option("kafkaUnavailableTimeoutMs",
-                               str(int(duration_seconds(source.unavailable_timeout) * 1000)))
-        # JSON decoded by the reading tasks (Arrow: ~2 µs a record vs ~5 µs of JVM for from_json, measured).
-        reader = reader.option("valueJsonSchema", TYPED_SCHEMA.json())
-    reader = (reader.option("kafka.bootstrap.servers", source.bootstrap_servers)
+        return spark.readStream.format(KafkaSource.name()).options(**python_source_options(config)).load()
+    if not kafka_jar_available(spark):
+        raise RuntimeError("source.connector is 'native' but Spark's Kafka connector jar is not on the "
+                           "classpath; submit with spark-submit.sh (it passes --packages "
+                           "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python")
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", source.bootstrap_servers)
               .option("subscribe", source.topic)
               .option("startingOffsets", source.starting_offsets)
               .option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
@@ -52,15 +67,25 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
     return reader.load()
 
 
+def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
+    """The metrics topic's records parsed in the configured format: telemetry columns and a reason where bad."""
+    source = config.source
+    if source.format == "cruise-control":
+        if "value_cc" not in kafka.columns:  # Spark's own Kafka source: decode in one Arrow pass
+            kafka = with_cruise_control_values(kafka)
+        return parse_cruise_control(kafka, cluster=source.cluster, max_value_bytes=source.max_value_bytes,
+                                    max_rate=source.max_rate, max_size=source.max_size)
+    return parse_telemetry(kafka, max_value_bytes=source.max_value_bytes, max_rate=source.max_rate,
+                           max_size=source.max_size)
+
+
 def start(spark: SparkSession, config: Config, *, once: bool = False,
           on_plans: PlanListener | None = None) -> list[StreamingQuery]:
     """Start the job's streaming query; the caller awaits or stops it (a list, as ``await_all`` takes)."""
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
     lakehouse.create_all()
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
-    source = config.source
-    parsed = parse_telemetry(kafka_stream(spark, config), max_value_bytes=source.max_value_bytes,
-                             max_rate=source.max_rate, max_size=source.max_size)
+    parsed = parse_stream(kafka_stream(spark, config), config)
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
     query = (parsed.writeStream.queryName("balancer")
              .trigger(processingTime="1 second" if once else config.trigger.interval)

@@ -11,7 +11,10 @@ topic string, partition int, offset long, timestamp timestamp, timestampType int
 option ``valueJsonSchema`` (a Spark struct type as JSON, ``StructType.json()``) a column
 ``value_json`` of that type follows: the value decoded in the reading task by Arrow's JSON
 reader, or NULL where the reader cannot be sure to agree with Spark's ``from_json`` (see
-``balancer.spark.json_values``); decode those rows with ``from_json``.
+``balancer.spark.json_values``); decode those rows with ``from_json``. With the option
+``valueFormat=cruise-control`` a column ``value_cc`` follows instead: Cruise Control's binary
+metric records decoded (``balancer.cruise_control.decode``; its ``error`` field says why a
+value is not a valid record).
 
 Contract (the same one PySpark's ``datasource.py`` states for every Python source):
 
@@ -30,7 +33,7 @@ Contract (the same one PySpark's ``datasource.py`` states for every Python sourc
 Options (mirroring Spark's Kafka source): ``kafka.bootstrap.servers``, ``subscribe``,
 ``startingOffsets``, ``endingOffsets`` (batch reads), ``maxOffsetsPerTrigger``,
 ``failOnDataLoss``, ``kafkaUnavailableTimeoutMs``, ``minPartitions``, and our
-``valueJsonSchema``; any other
+``valueJsonSchema`` and ``valueFormat``; any other
 ``kafka.<prop>`` goes to confluent-kafka as ``<prop>``. Secrets never reach logs or errors.
 
 Limits of PySpark 4.1's Python streaming API (no ReadLimit / admission control, no
@@ -49,6 +52,7 @@ SupportsTriggerAvailableNow for Python sources):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import json
@@ -121,6 +125,11 @@ class _Options:
         self.unavailable_timeout = int(opts.get("kafkaunavailabletimeoutms", "60000")) / 1000.0
         self.min_partitions = int(opts["minpartitions"]) if opts.get("minpartitions") else None
         self.value_json_schema = _struct_option(opts.get("valuejsonschema"))
+        self.value_format = opts.get("valueformat", "raw").strip().lower()
+        if self.value_format not in ("raw", "cruise-control"):
+            raise ValueError(f"option 'valueFormat' must be 'raw' or 'cruise-control', got {self.value_format!r}")
+        if self.value_format == "cruise-control" and self.value_json_schema is not None:
+            raise ValueError("options 'valueFormat=cruise-control' and 'valueJsonSchema' exclude each other")
         # Every other kafka.<prop> goes to librdkafka unchanged.
         self.client = {k[len("kafka."):]: v for k, v in opts.items()
                        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
@@ -163,10 +172,50 @@ def _struct_option(text: str | None) -> StructType | None:
     return schema
 
 
+@dataclasses.dataclass(frozen=True)
+class ValueDecoder:
+    """A column decoded from ``value`` in the reading task, next to the raw value: ``value_json``
+    (JSON, by ``valueJsonSchema``) or ``value_cc`` (Cruise Control's binary metrics, ``valueFormat``)."""
+
+    column: str
+    spark_type: StructType
+    kind: str  # "json" | "cruise-control"
+
+    def decode(self, values):
+        if self.kind == "json":
+            from balancer.spark.json_values import decode_json
+
+            return decode_json(values, _arrow_type(self.spark_type))
+        from balancer import cruise_control
+
+        return cruise_control.decode(values)
+
+    @property
+    def arrow_type(self):
+        return _arrow_type(self.spark_type)
+
+
+def cruise_control_type() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from balancer import cruise_control
+
+    return from_arrow_type(cruise_control.CC_VALUE_TYPE)
+
+
+def value_decoder(opts: _Options) -> ValueDecoder | None:
+    if opts.value_json_schema is not None:
+        return ValueDecoder("value_json", opts.value_json_schema, "json")
+    if opts.value_format == "cruise-control":
+        return ValueDecoder("value_cc", cruise_control_type(), "cruise-control")
+    return None
+
+
 def output_schema(opts: _Options) -> StructType:
-    if opts.value_json_schema is None:
+    decoder = value_decoder(opts)
+    if decoder is None:
         return SCHEMA
-    return StructType(SCHEMA.fields + [StructField("value_json", opts.value_json_schema)])
+    return StructType(SCHEMA.fields + [StructField(decoder.column, decoder.spark_type)])
 
 
 class KafkaInputPartition(InputPartition):
@@ -514,12 +563,12 @@ class KafkaSource(DataSource):
 # --------------------------------------------------------------------------- executor side
 
 def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None = None,
-              value_json_schema: StructType | None = None):
+              decoder: ValueDecoder | None = None):
     """Messages → one Arrow batch. Each accessor runs once per message through C-level
     ``map()`` (no Python bytecode per message); columns are built in bulk.
 
     ``first_offset``: the caller has checked the offsets are ``first_offset, +1, ...``, so
-    they are not read back from the messages. ``value_json_schema``: add ``value_json``.
+    they are not read back from the messages. ``decoder``: add its decoded column.
     """
     import numpy as np
     import pyarrow as pa
@@ -551,13 +600,11 @@ def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None =
         pa.array(ts_ms * 1000, type=pa.timestamp("us", tz="UTC"), mask=no_ts if no_ts.any() else None),
         pa.array(ts_type - 1),
     ]
-    if value_json_schema is None:
+    if decoder is None:
         return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA())
-    from balancer.spark.json_values import decode_json
-
-    value_type = _arrow_type(value_json_schema)
-    columns.append(decode_json(value_arr, value_type))
-    return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA().append(pa.field("value_json", value_type)))
+    columns.append(decoder.decode(value_arr))
+    return pa.RecordBatch.from_arrays(columns,
+                                      schema=_ARROW_SCHEMA().append(pa.field(decoder.column, decoder.arrow_type)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -584,6 +631,7 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
     topic, p, start, end = part.topic, part.partition, part.start, part.end
     if start >= end:
         return
+    decoder = value_decoder(opts)
     consumer = Consumer(opts.consumer_config(**{
         # Prefetch enough for fast bulk consumes without holding huge queues per task.
         "queued.max.messages.kbytes": 65536, "fetch.wait.max.ms": 100}))
@@ -598,7 +646,7 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                 # Fast path: contiguous records, no error events (the common case).
                 fast = (msgs and msgs[0].offset() == nxt and msgs[-1].offset() == nxt + len(msgs) - 1
                         and not any(map(Message.error, msgs)))
-                batch = (_to_batch(topic, p, msgs, first_offset=nxt, value_json_schema=opts.value_json_schema)
+                batch = (_to_batch(topic, p, msgs, first_offset=nxt, decoder=decoder)
                          if fast else None)
             if not msgs:
                 if time.monotonic() > deadline:
@@ -642,7 +690,7 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                 records.append(m)
                 nxt = o + 1
             if records:
-                yield _to_batch(topic, p, records, value_json_schema=opts.value_json_schema)
+                yield _to_batch(topic, p, records, decoder=decoder)
             if stop:
                 return
     finally:

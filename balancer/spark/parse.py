@@ -268,6 +268,8 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         F.timestamp_millis(typed["ts"]).alias("ts"),
         *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
         *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),
+        # Cruise Control's records only (balancer.spark.cruise_control).
+        F.lit(None).cast("string").alias("metric"), F.lit(None).cast("double").alias("metric_value"),
         reason.alias("quarantine_reason"),
     )
     # Key and value only where the record is quarantined (kept as it arrived): a valid record is kept as
@@ -287,7 +289,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
 
 TELEMETRY_COLUMNS = ("v", "type", "ts", "cluster", "broker", "topic", "partition", "leader", "replicas",
                      "bytes_in", "bytes_out", "messages_in", "size", "rack", "cpu",
-                     "capacity_network_in", "capacity_network_out", "capacity_disk")
+                     "capacity_network_in", "capacity_network_out", "capacity_disk", "metric", "metric_value")
 
 
 def valid_records(parsed: DataFrame) -> DataFrame:

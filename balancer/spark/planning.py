@@ -111,7 +111,9 @@ def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame,
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
     waits = [r for r in broker_rows.get("_waiting", pd.Series(dtype=object)).dropna().unique()]
-    if waits:  # another plan holds the cluster (balancer.execution.lifecycle): not planned at all
+    # Another plan holds the cluster (balancer.execution.lifecycle): not planned at all. A window the data
+    # contract failed stays skipped whichever plan holds the cluster: its data cannot be judged at all.
+    if waits and not reasons:
         row = _base_row(cluster, window_start, window_end)
         row.update(status="waiting", reason="; ".join(sorted(waits) + sorted(reasons)))
         return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
@@ -155,9 +157,9 @@ _WAITING_KEEPS = ("plan_id", "cluster", "created_at", "window_start", "window_en
 def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
     """``plan_rows`` with the plans named in ``waiting`` (plan_id, reason) turned into ``waiting``
     rows: no figures, no actions, as if the planner had not run (a plan of an earlier window
-    closed in the same micro-batch holds the cluster)."""
+    closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see ``plan_group``)."""
     joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
-    waits = F.col("_wait").isNotNull()
+    waits = F.col("_wait").isNotNull() & (F.col("status") != "skipped")
     columns = []
     for field in PLAN_RESULT_SCHEMA.fields:
         column = F.col(field.name)

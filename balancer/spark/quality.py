@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 EXPECTATIONS_DIR = resource_root() / "lakehouse" / "expectations"
 TELEMETRY_SUITE = "telemetry_v1"
+# The ingest suite per source.format.
+TELEMETRY_SUITES = {"v1": TELEMETRY_SUITE, "cruise-control": "telemetry_cc"}
 WINDOWS_SUITE = "windows_v1"
 # Row-level failures GX validates on Spark (unsupported expectations only) are attributed to
 # clusters from this many unexpected rows: a COMPLETE list would pull every bad record to the driver.
@@ -213,8 +215,9 @@ def merge_ingest_summaries(summary: pa.Table | None) -> list[dict]:
 class Contract:
     """Runs the suites for one sink. GX is imported and set up on first use, once."""
 
-    def __init__(self, lakehouse: Lakehouse, quality: QualityConfig):
+    def __init__(self, lakehouse: Lakehouse, quality: QualityConfig, *, telemetry_suite: str = TELEMETRY_SUITE):
         self.lakehouse = lakehouse
+        self.telemetry_suite = telemetry_suite
         self.quality = quality
         self.enabled = quality.enabled
         self.parameters = {"max_quarantine_share": quality.max_quarantine_share,
@@ -316,7 +319,7 @@ class Contract:
 
         cluster_frame = pd.DataFrame(clusters, columns=["cluster", "records", "quarantined", "quarantine_share",
                                                         "first_ts_ms", "last_ts_ms"])
-        result = self.validate(self._suite(TELEMETRY_SUITE, "clusters"), cluster_frame, {
+        result = self.validate(self._suite(self.telemetry_suite, "clusters"), cluster_frame, {
             "result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]})
         evaluated += len(result.results)
         for item in result.results:
@@ -334,7 +337,7 @@ class Contract:
         for name, failed in failures.items():
             span = spans.get(name, {})
             rows.append(self._run_row(
-                "ingest", app_id, batch_id, name, span.get("first_ts_ms"), span.get("last_ts_ms"), TELEMETRY_SUITE,
+                "ingest", app_id, batch_id, name, span.get("first_ts_ms"), span.get("last_ts_ms"), self.telemetry_suite,
                 evaluated, failed, elapsed_ms,
                 {"records": span.get("records"), "quarantined": span.get("quarantined"),
                  "quarantine_share": span.get("quarantine_share")}))
@@ -346,7 +349,7 @@ class Contract:
     def _compile_records(self, columns: list[str]) -> tuple[list[dict], list, list[dict], list[dict]]:
         """The suite's records expectations; those compiled to Spark conditions (in ``_n{i}`` order),
         those left to GX, and those naming a column the batch lacks."""
-        records = [e for e in suite_json(TELEMETRY_SUITE)["expectations"] if e.get("meta", {}).get("frame") == "records"]
+        records = [e for e in suite_json(self.telemetry_suite)["expectations"] if e.get("meta", {}).get("frame") == "records"]
         compiled, by_gx, missing = [], [], []
         for expectation in records:
             condition = unexpected_condition(expectation, self.parameters)
@@ -407,7 +410,7 @@ class Contract:
     def _validate_records_with_gx(self, valid: DataFrame, expectations: list[dict], failures: dict) -> None:
         """The records expectations not compiled to Spark, by GX on Spark. Healthy batches pass with
         BOOLEAN_ONLY, GX's cheapest format; a failing one is validated again for the rows naming its clusters."""
-        key = f"{TELEMETRY_SUITE}.records.gx"
+        key = f"{self.telemetry_suite}.records.gx"
         if key not in self._suites:
             from great_expectations.core import ExpectationSuite
 

@@ -37,9 +37,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import Config, duration_seconds
-from balancer.spark import loads, planning, tracking
+from balancer.capacity import read_capacities
+from balancer.spark import cruise_control, loads, planning, tracking
+from balancer.spark.topology import TopologyLog
 from balancer.spark.lakehouse import Lakehouse, spark_schema
-from balancer.spark.quality import Contract, merge_ingest_summaries, summarize_ingest
+from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries, summarize_ingest
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +95,15 @@ class BalancerSink:
         self.lakehouse = lakehouse
         self.config = config
         self.checkpoint = Path(checkpoint)
-        self.contract = Contract(lakehouse, config.quality)
+        self.contract = Contract(lakehouse, config.quality, telemetry_suite=TELEMETRY_SUITES[config.source.format])
+        self.topology = TopologyLog(lakehouse, config)
+        self.capacities = read_capacities(config.capacity.path) if config.capacity.path else None
         self.on_plans = on_plans
         self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
         self.size_ms = int(duration_seconds(config.windows.size) * 1000)
+        # A job reading one Cruise Control cluster's topic shares the lakehouse with the jobs of other clusters:
+        # it reads back only its own cluster's telemetry. A v1 topic names its clusters in its records.
+        self.own_cluster = config.source.cluster if config.source.format == "cruise-control" else None
         self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
         self.seconds: Counter[str] = Counter()
@@ -118,7 +125,11 @@ class BalancerSink:
 
     def _landed_max_event_ms(self) -> int | None:
         # A fresh checkpoint on an existing lakehouse: windows the landed telemetry already closed stay closed.
-        latest = self.lakehouse.column_max("telemetry_raw", "ts")
+        if self.own_cluster is None:
+            latest = self.lakehouse.column_max("telemetry_raw", "ts")
+        else:  # other clusters' jobs share the lakehouse: only this cluster's telemetry says what closed
+            latest = (self.lakehouse.read("telemetry_raw").where(F.col("cluster") == self.own_cluster)
+                      .agg(F.max("ts")).first()[0])
         return _epoch_ms(latest) if latest else None
 
     def _watermark(self, max_event_ms: int | None) -> int | None:
@@ -127,6 +138,8 @@ class BalancerSink:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self._batch_seconds = Counter()
         max_before = self.watermarks.before(batch_id)
+        with self._timed("topology"):
+            self.topology.refresh(app_id=self.app_id, batch_id=batch_id)
         max_after = self._land(batch, batch_id, self._watermark(max_before))
         if max_after is not None and max_before is not None:
             max_after = max(max_after, max_before)
@@ -196,8 +209,9 @@ class BalancerSink:
         """
         lo = None if closed_after_ms is None else closed_after_ms - self.size_ms
         raw = self.lakehouse.read_range("telemetry_raw", "ts", lo, closed_until_ms)
-        windows = loads.replica_windows(raw.where(~F.col("is_late")), self.config.windows,
-                                        ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
+        if self.own_cluster is not None:
+            raw = raw.where(F.col("cluster") == self.own_cluster)
+        windows = self._replica_windows(raw.where(~F.col("is_late")), closed_after_ms, closed_until_ms)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         cached = [windows]
         try:
@@ -290,6 +304,16 @@ class BalancerSink:
                                                      window_of(partitions, "partition_load"))]
         if outcomes:
             self._write("plan_outcomes", tracking.frame(spark, "plan_outcomes", outcomes), batch_id)
+
+    def _replica_windows(self, on_time: DataFrame, closed_after_ms: int | None, closed_until_ms: int) -> DataFrame:
+        """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either format."""
+        if self.config.source.format == "cruise-control":
+            return cruise_control.replica_windows(
+                on_time, self.lakehouse.read("cluster_metadata"), self.lakehouse.read("broker_metadata"),
+                self.capacities, self.config.windows, ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
+        windows = loads.replica_windows(on_time.where(F.col("v") == 1), self.config.windows,
+                                        ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
+        return windows if self.capacities is None else cruise_control.fill_capacities(windows, self.capacities)
 
     def _write(self, table: str, frame: DataFrame, batch_id: int) -> bool:
         return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,

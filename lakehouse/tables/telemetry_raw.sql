@@ -1,4 +1,6 @@
 -- Every valid telemetry record, exactly once (unique by kafka_topic, kafka_partition, kafka_offset).
+-- v 1: our JSON telemetry. v 0: a Cruise Control metrics-reporter record (type is its metric class,
+-- metric its RawMetricType name, metric_value its value; topic as Kafka's metrics spell it, '.' as '_').
 CREATE TABLE IF NOT EXISTS telemetry_raw (
   kafka_topic STRING NOT NULL,
   kafka_partition INT NOT NULL,
@@ -22,6 +24,8 @@ CREATE TABLE IF NOT EXISTS telemetry_raw (
   capacity_network_in DOUBLE,
   capacity_network_out DOUBLE,
   capacity_disk DOUBLE,
+  metric STRING,
+  metric_value DOUBLE,
   is_late BOOLEAN,
   batch_id BIGINT,
   ingested_at TIMESTAMP

@@ -1,0 +1,111 @@
+"""The monitored cluster's topology, read every ``metadata.interval`` and kept as history.
+
+Cruise Control's records carry no replica lists, leaders or racks. The sink reads them from a snapshot file
+or the cluster's Admin API (``balancer.metadata``) at the start of a micro-batch, and appends what changed
+since the last read to ``cluster_metadata`` (partitions) and ``broker_metadata`` (brokers), so a window is
+planned with the topology in force at its end, and history answers "where was partition X at 03:10?".
+The first read after a start compares with the latest state those tables hold, so a restart appends
+nothing when nothing changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from balancer.config import Config, duration_seconds
+from balancer.metadata import ClusterMetadata, PartitionInfo, changed_rows, poll_metadata, read_metadata_file
+from balancer.spark.lakehouse import Lakehouse, arrow_schema
+
+log = logging.getLogger(__name__)
+
+
+class TopologyLog:
+    """Reads the topology when it is due and appends its changes; ``app_id``/``batch_id`` make each append
+    idempotent like every other write of the sink."""
+
+    def __init__(self, lakehouse: Lakehouse, config: Config):
+        self.lakehouse = lakehouse
+        self.metadata = config.metadata
+        self.cluster = config.source.cluster
+        self.bootstrap = config.metadata.bootstrap_servers or config.source.bootstrap_servers
+        self.interval = duration_seconds(config.metadata.interval)
+        self.previous: ClusterMetadata | None = None
+        self._read_at: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.metadata.source != "none"
+
+    def read(self) -> ClusterMetadata:
+        if self.metadata.source == "file":
+            return read_metadata_file(self.metadata.path, cluster=self.cluster)
+        return poll_metadata(self.bootstrap, self.metadata.options, self.cluster)
+
+    def refresh(self, *, app_id: str, batch_id: int, force: bool = False) -> int:
+        """Read the topology if ``metadata.interval`` has passed (or ``force``); returns the rows appended."""
+        if not self.enabled:
+            return 0
+        now = time.monotonic()
+        if not force and self._read_at is not None and now - self._read_at < self.interval:
+            return 0
+        try:
+            current = self.read()
+        except Exception as exc:  # keep the last topology: windows still close with the one in force
+            if self.previous is None and self._stored() is None:
+                raise
+            log.warning("metadata of %s not read (%s); keeping the last one", self.cluster, exc)
+            return 0
+        self._read_at = now
+        if self.previous is None:
+            self.previous = self._stored()
+        observed_at = datetime.now(timezone.utc)
+        partitions = changed_rows(self.previous, current, observed_at)
+        brokers = _broker_changes(self.previous, current, observed_at)
+        if partitions:
+            self.lakehouse.append("cluster_metadata", pa.Table.from_pylist(partitions, arrow_schema("cluster_metadata")),
+                                  app_id=app_id, batch_id=batch_id)
+        if brokers:
+            self.lakehouse.append("broker_metadata", pa.Table.from_pylist(brokers, arrow_schema("broker_metadata")),
+                                  app_id=app_id, batch_id=batch_id)
+        self.previous = current
+        if partitions or brokers:
+            log.info("topology of %s: %d partition and %d broker changes", self.cluster, len(partitions), len(brokers))
+        return len(partitions) + len(brokers)
+
+    def _stored(self) -> ClusterMetadata | None:
+        """The latest state ``cluster_metadata`` and ``broker_metadata`` hold for this cluster, or None."""
+        from pyspark.sql import functions as F
+
+        def latest(table: str, keys: list[str]):
+            frame = self.lakehouse.read(table).where(F.col("cluster") == self.cluster)
+            return (frame.groupBy(*keys).agg(F.max_by(F.struct(*[c for c in frame.columns if c not in keys]),
+                                                      "observed_at").alias("_l"))
+                    .select(*keys, "_l.*").toPandas())
+
+        parts = latest("cluster_metadata", ["topic", "partition"])
+        brokers = latest("broker_metadata", ["broker"])
+        if parts.empty and brokers.empty:
+            return None
+        return ClusterMetadata(
+            cluster=self.cluster,
+            brokers={int(b): r for b, r, p in zip(brokers["broker"], brokers["rack"], brokers["present"]) if p},
+            partitions=tuple(
+                PartitionInfo(topic=t, partition=int(p), replicas=tuple(int(x) for x in r),
+                              leader=None if lead is None or lead != lead else int(lead),
+                              isr=tuple(int(x) for x in (i if i is not None else ())))
+                for t, p, r, lead, i in zip(parts["topic"], parts["partition"], parts["replicas"], parts["leader"],
+                                            parts["isr"])
+                if r is not None and len(r) > 0))
+
+
+def _broker_changes(previous: ClusterMetadata | None, current: ClusterMetadata, observed_at) -> list[dict]:
+    before = {} if previous is None else dict(previous.brokers)
+    rows = [{"cluster": current.cluster, "observed_at": observed_at, "broker": int(b), "rack": rack, "present": True}
+            for b, rack in current.brokers.items() if b not in before or before[b] != rack]
+    rows += [{"cluster": current.cluster, "observed_at": observed_at, "broker": int(b), "rack": rack, "present": False}
+             for b, rack in before.items() if b not in current.brokers]
+    return rows
