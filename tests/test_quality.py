@@ -83,7 +83,11 @@ def _runs(lakehouse, query, cluster):
 def test_healthy_telemetry_passes_and_is_recorded(lakehouse):
     plans = _plans(lakehouse, "q-ok")
     assert len(plans) == 2
-    assert all(p["status"] in ("proposed", "balanced") for p in plans), [(p["status"], p["reason"]) for p in plans]
+    first, second = plans
+    assert first["status"] in ("proposed", "balanced"), (first["status"], first["reason"])
+    # One plan at a time: a window after a proposed plan waits on it; neither is skipped.
+    expected = ("waiting",) if first["status"] == "proposed" else ("proposed", "balanced")
+    assert second["status"] in expected, (second["status"], second["reason"])
     ingest, balance = _runs(lakehouse, "ingest", "q-ok"), _runs(lakehouse, "balance", "q-ok")
     assert ingest and all(r["success"] and r["suite"] == "telemetry_v1" for r in ingest)
     assert len(balance) == 2 and all(r["success"] and r["suite"] == "windows_v1" for r in balance)

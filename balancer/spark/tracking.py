@@ -349,8 +349,9 @@ def settle(gated: Gate, infos: list[PlanInfo], partitions: DataFrame, config: Co
     for key, parts in topology(partitions, new).items():
         observed[key].update(parts)
     waiting, tracks = walk(gated.latest, gated.windows, observed, config, results)
+    # A window the data contract failed stays skipped (see planning.plan_group).
     overrides = [(i.plan_id, waiting[(i.cluster, i.window_ms)]) for i in infos
-                 if (i.cluster, i.window_ms) in waiting and i.status != "waiting"]
+                 if (i.cluster, i.window_ms) in waiting and i.status in ("proposed", "balanced")]
     proposed = [i for i in infos if i.status == "proposed" and (i.cluster, i.window_ms) not in waiting]
     known = {latest.info.plan_id: latest.info for latest in gated.latest.values()}
     known.update({i.plan_id: i for i in proposed})
