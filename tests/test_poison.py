@@ -8,6 +8,7 @@ Through the real path: embedded broker → ``kafka_py`` source with ``valueJsonS
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import pyarrow as pa
@@ -124,7 +125,8 @@ def test_poison_values_are_quarantined_and_the_stream_goes_on(spark, broker, tmp
         "10 MB of invalid UTF-8": (None, b"\xff" * 10_000_000, "over source.max_value_bytes=65536"),
         "invalid UTF-8 key, good value": (b"\xff\xfe", encoded(GOOD), None),
         "invalid UTF-8 key, bad value": (b"\xff\xfe", b"\xc0", UTF8),
-        "rate of 1e300 B/s": (None, encoded(GOOD, bytes_in=1e300), "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13"),
+        "rate of 1e300 B/s": (None, encoded(GOOD, bytes_in=1e300),
+                              "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13"),
         "bytes_out over max_rate": (None, encoded(GOOD, bytes_out=2e13), "field 'bytes_out' is 2.0E13 B/s"),
         "messages_in over max_rate": (None, encoded(GOOD, messages_in=1e14), "field 'messages_in' is 1.0E14"),
         "size over max_size": (None, encoded(GOOD, size=1e16), "field 'size' is 1.0E16 B, over source.max_size=1e+15"),
@@ -148,3 +150,149 @@ def test_poison_values_are_quarantined_and_the_stream_goes_on(spark, broker, tmp
     # A readable preview beside the bytes: invalid sequences replaced, cut at source.max_value_bytes.
     assert bad[list(cases).index("binary reporter")]["value_text"].startswith("\ufffd\ufffd\x00\x01")
     assert len(bad[list(cases).index("10 MB")]["value_text"].encode()) == 65536
+
+
+# -- property-based fuzzing through the real landing pass ------------------------------------------------
+
+# One landing costs tens of seconds, so it cannot run per Hypothesis example: Hypothesis draws the values
+# (its generator, with its bias to edge cases), and all of them go through ONE landing, the property
+# checked record by record. A failure names the offending values; there is no shrinking.
+FUZZ_EXAMPLES = 1000  # of 8 values each; Hypothesis repeats many, about 2200 distinct values are left
+HUGE = (1e300, 1.8e308, 2.0**63, 1.0000001e13, 1e14, 2e15, 1e20)
+BAD_NUMBERS = (float("nan"), float("inf"), float("-inf"), -1.0, -1e-300, -1e300) + HUGE
+NOT_UTF8 = (b"\xff", b"\xfe\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\x80")
+
+
+class WireFormat:
+    """What the fuzz test needs of a telemetry format: its config, how to make valid values, and which
+    fields to spoil. Another format is another instance (and a parameter of the test)."""
+
+    def __init__(self, name: str, config: tuple[str, ...], record, encode, string_fields, number_fields):
+        self.name, self.config, self.record, self.encode = name, config, record, encode
+        self.string_fields, self.number_fields = string_fields, number_fields
+
+
+def _v1_records():
+    from hypothesis import strategies as st
+
+    rate = st.floats(min_value=0, max_value=1e12, allow_nan=False)
+    common = {"ts": st.integers(NOW - 240_000, NOW), "cluster": st.sampled_from(["prod-eu-1", "c2", "é-ü"]),
+              "broker": st.integers(0, 5)}
+    partition = st.builds(
+        lambda broker, others, **kw: tm.partition_record(broker=broker, replicas=[broker, *others], **kw),
+        others=st.lists(st.integers(6, 9), max_size=2, unique=True),
+        topic=st.sampled_from(["orders", "a.b_c-1", "t" * 249]), partition=st.integers(0, 50),
+        leader=st.booleans(), bytes_in=rate, bytes_out=rate, messages_in=rate, size=rate, **common)
+    broker = st.builds(tm.broker_record, rack=st.none() | st.sampled_from(["eu-1a", "rack ü"]),
+                       network_in=st.floats(1, 1e10), network_out=st.floats(1, 1e10), disk=st.floats(1, 1e14),
+                       cpu=st.none() | st.floats(0, 1), **common)
+    return partition | broker
+
+
+V1 = WireFormat("v1", (), _v1_records, tm.encode, ("cluster", "topic", "rack", "type"),
+                ("bytes_in", "bytes_out", "messages_in", "size", "cpu", "broker", "partition", "ts"))
+FORMATS = {"v1": V1}
+
+
+def fuzz_values(fmt: WireFormat):
+    """(kind, value) pairs: random bytes, valid values with bytes flipped, cut or appended, valid records
+    with a number spoiled or a string holding invalid UTF-8, and valid values as they are."""
+    from hypothesis import strategies as st
+
+    valid = fmt.record().map(fmt.encode)
+
+    def flipped(args):
+        value, at, mask = args
+        at %= len(value)
+        return value[:at] + bytes([value[at] ^ mask]) + value[at + 1:]
+
+    def seeded_bytes(args):
+        seed, size = args
+        return random.Random(seed).randbytes(size)
+
+    def sum_bytes(args):
+        return args[0] + args[1]
+
+    def spoiled_number(args):
+        record, field, number = args
+        return fmt.encode({**record, field: number})
+
+    def spoiled_text(args):
+        record, field, raw = args
+        present = [f for f in fmt.string_fields if isinstance(record.get(f), str)]
+        return spliced(record, present[field % len(present)], raw)
+
+    # One value of each kind per example, so every kind is well represented.
+    return st.tuples(
+        st.tuples(st.just("random"), st.binary(max_size=300)),
+        st.tuples(st.just("random"), st.tuples(st.integers(0, 2**63), st.integers(0, 400)).map(seeded_bytes)),
+        st.tuples(st.just("flipped"), st.tuples(valid, st.integers(0, 10_000), st.integers(1, 255)).map(flipped)),
+        st.tuples(st.just("cut"), st.tuples(valid, st.integers(0, 10_000)).map(lambda a: a[0][:a[1] % len(a[0])])),
+        st.tuples(st.just("appended"), st.tuples(valid, st.binary(min_size=1, max_size=20)).map(sum_bytes)),
+        st.tuples(st.just("bad number"), st.tuples(fmt.record(), st.sampled_from(fmt.number_fields),
+                                                   st.sampled_from(BAD_NUMBERS)).map(spoiled_number)),
+        st.tuples(st.just("not UTF-8"), st.tuples(fmt.record(), st.integers(0, 3),
+                                                  st.sampled_from(NOT_UTF8)).map(spoiled_text)),
+        st.tuples(st.just("valid"), valid),
+    )
+
+
+def draw(strategy, count: int) -> list:
+    """``count`` examples of ``strategy`` (each a tuple of values), flattened."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    drawn = []
+
+    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(example):
+        drawn.append(example)
+
+    collect()
+    return [value for example in drawn for value in example]
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, name):
+    fmt = FORMATS[name]
+    values = list({value: (kind, value) for kind, value in draw(fuzz_values(fmt), FUZZ_EXAMPLES)}.values())
+    assert len(values) >= 2000
+    kinds = {}
+    for kind, _ in values:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert len(kinds) == 7, kinds  # 'random' twice
+    topic = f"fuzz-{name}-{time.monotonic_ns()}"
+    broker.create_topic(topic, partitions=1)
+    # Keys are kept as they arrived too, whatever they hold: every third one is not UTF-8.
+    sent = produce_all(broker.bootstrap_servers, topic,
+                       [(None if i % 3 else bytes([i % 256, 0xff]), v) for i, (_, v) in enumerate(values)])
+    kind_of = {offset: kind for offset, (kind, _) in enumerate(values)}
+
+    raw, quarantine = land(spark, broker, topic, tmp_path, *fmt.config)  # raises if the query stopped
+
+    bad = assert_lands_exactly_once(sent, raw, quarantine)
+    landed = {r["kafka_offset"]: r for r in raw.to_pylist()}
+    for offset, (_, value) in sent.items():
+        where = f"offset {offset} ({kind_of[offset]}) {value[:120]!r}"
+        if kind_of[offset] == "valid":
+            assert offset in landed, f"{where}: a valid record was quarantined: {bad[offset]['reason']}"
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError as error:
+            assert offset in bad, where
+            assert bad[offset]["reason"] == f"value is not valid UTF-8 at byte offset {error.start}", where
+            continue
+        if offset in landed:
+            # What landed is what the value says, read independently by Python's own JSON parser. Like
+            # Spark's from_json, it takes the value's first JSON value: bytes after it are not looked at.
+            try:
+                record, _ = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+            except ValueError as error:
+                raise AssertionError(f"{where}: landed, but Python reads no JSON in it: {error}") from None
+            row = landed[offset]
+            assert record["v"] == 1 and row["type"] == record["type"] and row["cluster"] == record["cluster"], where
+            assert row["broker"] == record["broker"] and row["ts"].timestamp() * 1000 == record["ts"], where
+            for field, most in (("bytes_in", 1e13), ("bytes_out", 1e13), ("messages_in", 1e13), ("size", 1e15)):
+                assert row[field] == record.get(field), where
+                assert row[field] is None or 0 <= row[field] <= most, where
