@@ -30,6 +30,14 @@ class ScenarioSpec:
     cluster: str = "synthetic"
     utilization: float = 0.4            # mean network utilization the capacities are sized for
     hot_key_sigma: float = 0.5          # lognormal sigma of partition traffic inside a topic (skew > 0)
+    # Zipf topic traffic: the k-th busiest topic carries ~k**-zipf_exponent (ranks shuffled over
+    # topics). None: Pareto(skew) weights instead. Real fleets' topic traffic is often Zipf-like
+    # (a handful of topics carry most bytes), a heavier head than Pareto(1.2) draws.
+    zipf_exponent: float | None = None
+    # Lognormal sigma of a partition's size independent of its traffic (0: size is exactly
+    # bytes_in x the topic's retention). Compacted topics, backfills and uneven keys give sizes a
+    # tail of their own, so disk and traffic call for different moves.
+    size_sigma: float = 0.0
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -55,6 +63,10 @@ class ScenarioSpec:
             raise ValueError(f"utilization must be in (0, 1), got {self.utilization}")
         if self.hot_key_sigma < 0:
             raise ValueError(f"hot_key_sigma must be >= 0, got {self.hot_key_sigma}")
+        if self.zipf_exponent is not None and not 0 < self.zipf_exponent <= 10:
+            raise ValueError(f"zipf_exponent must be None or in (0, 10], got {self.zipf_exponent}")
+        if self.size_sigma < 0:
+            raise ValueError(f"size_sigma must be >= 0, got {self.size_sigma}")
 
 
 def _replica_index(first: np.ndarray, shift: np.ndarray, j: np.ndarray | int, n: int) -> np.ndarray:
@@ -147,9 +159,17 @@ def generate(spec: ScenarioSpec) -> dict:
     sigma = spec.hot_key_sigma if spec.skew > 0 else 0.0
     topic_of = np.repeat(np.arange(spec.topics), counts)
     part_w = topic_w[topic_of] / counts[topic_of] * rng.lognormal(0.0, sigma, size=topic_of.size)
+    # The newer spec options draw from a stream of their own, so that specs without them
+    # generate exactly the clusters they always did.
+    extra = np.random.default_rng([spec.seed, 1])
+    if spec.zipf_exponent is not None:
+        zipf = (np.arange(1, spec.topics + 1, dtype=np.float64) ** -spec.zipf_exponent)[extra.permutation(spec.topics)]
+        part_w = part_w / topic_w[topic_of] * zipf[topic_of]   # same hot keys, Zipf topic weights
     bytes_in = spec.total_bytes_in * part_w / part_w.sum()
     bytes_out = bytes_in * fanout[topic_of]
     size = bytes_in * retention[topic_of]
+    if spec.size_sigma > 0:
+        size = size * extra.lognormal(0.0, spec.size_sigma, size=size.size)
 
     old_ids = ids[:n_old]
     old_racks = {b: racks[b] for b in old_ids} if racks else None
