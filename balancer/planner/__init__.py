@@ -14,8 +14,8 @@ import time
 from collections.abc import Mapping
 
 from .actions import Action, Move
-from .goals import (CapacityGoal, DistinctBrokersGoal, DistributionGoal, Goal, GoalError, RackAwareGoal,
-                    ReplicationFactorGoal, ResourceGoal, default_goals)
+from .goals import (CapacityGoal, DistinctBrokersGoal, DistributionGoal, DrainGoal, Goal, GoalError,
+                    RackAwareGoal, ReplicationFactorGoal, ResourceGoal, default_goals)
 from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
 from .result import Plan, build_actions, figures, total_bytes
@@ -23,7 +23,7 @@ from .result import Plan, build_actions, figures, total_bytes
 MAX_SWEEPS = 3   # passes over all goals; the last one usually finds nothing
 
 __all__ = [
-    "Action", "CapacityGoal", "ClusterModel", "DistinctBrokersGoal", "DistributionGoal", "Goal", "GoalError",
+    "Action", "CapacityGoal", "ClusterModel", "DistinctBrokersGoal", "DistributionGoal", "DrainGoal", "Goal", "GoalError",
     "Move", "Plan", "PlannerOptions", "RackAwareGoal", "ReplicationFactorGoal", "ResourceGoal", "SnapshotError",
     "broker_loads", "default_goals", "plan",
 ]
@@ -68,6 +68,10 @@ def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: lis
             break
     unsatisfied = tuple(f"{r['goal']}: still {r['after']:.4g} outside its limits" for r in reports
                         if r["hard"] and r["after"] > 1e-9)
+    notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
+    if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
+        notes += (f"the drained brokers hold every broker of {model.n_racks - model.n_live_racks} rack(s): "
+                  f"partitions now span at most {model.n_live_racks} racks",)
     actions = build_actions(model)
     return Plan(
         actions=actions,
@@ -81,4 +85,6 @@ def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: lis
         unsatisfied=unsatisfied,
         goals=tuple(reports),
         seconds=time.perf_counter() - started,
+        drain_brokers=tuple(int(b) for b in model.broker_ids[model.drained].tolist()),
+        notes=notes,
     )

@@ -196,6 +196,105 @@ class RackAwareGoal(Goal):
                     break
 
 
+class DrainGoal(Goal):
+    """Hard: nothing stays on a drained broker (``PlannerOptions.drain_brokers``).
+
+    An action is accepted if it puts no replica and no leadership on a drained broker.
+    ``optimize`` first hands each leadership a drained broker holds to its coolest follower that
+    stays (an election, no data), then moves each replica off to the broker that keeps the most
+    racks and has the most room. Every replica on a drained broker must be copied once, so the
+    drain alone moves exactly their bytes: the least any plan can. A replica that was its
+    partition's only copy in a rack goes to a rack the partition lacks where one has room;
+    where none does (every such broker drained, full or excluded) the rack target itself has
+    shrunk (``ClusterModel.n_live_racks``) or the move is refused, and ``why_not`` says which.
+    """
+
+    name = "drain"
+    hard = True
+
+    def __init__(self) -> None:
+        self.why_not: list[str] = []
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        if model.drained[move.dst]:
+            return False
+        return move.kind != "swap" or not model.drained[move.src]
+
+    def metric(self, model: ClusterModel) -> float:
+        if not model.drained.any():
+            return 0.0
+        on = model.drained[np.maximum(model.replicas, 0)] & (model.replicas >= 0)
+        return float(on.sum())
+
+    def optimize(self, model, optimized_goals, options) -> None:
+        checks = tuple(optimized_goals) + (self,)
+        rack = next((g for g in optimized_goals if isinstance(g, RackAwareGoal)), None)
+        self.why_not = []
+        drained = np.nonzero(model.drained)[0]
+        on = (model.replicas[:, :, None] == drained[None, None, :]).any(axis=2) & (model.replicas >= 0)
+        ps = np.nonzero(on.any(axis=1))[0]
+        # Biggest first: the big replicas get the destinations with the most room.
+        ps = ps[np.argsort(-model.size[ps], kind="stable")]
+        avg = {d: max(model.cluster_util(d), _EPS) for d in (IN, OUT, DISK)}
+        stuck: dict[str, int] = {}
+        for p in ps.tolist():
+            if not model.movable[p]:
+                stuck["excluded topic"] = stuck.get("excluded topic", 0) + int(on[p].sum())
+                continue
+            a = int(model.leader[p])
+            if model.drained[a]:
+                followers = [b for b in model.replicas[p].tolist() if b >= 0 and model.dest_ok[b]]
+                followers.sort(key=lambda b: (model.util(OUT)[b] / avg[OUT], b))
+                for f in followers:
+                    if self.try_move(Move("leadership", p, a, f), model, checks):
+                        break
+            for src in [b for b in model.replicas[p].tolist() if b >= 0 and model.drained[b]]:
+                if not self._move_off(p, src, model, checks, rack, avg):
+                    reason = self._reason(p, src, model, rack)
+                    stuck[reason] = stuck.get(reason, 0) + 1
+        for reason, n in sorted(stuck.items()):
+            self.why_not.append(f"{n} replica(s) left on drained brokers: {reason}")
+
+    def _move_off(self, p, src, model, checks, rack, avg) -> bool:
+        mask = model.dest_ok.copy()
+        row = model.replicas[p]
+        mask[row[row >= 0]] = False
+        if rack is not None:
+            rm = rack.dest_mask(model, p, src)
+            if rm is not None:
+                mask &= rm
+        dests = np.nonzero(mask)[0]
+        if not len(dests):
+            return False
+        led = model.leader[p] == src
+        score = model.util(IN)[dests] / avg[IN] + model.util(DISK)[dests] / avg[DISK]
+        if led:
+            score = score + model.util(OUT)[dests] / avg[OUT]
+        if model.rack_aware:
+            # A rack the partition lacks first: the drained copy may have been its only one there.
+            others = row[(row >= 0) & (row != src)]
+            score = score + 1e3 * np.isin(model.rack[dests], model.rack[others])
+        for dst in dests[np.argsort(score, kind="stable")][:_DEST_TRIES * 4].tolist():
+            if self.try_move(Move("replica_move", p, src, dst), model, checks):
+                return True
+        return False
+
+    @staticmethod
+    def _reason(p, src, model, rack) -> str:
+        row = model.replicas[p]
+        free = model.dest_ok.copy()
+        free[row[row >= 0]] = False
+        if not free.any():
+            return "no broker that stays can take another replica of the partition"
+        if rack is not None:
+            rm = rack.dest_mask(model, p, src)
+            if rm is not None and not (free & rm).any():
+                return "every broker that keeps the partition's racks is drained, excluded or holds it"
+        if model.options.max_bytes_to_move is not None or model.options.max_moves_per_broker is not None:
+            return "max_bytes_to_move / max_moves_per_broker reached, or a hard goal's limit"
+        return "every destination would break a hard goal (capacity)"
+
+
 class ResourceGoal(Goal):
     """Keeps each broker's utilization of one dimension within [lower, upper] limits.
 
@@ -875,7 +974,7 @@ class DistributionGoal(ResourceGoal):
         spread = (self.threshold - 1.0) * (1.0 if trigger else BALANCE_MARGIN)
         if d in (NREP, NLEAD):
             # Counts are exact (no measurement noise): one integer band for both.
-            avg = model.load[:, d].sum() / n
+            avg = model.load[:, d].sum() / int(model.live.sum() or n)
             upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
             lower = np.full(n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf)
             if d == NREP:
@@ -883,6 +982,7 @@ class DistributionGoal(ResourceGoal):
                 # brokers cannot get down to the cluster average (nor a big rack's up to it).
                 upper = np.maximum(upper, np.ceil(model.rack_floor(d) - 1e-9))
                 lower = np.minimum(lower, np.floor(model.rack_ceiling(d) + 1e-9))
+            lower[model.drained] = -np.inf   # a drained broker ends empty
             return upper, lower
         avg = model.cluster_util(d)
         # Where one partition alone, or the broker's rack, forces more than the threshold,
@@ -916,6 +1016,7 @@ class DistributionGoal(ResourceGoal):
                 lower = np.minimum(lower, rest * (1.0 - low))
         # A rack that cannot hold more (one replica per partition) is not pushed to.
         lower = np.minimum(lower, (1.0 - (BOUND_TOLERANCE if trigger else 0.01)) * model.rack_ceiling(d))
+        lower[model.drained] = -np.inf   # a drained broker ends empty
         return upper, lower
 
 
@@ -926,6 +1027,7 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         ReplicationFactorGoal(),
         DistinctBrokersGoal(),
         RackAwareGoal(),
+        DrainGoal(),
         CapacityGoal(IN, ct),
         CapacityGoal(OUT, ct),
         CapacityGoal(DISK, ct),

@@ -332,6 +332,19 @@ class ClusterModel:
         for b in options.excluded_brokers:
             if b in index:
                 self.dest_ok[index[b]] = False
+        # A drained broker gives up everything and receives nothing. One absent from the snapshot
+        # holds nothing already.
+        self.drained = np.zeros(nb, dtype=bool)
+        for b in options.drain_brokers:
+            if b in index:
+                self.drained[index[b]] = True
+        self.dest_ok &= ~self.drained
+        self.live = ~self.drained
+        stay = self.live if self.live.any() else np.ones(nb, dtype=bool)
+        self._live_cap = [float(self.cap[stay, d].sum()) for d in range(NDIM)]
+        # Racks a partition can span once the drain is done: racks with a broker that stays.
+        live = self.rack[~self.drained]
+        self.n_live_racks = len(set(live.tolist())) if len(live) else self.n_racks
         if options.excluded_topics is None:
             self.movable = np.ones(n, dtype=bool)
         else:
@@ -382,7 +395,8 @@ class ClusterModel:
             memo = self._cluster_util_memo = (self._version, {})
         value = memo[1].get(dim)
         if value is None:
-            value = memo[1][dim] = float(self.load[:, dim].sum() / self.cap[:, dim].sum())
+            # Over the brokers that stay: a drained broker's capacity is leaving with it.
+            value = memo[1][dim] = float(self.load[:, dim].sum() / self._live_cap[dim])
         return value
 
     def balance(self, dim: int) -> float:
@@ -401,14 +415,14 @@ class ClusterModel:
         """
         floor = np.zeros(self.n_brokers)
         per = self._per_replica(dim)
-        if not self.rack_aware or per is None or self.n_racks < 2:
+        if not self.rack_aware or per is None or self.n_live_racks < 2:
             return floor
-        forced = (self.rf >= self.n_racks).astype(np.float64)
+        forced = (self.rf >= self.n_live_racks).astype(np.float64)
         need = float((per * forced).sum())
         if need <= 0:
             return floor
-        for r in np.unique(self.rack).tolist():
-            members = self.rack == r
+        for r in np.unique(self.rack[self.live]).tolist():
+            members = (self.rack == r) & self.live
             floor[members] = need / self.cap[members, dim].sum()
         return floor
 
@@ -419,12 +433,12 @@ class ClusterModel:
         """
         ceiling = np.full(self.n_brokers, np.inf)
         per = self._per_replica(dim)
-        if not self.rack_aware or per is None or self.n_racks < 2:
+        if not self.rack_aware or per is None or self.n_live_racks < 2:
             return ceiling
-        most = np.where(self.rf <= self.n_racks, 1.0, self.rf.astype(np.float64))
+        most = np.where(self.rf <= self.n_live_racks, 1.0, self.rf.astype(np.float64))
         room = float((per * most).sum())
-        for r in np.unique(self.rack).tolist():
-            members = self.rack == r
+        for r in np.unique(self.rack[self.live]).tolist():
+            members = (self.rack == r) & self.live
             ceiling[members] = room / self.cap[members, dim].sum()
         return ceiling
 
@@ -564,7 +578,7 @@ class ClusterModel:
 
     # ---- racks -------------------------------------------------------------------------
     def rack_target(self, p: int) -> int:
-        return min(int(self.rf[p]), self.n_racks)
+        return min(int(self.rf[p]), self.n_live_racks)
 
     def distinct_racks(self, row: np.ndarray) -> int:
         rack = self._rack_of
@@ -577,7 +591,7 @@ class ClusterModel:
         racks = np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1)
         racks = np.sort(racks, axis=1)
         distinct = (racks >= 0).sum(axis=1) - ((racks[:, 1:] == racks[:, :-1]) & (racks[:, 1:] >= 0)).sum(axis=1)
-        target = np.minimum(self.rf, self.n_racks)
+        target = np.minimum(self.rf, self.n_live_racks)
         return np.nonzero(distinct < target)[0]
 
 

@@ -16,6 +16,8 @@ class PlannerOptions:
     max_moves_per_broker: int | None = None  # cap on replica moves in or out of any one broker
     excluded_topics: str | None = None    # regex of topics never moved; whole-name match, like Java matches()
     excluded_brokers: tuple[int, ...] = field(default=())  # never receive replicas or leadership
+    # Drained (decommissioned) brokers: every replica and leadership leaves them, and none comes back.
+    drain_brokers: tuple[int, ...] = field(default=())
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -41,13 +43,14 @@ class PlannerOptions:
                 re.compile(self.excluded_topics)
             except re.error as exc:
                 raise bad("excluded_topics", f"is not a valid regular expression: {exc}", self.excluded_topics) from None
-        brokers = self.excluded_brokers
-        if brokers is None or isinstance(brokers, (str, bytes)) or not hasattr(brokers, "__iter__"):
-            raise bad("excluded_brokers", "must be a sequence of broker ids", brokers)
-        brokers = tuple(brokers)
-        if any(isinstance(b, bool) or not isinstance(b, int) for b in brokers):
-            raise bad("excluded_brokers", "must hold only int broker ids", brokers)
-        object.__setattr__(self, "excluded_brokers", tuple(sorted(set(brokers))))
+        for name in ("excluded_brokers", "drain_brokers"):
+            brokers = getattr(self, name)
+            if brokers is None or isinstance(brokers, (str, bytes)) or not hasattr(brokers, "__iter__"):
+                raise bad(name, "must be a sequence of broker ids", brokers)
+            brokers = tuple(brokers)
+            if any(isinstance(b, bool) or not isinstance(b, int) for b in brokers):
+                raise bad(name, "must hold only int broker ids", brokers)
+            object.__setattr__(self, name, tuple(sorted(set(brokers))))
         object.__setattr__(self, "balance_threshold", float(bt))
         object.__setattr__(self, "capacity_threshold", float(ct))
         if dt is not None:
@@ -67,6 +70,7 @@ class PlannerOptions:
             max_moves_per_broker=balancer_config.max_moves_per_broker,
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
+            drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),
         )
 
     def topic_excluded(self, topic: str) -> bool:

@@ -23,6 +23,8 @@ class Plan:
     unsatisfied: tuple[str, ...] = ()     # hard goals the plan could not meet, with why
     goals: tuple[dict, ...] = field(default=(), compare=False)   # per-goal metric before/after
     seconds: float = field(default=0.0, compare=False)
+    drain_brokers: tuple[int, ...] = ()   # broker ids the plan empties (the checker verifies it)
+    notes: tuple[str, ...] = field(default=(), compare=False)   # why a goal could not do all it was asked
 
     @property
     def imbalance_before(self) -> float:
@@ -55,6 +57,8 @@ class Plan:
                      f" in {self.seconds:.2f}s")
         for problem in self.unsatisfied:
             lines.append(f"UNSATISFIED hard goal: {problem}")
+        for note in self.notes:
+            lines.append(f"note: {note}")
         return "\n".join(lines)
 
 

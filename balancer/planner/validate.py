@@ -13,7 +13,9 @@ def check_plan(snapshot: Mapping, result) -> list[str]:
     problems: list[str] = []
     racks = {b["id"]: b.get("rack") for b in snapshot["brokers"]}
     rack_aware = any(r is not None for r in racks.values())
-    n_racks = len({r if r is not None else f"__{b}" for b, r in racks.items()})
+    drained = set(getattr(result, "drain_brokers", ()))
+    # Racks a partition can span: those with a broker that is not drained.
+    n_racks = len({r if r is not None else f"__{b}" for b, r in racks.items() if b not in drained}) or 1
     parts = {(p["topic"], p["partition"]): p for p in snapshot["partitions"]}
     seen = set()
 
@@ -47,6 +49,15 @@ def check_plan(snapshot: Mapping, result) -> list[str]:
                 problems.append(f"{where}: rack awareness worsened {before} -> {after} racks")
         if a.new_replicas[0] != a.new_leader:
             problems.append(f"{where}: new_replicas[0] is not the new leader")
+    # A drained broker ends with no replica and no leadership, whether its partition moved or not.
+    final = {key: list(p["replicas"]) for key, p in parts.items()} if drained else {}
+    for a in result.actions if drained else ():
+        if (a.topic, a.partition) in final:
+            final[(a.topic, a.partition)] = list(a.new_replicas)
+    for (topic, partition), reps in final.items():
+        left = sorted(drained.intersection(reps))
+        if left:
+            problems.append(f"{topic}-{partition}: replicas left on drained broker(s) {left}")
     reassign = result.to_reassignment()
     if set(reassign) != {"version", "partitions"} or reassign["version"] != 1:
         problems.append(f"reassignment JSON has keys {sorted(reassign)}")
