@@ -65,6 +65,9 @@ CASES = {
     "negative partition": (with_(partition=-2), "field 'partition' is negative"),
     "ts in seconds": (with_(ts=NOW // 1000), "not a plausible epoch-milliseconds time"),
     "ts in the far future": (with_(ts=NOW + 86_400_000 * 365), "not a plausible epoch-milliseconds time"),
+    # Beyond what a timestamp's microseconds can hold: converting it would overflow and fail the task.
+    "ts at the long's maximum": (with_(ts=2**63 - 1), "not a plausible epoch-milliseconds time"),
+    "ts at the long's minimum": (with_(ts=-(2**63)), "not a plausible epoch-milliseconds time"),
     "empty cluster": (with_(cluster=" "), "field 'cluster' is empty"),
     "bad topic name": (with_(topic="orders/eu"), "not a valid Kafka topic name"),
     "empty replicas": (with_(replicas=[]), "field 'replicas' is empty"),

@@ -41,6 +41,9 @@ RAW_SCHEMA = T.StructType([T.StructField(f.name, T.StringType()) for f in tm.FIE
 TYPED_SCHEMA = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in tm.FIELDS]
                             + [T.StructField(_CORRUPT, T.StringType())])
 
+# Largest |epoch ms| whose microseconds fit a long (Spark's timestamp): beyond it timestamp_millis overflows.
+_TS_MS_LIMIT = (2**63 - 1) // 1000
+
 KAFKA_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
 
 
@@ -265,7 +268,8 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         *KAFKA_COLUMNS, "key", "value",
         typed["v"].alias("v"),
         typed["type"].alias("type"),
-        F.timestamp_millis(typed["ts"]).alias("ts"),
+        # An absurd ts (quarantined by its rule) must not overflow the timestamp's microseconds and fail the task.
+        F.when(typed["ts"].between(-_TS_MS_LIMIT, _TS_MS_LIMIT), F.timestamp_millis(typed["ts"])).alias("ts"),
         *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
         *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),
         # Cruise Control's records only (balancer.spark.cruise_control).
