@@ -175,11 +175,21 @@ class BalancerConfig(_Strict):
     max_moves_per_broker: int | None = Field(default=None, gt=0)
     excluded_topics: str | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
+    # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.
+    drain_brokers: list[int] = Field(default_factory=list)
     # Replica moves are throttled by the operator's executor at this rate (bytes/s); recorded in plans.
     throttle_bytes_per_sec: int = Field(default=50_000_000, gt=0)
     # After a plan completed (or the cluster diverged from it), no new plan for a window ending
     # sooner than this after the window that saw it: the next plan must see post-move telemetry.
     min_plan_interval: Duration = "10 minutes"
+
+    @field_validator("drain_brokers")
+    @classmethod
+    def _broker_ids(cls, value: list[int]) -> list[int]:
+        bad = [b for b in value if b < 0]
+        if bad:
+            raise ValueError(f"broker ids must be >= 0, got {bad}")
+        return value
 
     @field_validator("excluded_topics")
     @classmethod

@@ -29,6 +29,8 @@ def test_set_overrides_are_typed():
     ("source.connector=java", "source.connector"),
     ("lakehouse.engine=spark", "lakehouse.engine"),
     ("balancer.excluded_topics=[unclosed", "balancer.excluded_topics"),
+    ("balancer.drain_brokers=[-1]", "balancer.drain_brokers"),
+    ("balancer.drain_brokers=seven", "balancer.drain_brokers"),
     ("windows.slide=10 minutes", "must not exceed windows.size"),
 ])
 def test_bad_key_or_value_names_it(override, fragment):

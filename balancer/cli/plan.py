@@ -8,6 +8,7 @@ Options come from ``config.balancer`` (``--config`` / ``--set balancer.x=y``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,7 +24,20 @@ def add_parser(subparsers, parents=()) -> argparse.ArgumentParser:
                         help="where to write the reassignment JSON")
     parser.add_argument("--election-out", metavar="ELECT.json",
                         help="where to write the preferred leader election JSON")
+    parser.add_argument("--drain", metavar="IDS", type=_broker_ids, default=(),
+                        help="comma-separated broker ids to empty (decommission), e.g. 7,8; "
+                             "added to balancer.drain_brokers")
     return parser
+
+
+def _broker_ids(text: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--drain takes comma-separated broker ids, got {text!r}") from None
+    if not ids or any(b < 0 for b in ids):
+        raise argparse.ArgumentTypeError(f"--drain takes comma-separated broker ids >= 0, got {text!r}")
+    return ids
 
 
 def _write(path: str, payload: dict) -> None:
@@ -44,7 +58,17 @@ def run(args: argparse.Namespace, config) -> int:
         print(f"balancer plan: {args.snapshot} is not valid JSON: {exc}", file=sys.stderr)
         return 2
     try:
-        result = plan(snapshot, PlannerOptions.from_config(config.balancer))
+        options = PlannerOptions.from_config(config.balancer)
+        drain = getattr(args, "drain", ())
+        if drain:
+            options = dataclasses.replace(options, drain_brokers=options.drain_brokers + tuple(drain))
+            brokers = snapshot.get("brokers") if isinstance(snapshot, dict) else None
+            known = {b.get("id") for b in brokers or () if isinstance(b, dict)}
+            unknown = sorted(set(drain) - known)
+            if unknown:
+                print(f"balancer plan: --drain: broker(s) {unknown} not in {args.snapshot}", file=sys.stderr)
+                return 2
+        result = plan(snapshot, options)
     except (SnapshotError, ValueError) as exc:
         print(f"balancer plan: {args.snapshot}: {exc}", file=sys.stderr)
         return 2

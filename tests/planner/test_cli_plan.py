@@ -45,3 +45,28 @@ def test_plan_command_missing_file(tmp_path, capsys):
     args = parse(["plan", str(tmp_path / "nope.json"), "-o", str(tmp_path / "p.json")])
     assert plan_cli.run(args, load_config()) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_plan_command_drains_brokers(tmp_path, capsys):
+    snap = tmp_path / "snap.json"
+    snapshot = generate(ScenarioSpec(brokers=6, racks=3, topics=20, seed=3))
+    snap.write_text(json.dumps(snapshot))
+    out = tmp_path / "plan.json"
+    args = parse(["plan", str(snap), "-o", str(out), "--drain", "4,5"])
+    assert plan_cli.run(args, load_config(None, ["balancer.drain_brokers=[3]"])) == 0
+    final = {(p["topic"], p["partition"]): p["replicas"] for p in snapshot["partitions"]}
+    for entry in json.loads(out.read_text())["partitions"]:
+        final[(entry["topic"], entry["partition"])] = entry["replicas"]
+    assert not any({3, 4, 5} & set(reps) for reps in final.values())
+
+
+def test_plan_command_rejects_a_bad_drain(tmp_path, capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        parse(["plan", "s.json", "-o", "p.json", "--drain", "7,x"])
+    assert "--drain takes comma-separated broker ids" in capsys.readouterr().err
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(generate(ScenarioSpec(brokers=6, racks=3, topics=5, seed=3))))
+    args = parse(["plan", str(snap), "-o", str(tmp_path / "p.json"), "--drain", "42"])
+    assert plan_cli.run(args, load_config()) == 2
+    assert "broker(s) [42] not in" in capsys.readouterr().err
