@@ -634,12 +634,13 @@ class ResourceGoal(Goal):
         ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
         load_p = self.relief(model, ps, a)
         ps = ps[np.argsort(-load_p, kind="stable")][:50]
+        on_a = model.partitions_on(a)   # leadership transfers leave it as it is
         for p in ps.tolist():
             if not self._over(model, a):
                 return
             row = model.replicas[p]
             for f in [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]:
-                qs = np.nonzero((model.leader == f) & model.movable & (model.replicas == a).any(axis=1))[0]
+                qs = on_a[(model.leader[on_a] == f) & model.movable[on_a]]
                 if not len(qs):
                     continue
                 lp = float(self.relief(model, np.array([p]), a)[0])
@@ -726,7 +727,8 @@ class ResourceGoal(Goal):
         excess = model.load[dst, d] + lo_p - limit * model.cap[dst, d]
         if excess <= 0:
             return False
-        qs = np.nonzero((model.leader == dst) & model.movable & (model.replicas == a).any(axis=1))[0]
+        on_a = model.partitions_on(a)
+        qs = on_a[(model.leader[on_a] == dst) & model.movable[on_a]]
         qs = qs[qs != move.p]
         lo_q = model.leader_out[qs]
         fits = (lo_q >= excess) & (model.load[a, d] - lo_p + lo_q <= limit * model.cap[a, d])
@@ -816,7 +818,8 @@ class ResourceGoal(Goal):
         pool = None
         for b in under:
             if self.leadership:
-                ps = np.nonzero((model.replicas == b).any(axis=1) & (model.leader != b) & model.movable)[0]
+                ps = model.partitions_on(b)
+                ps = ps[(model.leader[ps] != b) & model.movable[ps]]
                 # Partitions preferring b first (election only), then by this goal's key.
                 ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
                 for p in ps.tolist():

@@ -361,6 +361,7 @@ class ClusterModel:
         self._delta_memo: tuple | None = None
         self._cluster_util_memo: tuple[int, dict] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
+        self._on_cache: dict[int, np.ndarray] = {}   # partitions_on, per broker
 
     # ---- load -------------------------------------------------------------------------
     def _compute_load(self) -> np.ndarray:
@@ -491,7 +492,16 @@ class ClusterModel:
         return b in self.replicas[p].tolist()
 
     def partitions_on(self, b: int) -> np.ndarray:
-        return np.nonzero((self.replicas == b).any(axis=1))[0]
+        """Sorted indices of the partitions with a replica on ``b`` (read-only; kept until a
+        replica moves on or off ``b``: the search asks for the same broker many times)."""
+        got = self._on_cache.get(b)
+        if got is None:
+            # Replicas of a partition are distinct brokers, so each row matches at most once and
+            # the flat positions' rows come out sorted and unique.
+            got = np.flatnonzero(self.replicas.ravel() == b) // self.replicas.shape[1]
+            got.flags.writeable = False
+            self._on_cache[b] = got
+        return got
 
     # ---- bookkeeping for caps ------------------------------------------------------------
     def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
@@ -549,6 +559,8 @@ class ClusterModel:
         if move.kind == "leadership":
             self.leader[p] = move.dst
         else:
+            self._on_cache.pop(move.src, None)
+            self._on_cache.pop(move.dst, None)
             self.replicas[p] = self._moved_row(p, move.src, move.dst)
             if self.leader[p] == move.src:
                 self.leader[p] = move.dst
