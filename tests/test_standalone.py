@@ -1,0 +1,87 @@
+"""The job submitted with spark-submit.sh to a real Spark standalone cluster (master + two workers on
+loopback, started from the venv's pyspark) against the embedded broker: exact counts in every table,
+and executors on both workers."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import pytest
+from deltalake import DeltaTable
+
+from balancer.cluster import StandaloneCluster, application_executors
+from balancer.config import REPO_ROOT
+from balancer.scenarios import ScenarioSpec, generate
+from balancer.simulator import SimulatedCluster
+from balancer.spark.lakehouse import TABLES
+from balancer import telemetry as tm
+from support import T0, produce, write_config
+from test_pipeline import MALFORMED
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A master and two 1-core workers (the machine's two cores), stopped with their process groups."""
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1, memory="1g") as cluster:
+        yield cluster
+
+
+def table_rows(lakehouse, table: str) -> list[dict]:
+    return DeltaTable(str(lakehouse / table)).to_pyarrow_table().to_pylist()
+
+
+def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(standalone, broker, topic, tmp_path):
+    spec = ScenarioSpec(brokers=4, racks=2, topics=4, partitions_per_topic=(3, 6), replication_factor=2,
+                        total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="sa-1")
+    cluster = SimulatedCluster(generate(spec), noise=0.0)
+    valid = [tm.encode(r) for minute in range(12) for r in cluster.telemetry(T0 + minute * 60_000)]
+    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
+    app_name = f"balancer-standalone-{uuid.uuid4().hex[:8]}"
+    config = write_config(
+        tmp_path, broker.bootstrap_servers, topic,
+        source={"max_records_per_batch": 300},
+        spark={"app_name": app_name, "conf": {
+            "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+            "spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "768m",
+            # Start the first job only once both executors are up, so both take tasks.
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"}})
+    log = tmp_path / "submit.log"
+    with open(log, "wb") as out:
+        done = subprocess.run([str(REPO_ROOT / "spark-submit.sh"), "--master", standalone.master_url, "--once",
+                               "--config", str(config)], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                              timeout=900)
+    assert done.returncode == 0, log.read_text()[-6000:]
+
+    lakehouse = tmp_path / "lakehouse"
+    rows = {table: table_rows(lakehouse, table) for table in TABLES}
+    assert len(rows["telemetry_raw"]) == len(valid)
+    assert len({(r["kafka_partition"], r["kafka_offset"]) for r in rows["telemetry_raw"]}) == len(valid)
+    assert len(rows["telemetry_quarantine"]) == len(MALFORMED)
+    # Minutes 0-11 with a one-minute watermark finalize the windows [0,5) and [5,10).
+    windows = {r["window_end"] for r in rows["partition_load"]}
+    assert len(windows) == 2
+    assert len(rows["partition_load"]) == 2 * len(generate(spec)["partitions"])
+    assert len(rows["broker_load"]) == 2 * 5 and len(rows["broker_ranking"]) == 2 * 5
+    plans = rows["balance_plans"]
+    assert len(plans) == 2 and all(p["cluster"] == "sa-1" for p in plans)
+    proposed = [p for p in plans if p["status"] == "proposed"]
+    assert proposed, [(p["status"], p["reason"]) for p in plans]
+    for plan in proposed:
+        own = [a for a in rows["plan_actions"] if a["plan_id"] == plan["plan_id"]]
+        assert sum(a["action"] == "leadership" for a in own) == plan["leader_moves"]
+        assert sum(a["bytes_to_move"] for a in own) == plan["bytes_to_move"]
+    assert len(rows["plan_actions"]) == sum(len([a for a in rows["plan_actions"] if a["plan_id"] == p["plan_id"]])
+                                            for p in plans)
+
+    # The master saw the application finish; both workers ran one of its executors, and each ran tasks.
+    apps = [a for a in standalone.status()["completedapps"] if a["name"] == app_name]
+    assert len(apps) == 1 and apps[0]["state"] == "FINISHED", apps
+    app_id = apps[0]["id"]
+    assert application_executors(standalone, app_id) == [0, 1]
+    for i in (1, 2):
+        logs = list((standalone.root / f"worker-{i}" / "work" / app_id).glob("*/stderr"))
+        assert logs and any("Finished task" in f.read_text(errors="replace") for f in logs), (i, logs)
