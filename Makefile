@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode
 
-.PHONY: setup run test test-unit bench $(addprefix bench-,$(BENCHES)) clean
+.PHONY: setup run test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down
 
 setup: $(STAMP)
 
@@ -40,6 +40,14 @@ bench: $(addprefix bench-,$(BENCHES))
 # bench-<name> runs benchmarks/<name>_bench.py
 $(addprefix bench-,$(BENCHES)): bench-%: setup
 	$(PY) benchmarks/$*_bench.py
+
+# A Spark standalone master and two 1-core workers on loopback (prints the master URL for
+# ./spark-submit.sh --master); state, work and logs under data/cluster.
+cluster-up: setup
+	$(PY) -m balancer.cluster up --dir data/cluster $(CLUSTER_ARGS)
+
+cluster-down:
+	$(PY) -m balancer.cluster down --dir data/cluster
 
 clean:
 	rm -rf data .pytest_cache
