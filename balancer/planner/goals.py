@@ -21,6 +21,11 @@ _EPS = 1e-9
 _DEST_TRIES = 4          # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
 _CHAIN_TRIES = 256        # network_out leaderships per shed that may go on by a chain of two transfers
+# Candidates screened with numpy at once (ResourceGoal._screen): none while candidates keep
+# passing; after _SCREEN_FIRST rejections in a row, chunks of _SCREEN_FIRST growing 4x per empty one.
+_SCREEN_FIRST = 16
+_SCREEN_CHUNK = 1024
+_SCREEN_SLACK = 1e-12     # utilization by which the screen's limits are looser than the scalar checks'
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
 # where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
@@ -367,6 +372,10 @@ class ResourceGoal(Goal):
         """Least cut of this goal's excess (utilization units) a move must bring, given the two
         brokers' ``excess`` outside the limits before it."""
         return _EPS * 1e-3
+
+    def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
+        """``min_gain`` for many excesses at once."""
+        return np.full(len(excess), self.min_gain(model, 0.0))
 
     guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
     _guard_ratio: float | None = None   # guard ceiling / cluster utilization; None: the threshold
@@ -822,37 +831,130 @@ class ResourceGoal(Goal):
                 ps = ps[(model.leader[ps] != b) & model.movable[ps]]
                 # Partitions preferring b first (election only), then by this goal's key.
                 ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
-                for p in ps.tolist():
-                    if not self._under(model, b):
-                        break
+                # In order, each candidate that passes ``_fits``, ``wants`` and every goal's accept
+                # is applied. A rejected candidate changes nothing, so the ones the vectorized
+                # screen rejects at the current loads are skipped in one step.
+                i, n, misses, chunk = 0, len(ps), 0, 0
+                while i < n and self._under(model, b):
+                    if misses >= _SCREEN_FIRST:
+                        chunk = max(chunk, _SCREEN_FIRST)
+                        cand = ps[i:i + chunk]
+                        vec = np.zeros((len(cand), model.load.shape[1]))
+                        vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[cand], model.bytes_in[cand], 1.0
+                        hits = np.flatnonzero(self._screen(model, model.leader[cand], b, vec, res_goals))
+                        if not len(hits):
+                            i += len(cand)
+                            chunk = min(4 * chunk, _SCREEN_CHUNK)
+                            continue
+                        if hits[0] < _SCREEN_FIRST // 4:
+                            misses, chunk = 0, 0   # not skipping much here: one by one again
+                        i += int(hits[0])
+                    p = int(ps[i])
+                    i += 1
                     move = Move("leadership", p, int(model.leader[p]), b)
-                    if self._fits(move, model) and self.wants(move, model):
-                        self.try_move(move, model, checks)
+                    if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
+                        misses, chunk = 0, 0
+                    else:
+                        misses += 1
             if not self.moves or not self._under(model, b):
                 continue
             if pool is None:
                 pool = self._fill_pool(model, avg)
-            tries = 0
-            for p, a in pool:
-                if not self._under(model, b) or tries > 4 * _FILL_CANDIDATES // max(1, len(under)) + 200:
-                    break
-                if model.leader[p] != a and self.dim in (OUT, LBIN, NLEAD):
+            self._fill_from_pool(b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, model, checks,
+                                 res_goals, rack)
+
+    def _fill_from_pool(self, b, pool, limit, model, checks, res_goals, rack) -> None:
+        """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
+        trying at most ``limit`` candidates that could go to ``b`` at all.
+
+        One by one while candidates keep passing; after _SCREEN_FIRST rejections in a row, the
+        vectorized screen skips the candidates it rejects at the current loads, counted as tried:
+        rejecting one changes nothing, so the result is the one-by-one loop's.
+        """
+        pool_p, pool_a = pool
+        leader_only = self.dim in (OUT, LBIN, NLEAD)
+        tries, i, n, misses, chunk = 0, 0, len(pool_p), 0, 0
+        while i < n and self._under(model, b) and tries <= limit:
+            if misses < _SCREEN_FIRST:
+                p, a = int(pool_p[i]), int(pool_a[i])
+                i += 1
+                if leader_only and model.leader[p] != a:
                     continue
                 if not model.holds(p, a) or model.holds(p, b) or not model.dest_ok[b]:
                     continue
                 tries += 1
-                move = Move("replica_move", p, a, b)
-                if self._fits(move, model) and self.wants(move, model):
-                    if rack is not None and not rack.accept(move, model):
-                        continue
-                    self.try_move(move, model, checks)
+            else:
+                chunk = max(chunk, _SCREEN_FIRST)
+                ps, srcs = pool_p[i:i + chunk], pool_a[i:i + chunk]
+                rows = model.replicas[ps]
+                led = model.leader[ps] == srcs
+                valid = (rows == srcs[:, None]).any(axis=1) & ~(rows == b).any(axis=1) & bool(model.dest_ok[b])
+                if leader_only:
+                    valid &= led
+                # The loop stops at the first candidate met with more than ``limit`` tried before it.
+                before = tries + np.cumsum(valid) - valid
+                stop = np.flatnonzero(before > limit)
+                end = int(stop[0]) if len(stop) else len(ps)
+                vec = model.contrib_matrix(ps[:end], -1)
+                ledf = led[:end].astype(np.float64)
+                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[ps[:end]] * ledf, vec[:, IN] * ledf, ledf
+                hits = np.flatnonzero(valid[:end] & self._screen(model, srcs[:end], b, vec, res_goals))
+                if not len(hits):
+                    tries += int(valid[:end].sum())
+                    if end < len(ps):
+                        return
+                    i += len(ps)
+                    chunk = min(4 * chunk, _SCREEN_CHUNK)
+                    continue
+                k = int(hits[0])
+                if k < _SCREEN_FIRST // 4:
+                    misses, chunk = 0, 0   # the screen is not skipping much here: one by one again
+                tries += int(valid[:k].sum()) + 1
+                i += k + 1
+                p, a = int(ps[k]), int(srcs[k])
+            move = Move("replica_move", p, a, b)
+            if (self._fits(move, model) and self.wants(move, model)
+                    and (rack is None or rack.accept(move, model)) and self.try_move(move, model, checks)):
+                misses, chunk = 0, 0
+            else:
+                misses += 1
+
+    def _screen(self, model, src, dst, vec, res_goals) -> np.ndarray:
+        """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst``: False
+        only where ``_fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
+
+        The same arithmetic as the scalar checks, with limits loosened by _SCREEN_SLACK, so a
+        candidate it rejects is one the scalar checks reject: skipping it cannot change a plan.
+        """
+        load, cap, d = model.load, model.cap, self.dim
+        src = np.asarray(src)
+        ok = np.ones(len(vec), dtype=bool)
+        for g in res_goals:
+            v = vec[:, g.dim]
+            upper, lower = g.limits(model)
+            tol = _EPS * max(1.0, abs(float(upper[dst]))) - g.margin + _SCREEN_SLACK
+            ok &= (v == 0) | (((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
+                              & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol))
+        v = vec[:, d]
+        upper, lower = self.limits(model)
+        fit_b = np.where(v > 0, dst, src)
+        ok &= (load[fit_b, d] + v) / cap[fit_b, d] <= upper[fit_b] + _EPS + _SCREEN_SLACK
+        ls, lt = load[src, d], load[dst, d]
+
+        def term(b, x):
+            u = x / cap[b, d]
+            return np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
+        before = term(src, ls) + term(dst, lt)
+        after = term(src, ls - v) + term(dst, lt + v)
+        ok &= (v != 0) & (before - after >= self.min_gain_array(model, before) - _SCREEN_SLACK)
+        return ok
 
     def _under(self, model, b) -> bool:
         _, lower = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model)
 
-    def _fill_pool(self, model, avg) -> list[tuple[int, int]]:
-        """Replicas on brokers above average, best relief per byte first."""
+    def _fill_pool(self, model, avg) -> tuple[np.ndarray, np.ndarray]:
+        """Replicas on brokers above average, best relief per byte first: (partitions, brokers)."""
         util = model.util(self.dim)
         flat = model.replicas.ravel()
         ps = np.repeat(np.arange(model.n_partitions), model.replicas.shape[1])
@@ -868,7 +970,7 @@ class ResourceGoal(Goal):
             top = np.argpartition(key, _FILL_CANDIDATES)[:_FILL_CANDIDATES]
             ps, bs, key = ps[top], bs[top], key[top]
         order = np.lexsort((bs, ps, key))
-        return list(zip(ps[order].tolist(), bs[order].tolist()))
+        return ps[order], bs[order]
 
 
 def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
@@ -969,6 +1071,11 @@ class DistributionGoal(ResourceGoal):
         if excess < self.slack(model):
             return math.inf                  # within noise of the target band: leave it
         return _EPS * 1e-3
+
+    def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
+        if self.dim in (NREP, NLEAD):
+            return np.full(len(excess), 0.5)
+        return np.where(excess < self.slack(model), math.inf, _EPS * 1e-3)
 
     def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
         n = model.n_brokers
