@@ -494,9 +494,34 @@ class ResourceGoal(Goal):
             ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
             util = model.util(self.dim)
             chains, led = 0, {}
-            for p in ps.tolist():
+            i, n, misses, chunk = 0, len(ps), 0, 0
+            while i < n:
                 if not self._over(model, a):
                     return
+                if misses >= _SCREEN_FIRST and (self.dim != OUT or chains >= _CHAIN_TRIES):
+                    # A leadership none of whose followers passes the screen is refused by the
+                    # scalar checks too, and (no chain left to try) changes nothing: skip it.
+                    chunk = max(chunk, _SCREEN_FIRST)
+                    cand = ps[i:i + chunk]
+                    rows = model.replicas[cand]
+                    follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
+                    kk, jj = np.nonzero(follower)
+                    vec = np.zeros((len(kk), model.load.shape[1]))
+                    vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[cand[kk]], model.bytes_in[cand[kk]], 1.0
+                    passed = np.zeros(len(cand), dtype=bool)
+                    passed[kk[self._screen(model, np.full(len(kk), a), rows[kk, jj], vec, res_goals)]] = True
+                    hits = np.flatnonzero(passed)
+                    if not len(hits):
+                        chains += len(cand)
+                        i += len(cand)
+                        chunk = min(4 * chunk, _SCREEN_CHUNK)
+                        continue
+                    if hits[0] < _SCREEN_FIRST // 4:
+                        misses, chunk = 0, 0   # not skipping much here: one by one again
+                    chains += int(hits[0])
+                    i += int(hits[0])
+                p = int(ps[i])
+                i += 1
                 row = model.replicas[p]
                 followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
                 # The preferred replica first: handing leadership back needs only an election.
@@ -506,10 +531,13 @@ class ResourceGoal(Goal):
                     move = Move("leadership", p, a, f)
                     if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
                         util = model.util(self.dim)
+                        misses, chunk = 0, 0
                         break
                 else:
+                    misses += 1
                     if self.dim == OUT and chains < _CHAIN_TRIES and self._chain_leadership(p, a, followers, model, checks, led):
                         util = model.util(self.dim)
+                        misses, chunk = 0, 0
                     chains += 1
         if self.moves and self._over(model, a):
             ps = model.partitions_on(a)
@@ -920,7 +948,8 @@ class ResourceGoal(Goal):
                 misses += 1
 
     def _screen(self, model, src, dst, vec, res_goals) -> np.ndarray:
-        """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst``: False
+        """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst`` (one
+        broker, or one per candidate): False
         only where ``_fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
 
         The same arithmetic as the scalar checks, with limits loosened by _SCREEN_SLACK, so a
@@ -932,7 +961,7 @@ class ResourceGoal(Goal):
         for g in res_goals:
             v = vec[:, g.dim]
             upper, lower = g.limits(model)
-            tol = _EPS * max(1.0, abs(float(upper[dst]))) - g.margin + _SCREEN_SLACK
+            tol = _EPS * np.maximum(1.0, np.abs(upper[dst])) - g.margin + _SCREEN_SLACK
             ok &= (v == 0) | (((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
                               & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol))
         v = vec[:, d]
