@@ -20,15 +20,12 @@ import argparse
 import os
 import struct
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from confluent_kafka import Producer  # noqa: E402
 
 from balancer.cc_reporter import from_telemetry  # noqa: E402
 from balancer.config import load_config  # noqa: E402
@@ -39,24 +36,7 @@ from balancer.spark.job import parse_stream, python_source_options  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
 from ingest_bench import MINUTE_MS, QUICK, T0, Round  # noqa: E402
-from landing_bench import measure  # noqa: E402
-
-
-def _send(bootstrap: str, topic: str, minutes, pairs_at) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
-    count = 0
-    for minute in range(minutes):
-        for key, value in pairs_at(T0 + minute * MINUTE_MS):
-            while True:
-                try:
-                    producer.produce(topic, key=key, value=value)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            count += 1
-        producer.flush(120)
-    return count
+from landing_bench import measure, produce_minutes  # noqa: E402
 
 
 def main() -> None:
@@ -80,7 +60,7 @@ def main() -> None:
         counts = {}
         for name, pairs_at in (("v1", lambda ts: zip(v1.keys, v1.at(ts))), ("cruise-control", cc_at)):
             broker.create_topic(f"formats-{name}", partitions=args.partitions)
-            counts[name] = _send(broker.bootstrap_servers, f"formats-{name}", args.minutes, pairs_at)
+            counts[name] = produce_minutes(broker.bootstrap_servers, f"formats-{name}", args.minutes, pairs_at)
         replica_minutes = v1.replicas * args.minutes
         print(f"{v1.replicas:,} replicas x {args.minutes} sim minutes: v1 {counts['v1']:,} records, "
               f"Cruise Control {counts['cruise-control']:,} records; load "

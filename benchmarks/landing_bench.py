@@ -52,18 +52,25 @@ TOPIC = "landing-bench"
 
 
 def produce(bootstrap: str, rnd: Round, minutes: int) -> int:
+    return produce_minutes(bootstrap, TOPIC, minutes, lambda ts: zip(rnd.keys, rnd.at(ts)))
+
+
+def produce_minutes(bootstrap: str, topic: str, minutes: int, pairs_at) -> int:
+    """Sim minutes of (key, value) pairs (``pairs_at(ts)``) into ``topic``; returns the records sent."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
+    count = 0
     for minute in range(minutes):
-        for key, value in zip(rnd.keys, rnd.at(T0 + minute * MINUTE_MS)):
+        for key, value in pairs_at(T0 + minute * MINUTE_MS):
             while True:
                 try:
-                    producer.produce(TOPIC, key=key, value=value)
+                    producer.produce(topic, key=key, value=value)
                     break
                 except BufferError:
                     producer.poll(0.01)
+            count += 1
         producer.flush(120)
-    return minutes * len(rnd)
+    return count
 
 
 def cpu_seconds() -> tuple[float, float]:
