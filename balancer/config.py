@@ -142,8 +142,27 @@ class CapacityConfig(_Strict):
 
 
 class LakehouseConfig(_Strict):
+    # A local folder, or s3://bucket/prefix (s3a:// too) with storage_options.
     path: str = "data/lakehouse"
     engine: Literal["auto", "delta-rs", "delta-spark"] = "auto"
+    # delta-rs' (object_store's) storage options, e.g. AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, aws_conditional_put; also given to the executors'
+    # parquet writes and, on delta-spark, as Hadoop fs.s3a.* settings (balancer/storage.py).
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)  # repr: holds credentials
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _client_options(value)
+
+    @model_validator(mode="after")
+    def _path_usable(self) -> "LakehouseConfig":
+        # A section-level rule: its error never echoes the input, which may hold credentials.
+        from balancer.storage import Storage, is_uri
+
+        if is_uri(self.path):
+            Storage.of(self.path, self.storage_options)
+        return self
 
 
 class CheckpointConfig(_Strict):

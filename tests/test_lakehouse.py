@@ -23,7 +23,7 @@ def raw_rows(n: int, start: int = 0) -> list[tuple]:
         broker = i % 7
         rows.append(("metrics", i % 3, i, T0, 1, "partition", T0 + dt.timedelta(microseconds=i), "c1", broker,
                      f"topic-{i % 11}", i % 13, i % 2 == 0, [broker, (broker + 1) % 7], float(i), 2.0 * i,
-                     i / 200.0, 1e6 + i, None if i % 5 else "rack-a", None, None, None, None, False, 4, T0))
+                     i / 200.0, 1e6 + i, None if i % 5 else "rack-a", None, None, None, None, None, None, False, 4, T0))
     return rows
 
 

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     spark = build_session(master="local[*]", app_name="balancer-sql",
                           conf={**config.spark.conf, "spark.ui.enabled": "false"})
-    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
+    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine,
+                          storage_options=config.lakehouse.storage_options)
     lakehouse.register_views()
     register_sql_views(spark)
     spark.sql(args.query).show(args.limit, truncate=False)

@@ -82,7 +82,8 @@ def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
 def start(spark: SparkSession, config: Config, *, once: bool = False,
           on_plans: PlanListener | None = None) -> list[StreamingQuery]:
     """Start the job's streaming query; the caller awaits or stops it (a list, as ``await_all`` takes)."""
-    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
+    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine,
+                          storage_options=config.lakehouse.storage_options)
     lakehouse.create_all()
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
     parsed = parse_stream(kafka_stream(spark, config), config)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from balancer.resources import sql_files
+from balancer.storage import Storage
 from balancer.spark.session import delta_jar_available
 
 _COLUMNS = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)\s*\((.*)\)\s*USING DELTA", re.S | re.I)
@@ -89,9 +90,11 @@ def arrow_schema(table: str) -> pa.Schema:
 
 
 class Lakehouse:
-    """The balancer's tables under one root folder (one sub-folder per table)."""
+    """The balancer's tables under one root (one sub-folder per table): a local folder, or an object-store
+    URI (``s3://bucket/prefix``) with ``storage_options`` (see balancer/storage.py)."""
 
-    def __init__(self, spark: SparkSession, root: str | Path, *, engine: str = "auto"):
+    def __init__(self, spark: SparkSession, root: str | Path, *, engine: str = "auto",
+                 storage_options: dict[str, str] | None = None):
         if engine not in ("auto", "delta-rs", "delta-spark"):
             raise ValueError(f"engine must be 'auto', 'delta-rs' or 'delta-spark', got {engine!r}")
         if engine == "auto":
@@ -101,19 +104,33 @@ class Lakehouse:
                                "submit with spark-submit.sh (it passes --packages io.delta:delta-spark_2.13) "
                                "or set lakehouse.engine=delta-rs")
         self.spark = spark
-        self.root = Path(root).resolve()
+        self.storage = Storage.of(root, storage_options)
+        self.root = self.storage.root
         self.engine = engine
+        if engine == "delta-spark":
+            hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+            for key, value in self.storage.hadoop_conf().items():
+                hadoop.set(key, value)
 
     def path(self, table: str) -> str:
         if table not in table_ddl():
             raise KeyError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
-        return str(self.root / table)
+        return self.storage.join(table)
+
+    def delta(self, table: str) -> DeltaTable:
+        """The delta-rs handle of ``table`` (with the storage options)."""
+        return DeltaTable(self.path(table), storage_options=self.storage.delta_options())
+
+    def exists(self, table: str) -> bool:
+        return DeltaTable.is_deltatable(self.path(table), storage_options=self.storage.delta_options())
 
     def create_all(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.storage.local:
+            Path(self.root).mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             if self.engine == "delta-rs":
-                DeltaTable.create(self.path(table), schema=arrow_schema(table), mode="ignore", name=table)
+                DeltaTable.create(self.path(table), schema=arrow_schema(table), mode="ignore", name=table,
+                                  storage_options=self.storage.delta_options())
             else:
                 self.spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{self.path(table)}` ({table_ddl()[table]}) USING DELTA")
 
@@ -122,7 +139,7 @@ class Lakehouse:
     def committed_version(self, table: str, app_id: str) -> int | None:
         """Highest batch id committed to ``table`` by ``app_id``, or None."""
         if self.engine == "delta-rs":
-            return DeltaTable(self.path(table)).transaction_version(app_id)
+            return self.delta(table).transaction_version(app_id)
         rows = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path(table)}`").select("operationParameters").collect()
         versions = [int(r[0].get("txnVersion", -1)) for r in rows if r[0] and r[0].get("txnAppId") == app_id]
         return max(versions) if versions else None
@@ -161,14 +178,15 @@ class Lakehouse:
             (frame.select(*spark_schema(table).names).write.format("delta").mode("append")
              .option("txnAppId", app_id).option("txnVersion", batch_id).save(self.path(table)))
             return True
-        delta = DeltaTable(self.path(table))
+        delta = self.delta(table)
         done = delta.transaction_version(app_id)
         if done is not None and done >= batch_id:
             return False
         if isinstance(data, DataFrame) and estimated_bytes(data) > DRIVER_MAX_BYTES:
             # An empty frame (the usual quarantine) costs one JVM-only job here instead of
             # starting Python workers that write nothing.
-            actions = [] if data.isEmpty() else write_files(data, self.path(table), table, prefix=f"b{batch_id}")
+            actions = [] if data.isEmpty() else write_files(data, self.path(table), table, prefix=f"b{batch_id}",
+                                                                 storage=self.storage)
             self._commit_files(delta, table, actions, app_id, batch_id)
             return True
         arrow = data.toArrow() if isinstance(data, DataFrame) else data
@@ -199,9 +217,10 @@ class Lakehouse:
         for table in tables:
             done = self.committed_version(table, app_id)
             outputs.append((table, self.path(table)) if done is None or done < batch_id else None)
-        actions, summary = write_routed(frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize)
+        actions, summary = write_routed(frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize,
+                                        storage=self.storage)
         for table in actions:
-            self._commit_files(DeltaTable(self.path(table)), table, actions[table], app_id, batch_id)
+            self._commit_files(self.delta(table), table, actions[table], app_id, batch_id)
         return {table: table in actions for table in tables}, summary
 
     # -- reads ----------------------------------------------------------------------------
@@ -210,13 +229,22 @@ class Lakehouse:
         if self.engine == "delta-spark":
             return self.spark.read.format("delta").load(self.path(table))
         schema = spark_schema(table)
-        path = self.path(table)
-        if not DeltaTable.is_deltatable(path):
+        if not self.exists(table):
             return self.spark.createDataFrame([], schema)
-        files = DeltaTable(path).file_uris()
+        files = self.delta(table).file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(*files)
+        return self._scan(table, files)
+
+    def _scan(self, table: str, files: list[str]) -> DataFrame:
+        """The parquet ``files`` of ``table`` as a DataFrame. Local files: Spark's reader. Object storage:
+        executors read them with pyarrow and the storage options, since Spark's own reader would need
+        Hadoop's S3A jars (hadoop-aws), which a pip-installed pyspark lacks."""
+        if self.storage.local:
+            return self.spark.read.schema(spark_schema(table)).parquet(*files)
+        slices = max(1, min(len(files), self.spark.sparkContext.defaultParallelism))
+        paths = self.spark.createDataFrame([(f,) for f in files], "path string").repartition(slices)
+        return paths.mapInArrow(_file_reader(self.storage, table), spark_schema(table))
 
     def read_range(self, table: str, column: str, lo_ms: int | None, hi_ms: int) -> DataFrame:
         """Rows with ``lo_ms <= column < hi_ms`` (a timestamp column, epoch ms; ``lo_ms`` None: no lower
@@ -230,9 +258,9 @@ class Lakehouse:
         if self.engine == "delta-spark":
             return self.read(table).where(in_range)
         path = self.path(table)
-        if not DeltaTable.is_deltatable(path):
+        if not self.exists(table):
             return self.spark.createDataFrame([], spark_schema(table))
-        actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+        actions = pa.table(self.delta(table).get_add_actions(flatten=True))
         if actions.num_rows == 0:
             return self.spark.createDataFrame([], spark_schema(table))
         paths = actions.column("path")
@@ -249,13 +277,13 @@ class Lakehouse:
         files = [f"{path}/{unquote(name)}" for name in paths.to_pylist()]
         if not files:
             return self.spark.createDataFrame([], spark_schema(table))
-        return self.spark.read.schema(spark_schema(table)).parquet(*files).where(in_range)
+        return self._scan(table, files).where(in_range)
 
     def column_max(self, table: str, column: str):
         """Largest value of ``column``, from the Delta log's per-file statistics where every file has
         them (no data scanned: the table may hold months of telemetry), else by a scan."""
         if self.engine == "delta-rs":
-            actions = pa.table(DeltaTable(self.path(table)).get_add_actions(flatten=True))
+            actions = pa.table(self.delta(table).get_add_actions(flatten=True))
             if actions.num_rows == 0:
                 return None
             stat = f"max.{column}"
@@ -369,21 +397,39 @@ class _Stats:
                           allow_nan=False)
 
 
-class _ParquetFile:
-    """One new parquet file in ``folder``, written batch by batch, with its Delta stats."""
+def _file_reader(storage: Storage, table: str):
+    """mapInArrow function: each input row names a parquet file; yields its rows in ``table``'s schema."""
+    schema = arrow_schema(table)
 
-    def __init__(self, folder: str, schema: pa.Schema, prefix: str):
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for uri in batch.column("path").to_pylist():
+                with storage.filesystem.open_input_file(storage.fs_path(unquote(uri))) as source:
+                    for piece in pq.ParquetFile(source).iter_batches(batch_size=1 << 16):
+                        yield conform_batch(piece, schema, table)
+
+    return read
+
+
+class _ParquetFile:
+    """One new parquet file in ``folder`` (a local path or a URI under ``storage``'s root), written batch by
+    batch through ``storage``'s filesystem, with its Delta stats."""
+
+    def __init__(self, folder: str, schema: pa.Schema, prefix: str, storage: Storage | None = None):
         self.name = f"part-{prefix}-{uuid.uuid4()}-c000.snappy.parquet"
-        self.full = os.path.join(folder, self.name)
+        self.storage = storage or Storage.of(folder)
+        self.full = self.storage.fs_path(folder) + "/" + self.name
         self.schema = schema
         self.stats = _Stats(schema)
+        self.sink = None
         self.writer: pq.ParquetWriter | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.full, self.schema, compression="snappy")
+            self.sink = self.storage.filesystem.open_output_stream(self.full)
+            self.writer = pq.ParquetWriter(self.sink, self.schema, compression="snappy")
         self.stats.add(batch)
         self.writer.write_batch(batch, row_group_size=1 << 20)
 
@@ -392,14 +438,17 @@ class _ParquetFile:
         if self.writer is None:
             return None
         self.writer.close()
-        info = os.stat(self.full)
-        return {"path": self.name, "size": info.st_size, "rows": self.stats.rows, "stats": self.stats.json(),
-                "mtime": int(info.st_mtime * 1000), "inline": None}
+        self.sink.close()  # the writer leaves a stream it did not open to its owner
+        info = self.storage.filesystem.get_file_info(self.full)
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
+        return {"path": self.name, "size": info.size, "rows": self.stats.rows, "stats": self.stats.json(),
+                "mtime": mtime, "inline": None}
 
 
-def write_parquet(batches: Iterator[pa.RecordBatch], folder: str, schema: pa.Schema, prefix: str) -> dict | None:
+def write_parquet(batches: Iterator[pa.RecordBatch], folder: str, schema: pa.Schema, prefix: str,
+                  storage: Storage | None = None) -> dict | None:
     """Write ``batches`` as one new parquet file in ``folder``; its add-action fields, or None if empty."""
-    file = _ParquetFile(folder, schema, prefix)
+    file = _ParquetFile(folder, schema, prefix, storage)
     try:
         for batch in batches:
             file.add(batch)
@@ -412,8 +461,8 @@ class _TaskOutput:
     """One table's share of a task: held in memory up to ``inline_max_bytes`` (then sent to the driver
     inline), else streamed into one parquet file of the task's own."""
 
-    def __init__(self, folder: str, table: str, prefix: str, inline_max_bytes: int):
-        self.folder, self.table, self.prefix = folder, table, prefix
+    def __init__(self, folder: str, table: str, prefix: str, inline_max_bytes: int, storage: Storage | None):
+        self.folder, self.table, self.prefix, self.storage = folder, table, prefix, storage
         self.schema = arrow_schema(table)
         self.inline_max_bytes = inline_max_bytes
         self.held: list[pa.RecordBatch] = []
@@ -430,7 +479,7 @@ class _TaskOutput:
         self.held.append(batch)
         self.held_bytes += batch.nbytes
         if self.held_bytes >= self.inline_max_bytes:
-            self.file = _ParquetFile(self.folder, self.schema, self.prefix)
+            self.file = _ParquetFile(self.folder, self.schema, self.prefix, self.storage)
             for held in self.held:
                 self.file.add(held)
             self.held = []
@@ -453,9 +502,9 @@ def _ipc_bytes(table: pa.Table) -> bytes:
 
 
 def _task_writer(outputs: list[tuple[str, str] | None], route: str | None, prefix: str, inline_max_bytes: int,
-                 summarize: Callable[[pa.RecordBatch], pa.Table] | None):
+                 summarize: Callable[[pa.RecordBatch], pa.Table] | None, storage: Storage | None):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tasks = {i: _TaskOutput(folder, table, prefix, inline_max_bytes)
+        tasks = {i: _TaskOutput(folder, table, prefix, inline_max_bytes, storage)
                  for i, out in enumerate(outputs) if out is not None for table, folder in [out]}
         partials = []
         for batch in batches:
@@ -480,33 +529,37 @@ def _result_arrow_schema() -> pa.Schema:
 
 
 def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
-                inline_max_bytes: int | None = None) -> list[AddAction]:
+                inline_max_bytes: int | None = None, storage: Storage | None = None) -> list[AddAction]:
     """Executors write ``frame`` as parquet files in ``folder``; returns add actions for ONE commit.
 
     Partitions under ``inline_max_bytes`` come back to the driver as Arrow IPC and are written
     here as a single file. The files are not in the table until the caller commits the actions.
     """
-    actions, _ = write_routed(frame, [(table, folder)], route=None, prefix=prefix, inline_max_bytes=inline_max_bytes)
+    actions, _ = write_routed(frame, [(table, folder)], route=None, prefix=prefix, inline_max_bytes=inline_max_bytes,
+                              storage=storage)
     return actions[table]
 
 
 def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, route: str | None, prefix: str,
                  summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
-                 inline_max_bytes: int | None = None) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
+                 inline_max_bytes: int | None = None,
+                 storage: Storage | None = None) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
     """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[i]`` is (table, folder)
     for the rows whose ``route`` column holds ``i`` (None: those rows are not written); ``route``
     None: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
     ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
 
     Returns the add actions per table (one commit each, the caller's) and the summaries (None without
-    ``summarize`` or rows).
+    ``summarize`` or rows). ``storage`` (the lakehouse's root and options) reaches the executors with the
+    task; None: the folders are local paths.
     """
     if inline_max_bytes is None:
         inline_max_bytes = INLINE_MAX_BYTES
     if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
         names = set().union(*(arrow_schema(out[0]).names for out in outputs if out is not None), {route})
         frame = frame.select(*(c for c in frame.columns if c in names))
-    results = (frame.mapInArrow(_task_writer(outputs, route, prefix, inline_max_bytes, summarize), _RESULT_SCHEMA)
+    results = (frame.mapInArrow(_task_writer(outputs, route, prefix, inline_max_bytes, summarize, storage),
+                                _RESULT_SCHEMA)
                .toArrow().to_pylist())
     actions: dict[str, list[AddAction]] = {}
     for table, folder in (out for out in outputs if out is not None):
@@ -515,7 +568,7 @@ def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, rou
         pieces = [r["inline"] for r in mine if r["inline"] is not None]
         if pieces:
             batches = (batch for piece in pieces for batch in pa.ipc.open_stream(piece))
-            meta = write_parquet(batches, folder, arrow_schema(table), prefix)
+            meta = write_parquet(batches, folder, arrow_schema(table), prefix, storage)
             if meta is not None:
                 files.append(meta)
         actions[table] = [AddAction(f["path"], f["size"], {}, f["mtime"], True, f["stats"]) for f in files]

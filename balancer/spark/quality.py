@@ -560,17 +560,15 @@ class Contract:
         the range out are not read (delta-rs: by pyarrow, no Spark job)."""
         if self.lakehouse.engine == "delta-rs":
             import pyarrow.dataset as ds
-            from deltalake import DeltaTable
 
-            path = self.lakehouse.path("quality_runs")
-            if not DeltaTable.is_deltatable(path):
+            if not self.lakehouse.exists("quality_runs"):
                 return []
             since = pa.scalar(_to_dt(since_ms), pa.timestamp("us", tz="UTC"))
             until = pa.scalar(_to_dt(until_ms), pa.timestamp("us", tz="UTC"))
             end, start = ds.field("window_end"), ds.field("window_start")
             wanted = ((ds.field("query") == "ingest") & (end >= since) & (start < until) & ~ds.field("success")
                       & ds.field("cluster").isin(clusters))
-            table = DeltaTable(path).to_pyarrow_dataset().to_table(
+            table = self.lakehouse.delta("quality_runs").to_pyarrow_dataset().to_table(
                 columns=["cluster", "batch_id", "success", "window_start", "window_end", "failed_expectations"],
                 filter=wanted)
             as_ms = {name: table[name].cast(pa.int64()) for name in ("window_start", "window_end")}
