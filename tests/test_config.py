@@ -31,6 +31,11 @@ def test_set_overrides_are_typed():
     ("balancer.excluded_topics=[unclosed", "balancer.excluded_topics"),
     ("balancer.drain_brokers=[-1]", "balancer.drain_brokers"),
     ("balancer.drain_brokers=seven", "balancer.drain_brokers"),
+    ("balancer.thresholds.disk.balance=0.9", "balancer.thresholds.disk.balance"),
+    ("balancer.thresholds.network_in.low_utilization=1.5", "balancer.thresholds.network_in.low_utilization"),
+    ("balancer.thresholds.leaders.low_utilization=0.3", "balancer.thresholds.leaders"),
+    ("balancer.thresholds.cpu.balance=1.2", "balancer.thresholds.cpu: unknown key"),
+    ('balancer.goals=["nope"]', "balancer.goals"),
     ("windows.slide=10 minutes", "must not exceed windows.size"),
 ])
 def test_bad_key_or_value_names_it(override, fragment):

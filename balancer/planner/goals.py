@@ -322,6 +322,7 @@ class ResourceGoal(Goal):
     def reset(self) -> None:
         self._cache = None
         self._trigger_cache = None
+        self._idle_memo = None
 
     def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         # Totals per dimension never change under moves, so limits are fixed for a model.
@@ -445,7 +446,9 @@ class ResourceGoal(Goal):
     # ---- search --------------------------------------------------------------------------
     def optimize(self, model, optimized_goals, options) -> None:
         optimized = tuple(optimized_goals)
-        res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)) + (self,)
+        # A goal whose resource is under its low-utilization threshold vetoes nothing.
+        res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)
+                          and not (isinstance(g, DistributionGoal) and g.idle(model))) + (self,)
         rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
         # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
         self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
@@ -1038,10 +1041,13 @@ class DistributionGoal(ResourceGoal):
     without relieving anything.
     """
 
-    def __init__(self, dim: int, threshold: float, *, lower: bool) -> None:
+    def __init__(self, dim: int, threshold: float, *, lower: bool, low_utilization: float = 0.0) -> None:
         super().__init__(dim)
         self.threshold = threshold
         self.lower = lower
+        # Below this cluster-wide utilization the resource is left alone (Cruise Control's
+        # low.utilization.threshold): the goal neither acts nor vetoes other goals' moves.
+        self.low_utilization = low_utilization
         self.name = f"{DIMS[dim]}_distribution"
         self.guards = (OUT,) if dim == IN else ()
         self.leadership = dim in (OUT, LBIN, NLEAD)
@@ -1079,7 +1085,22 @@ class DistributionGoal(ResourceGoal):
             self._trigger_cache = cache
         return cache[1], cache[2]
 
+    def idle(self, model: ClusterModel) -> bool:
+        """The cluster's utilization of this resource is under ``low_utilization``."""
+        if self.low_utilization <= 0:
+            return False
+        memo = getattr(self, "_idle_memo", None)
+        if memo is None or memo[0] != id(model):
+            # Moves leave the cluster's total load as it is: decided once per model.
+            memo = self._idle_memo = (id(model), model.cluster_util(self.dim) < self.low_utilization)
+        return memo[1]
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        return self.idle(model) or super().accept(move, model)
+
     def violated(self, model: ClusterModel) -> bool:
+        if self.idle(model):
+            return False
         upper, lower = self.trigger_limits(model)
         u = model.util(self.dim)
         tol = _EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
@@ -1160,8 +1181,25 @@ class DistributionGoal(ResourceGoal):
 
 
 def default_goals(options: PlannerOptions) -> list[Goal]:
-    """Priority order: hard goals, then traffic, leader bytes-in, disk, replica and leader counts."""
-    bt, ct = options.balance_threshold, options.capacity_threshold
+    """Priority order: hard goals, then the soft goals of ``options.goals`` in its order (default:
+    traffic, leader bytes-in, disk, replica and leader counts), each with its resource's
+    threshold and low-utilization threshold."""
+    ct = options.capacity_threshold
+
+    def dist(dim: int, resource: str | None, *, lower: bool) -> DistributionGoal:
+        if resource is None:   # leader bytes-in follows the general threshold
+            return DistributionGoal(dim, options.balance_threshold, lower=lower)
+        return DistributionGoal(dim, options.threshold(resource), lower=lower,
+                                low_utilization=options.low_utilization_of(resource))
+    soft = {
+        "network_in_distribution": lambda: dist(IN, "network_in", lower=True),
+        "network_out_distribution": lambda: dist(OUT, "network_out", lower=True),
+        "leader_bytes_in_distribution": lambda: dist(LBIN, None, lower=False),
+        "disk_distribution": lambda: dist(DISK, "disk", lower=False),
+        "replicas_distribution": lambda: dist(NREP, "replicas", lower=True),
+        "leaders_distribution": lambda: dist(NLEAD, "leaders", lower=True),
+    }
+    names = options.goals if options.goals is not None else tuple(soft)
     return [
         ReplicationFactorGoal(),
         DistinctBrokersGoal(),
@@ -1170,10 +1208,4 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         CapacityGoal(IN, ct),
         CapacityGoal(OUT, ct),
         CapacityGoal(DISK, ct),
-        DistributionGoal(IN, bt, lower=True),
-        DistributionGoal(OUT, bt, lower=True),
-        DistributionGoal(LBIN, bt, lower=False),
-        DistributionGoal(DISK, options.disk_threshold, lower=False),
-        DistributionGoal(NREP, bt, lower=True),
-        DistributionGoal(NLEAD, bt, lower=True),
-    ]
+    ] + [soft[name]() for name in names]

@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
+
+
+# Resource -> the soft goal that balances it.
+RESOURCE_GOALS = {"network_in": "network_in_distribution", "network_out": "network_out_distribution",
+                  "disk": "disk_distribution", "replicas": "replicas_distribution",
+                  "leaders": "leaders_distribution"}
+SOFT_GOALS = ("network_in_distribution", "network_out_distribution", "leader_bytes_in_distribution",
+              "disk_distribution", "replicas_distribution", "leaders_distribution")
+# Disk below 20% full on average is not evened out: a broker at 1.5x such an average is still at
+# 30%, far under the capacity goal's ceiling (which always holds), and every byte moved to even
+# it out costs replication bandwidth and buys nothing an operator needs. (Cruise Control's default
+# is 0.0, i.e. always balance.) Traffic keeps 0.0: hot brokers cost latency at any utilization.
+LOW_UTILIZATION_DEFAULTS = {"network_in": 0.0, "network_out": 0.0, "disk": 0.2, "replicas": 0.0, "leaders": 0.0}
+# Counts have no capacity, so no utilization to be low: only 0.0 is meaningful for them.
+_MEASURED = ("network_in", "network_out", "disk")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,6 +35,14 @@ class PlannerOptions:
     excluded_brokers: tuple[int, ...] = field(default=())  # never receive replicas or leadership
     # Drained (decommissioned) brokers: every replica and leadership leaves them, and none comes back.
     drain_brokers: tuple[int, ...] = field(default=())
+    # Per resource (RESOURCE_GOALS' keys): its own balance threshold; unset ones follow
+    # balance_threshold (disk: disk_balance_threshold first).
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    # Per resource: below this cluster-wide utilization the resource is not balanced (Cruise
+    # Control's *.low.utilization.threshold). Unset: LOW_UTILIZATION_DEFAULTS.
+    low_utilization: Mapping[str, float] = field(default_factory=dict)
+    # Soft goals to run, in priority order (names from SOFT_GOALS); None: all, in SOFT_GOALS' order.
+    goals: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -51,6 +76,32 @@ class PlannerOptions:
             if any(isinstance(b, bool) or not isinstance(b, int) for b in brokers):
                 raise bad(name, "must hold only int broker ids", brokers)
             object.__setattr__(self, name, tuple(sorted(set(brokers))))
+        for name, lo, hi, what in (("thresholds", 1.0, 10.0, "a number in (1.0, 10.0]"),
+                                   ("low_utilization", 0.0, 1.0, "a number in [0.0, 1.0]")):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise bad(name, "must be a mapping of resource name to number", value)
+            clean = {}
+            for key, v in value.items():
+                if key not in RESOURCE_GOALS:
+                    raise bad(f"{name}[{key!r}]", f"is not a resource; allowed: {', '.join(RESOURCE_GOALS)}", v)
+                ok = not isinstance(v, bool) and isinstance(v, (int, float)) and (
+                    lo < v <= hi if name == "thresholds" else lo <= v <= hi)
+                if not ok:
+                    raise bad(f"{name}[{key!r}]", f"must be {what}", v)
+                if name == "low_utilization" and key not in _MEASURED and v != 0:
+                    raise bad(f"{name}[{key!r}]", "must be 0.0: counts have no capacity to be utilized", v)
+                clean[key] = float(v)
+            object.__setattr__(self, name, MappingProxyType(clean))
+        if self.goals is not None:
+            goals = self.goals
+            if isinstance(goals, (str, bytes)) or not hasattr(goals, "__iter__"):
+                raise bad("goals", "must be a sequence of soft goal names or None", goals)
+            goals = tuple(goals)
+            unknown = [g for g in goals if g not in SOFT_GOALS]
+            if unknown or len(set(goals)) != len(goals):
+                raise bad("goals", f"must name distinct soft goals from {', '.join(SOFT_GOALS)}", goals)
+            object.__setattr__(self, "goals", goals)
         object.__setattr__(self, "balance_threshold", float(bt))
         object.__setattr__(self, "capacity_threshold", float(ct))
         if dt is not None:
@@ -58,7 +109,22 @@ class PlannerOptions:
 
     @property
     def disk_threshold(self) -> float:
-        return self.balance_threshold if self.disk_balance_threshold is None else self.disk_balance_threshold
+        return self.threshold("disk")
+
+    def threshold(self, resource: str) -> float:
+        """The balance threshold of ``resource`` (a RESOURCE_GOALS key)."""
+        if resource in self.thresholds:
+            return self.thresholds[resource]
+        if resource == "disk" and self.disk_balance_threshold is not None:
+            return self.disk_balance_threshold
+        return self.balance_threshold
+
+    def low_utilization_of(self, resource: str) -> float:
+        return self.low_utilization.get(resource, LOW_UTILIZATION_DEFAULTS[resource])
+
+    def __hash__(self) -> int:
+        return hash(tuple((f, getattr(self, f)) if f not in ("thresholds", "low_utilization")
+                          else (f, tuple(sorted(getattr(self, f).items()))) for f in self.__dataclass_fields__))
 
     @classmethod
     def from_config(cls, balancer_config: Any) -> "PlannerOptions":
@@ -71,7 +137,25 @@ class PlannerOptions:
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
             drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),
+            **_thresholds_from(getattr(balancer_config, "thresholds", None)),
+            goals=tuple(balancer_config.goals) if getattr(balancer_config, "goals", None) is not None else None,
         )
 
     def topic_excluded(self, topic: str) -> bool:
         return self.excluded_topics is not None and re.fullmatch(self.excluded_topics, topic) is not None
+
+
+def _thresholds_from(section: Any) -> dict:
+    """``balancer.thresholds`` (config) as ``thresholds`` / ``low_utilization`` kwargs: only keys set."""
+    if section is None:
+        return {}
+    balance, low = {}, {}
+    for resource in RESOURCE_GOALS:
+        entry = getattr(section, resource, None)
+        if entry is None:
+            continue
+        if getattr(entry, "balance", None) is not None:
+            balance[resource] = entry.balance
+        if getattr(entry, "low_utilization", None) is not None:
+            low[resource] = entry.low_utilization
+    return {"thresholds": balance, "low_utilization": low}
