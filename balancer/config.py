@@ -187,6 +187,32 @@ class TriggerConfig(_Strict):
     interval: Duration = "10 seconds"
 
 
+class ResourceThreshold(_Strict):
+    """One resource's balance threshold and the cluster utilization below which it is not balanced."""
+
+    balance: float | None = Field(default=None, gt=1.0, le=10.0)   # None: balancer.balance_threshold
+    low_utilization: float | None = Field(default=None, ge=0.0, le=1.0)   # None: the planner's default
+
+
+class ThresholdsConfig(_Strict):
+    network_in: ResourceThreshold = Field(default_factory=ResourceThreshold)
+    network_out: ResourceThreshold = Field(default_factory=ResourceThreshold)
+    disk: ResourceThreshold = Field(default_factory=ResourceThreshold)
+    leaders: ResourceThreshold = Field(default_factory=ResourceThreshold)
+    replicas: ResourceThreshold = Field(default_factory=ResourceThreshold)
+
+    @field_validator("leaders", "replicas")
+    @classmethod
+    def _counts(cls, value: ResourceThreshold) -> ResourceThreshold:
+        if value.low_utilization not in (None, 0.0):
+            raise ValueError("low_utilization must be 0: counts have no capacity to be utilized")
+        return value
+
+
+_SOFT_GOALS = ("network_in_distribution", "network_out_distribution", "leader_bytes_in_distribution",
+               "disk_distribution", "replicas_distribution", "leaders_distribution")
+
+
 class BalancerConfig(_Strict):
     balance_threshold: float = Field(default=1.10, gt=1.0, le=10.0)
     capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -196,11 +222,24 @@ class BalancerConfig(_Strict):
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.
     drain_brokers: list[int] = Field(default_factory=list)
+    # Per resource: balance threshold and low-utilization threshold (see conf/balancer.yaml).
+    thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
+    # Soft goals to run, in priority order; null: all of them in the planner's default order.
+    goals: list[str] | None = None
     # Replica moves are throttled by the operator's executor at this rate (bytes/s); recorded in plans.
     throttle_bytes_per_sec: int = Field(default=50_000_000, gt=0)
     # After a plan completed (or the cluster diverged from it), no new plan for a window ending
     # sooner than this after the window that saw it: the next plan must see post-move telemetry.
     min_plan_interval: Duration = "10 minutes"
+
+    @field_validator("goals")
+    @classmethod
+    def _goal_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            unknown = [g for g in value if g not in _SOFT_GOALS]
+            if unknown or len(set(value)) != len(value):
+                raise ValueError(f"must list distinct soft goals from {', '.join(_SOFT_GOALS)}; got {value}")
+        return value
 
     @field_validator("drain_brokers")
     @classmethod
