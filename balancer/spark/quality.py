@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from balancer import telemetry as tm
 from balancer.config import QualityConfig, duration_seconds
 from balancer.resources import resource_root
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
@@ -173,6 +174,11 @@ def summarize_ingest(batch: pa.RecordBatch) -> pa.Table:
     has_ts = pc.is_valid(batch.column("ts"))
     ts_ms = pa.array(_epoch_ms(batch.column("ts")), mask=pc.invert(has_ts).to_numpy(zero_copy_only=False))
     ts_ms = pc.coalesce(ts_ms, batch.column("_named_ts"))
+    # A quarantined record's event time counts only when plausible, by the parser's rule for ts: an absurd
+    # one would stretch the batch's span beyond what a datetime holds (and mean nothing).
+    plausible = pc.and_(pc.greater_equal(ts_ms, tm.MIN_TS_MS),
+                        pc.less_equal(ts_ms, int(time.time() * 1000) + tm.MAX_CLOCK_SKEW_MS))
+    ts_ms = pc.if_else(plausible, ts_ms, pa.scalar(None, pa.int64()))
     columns = {"cluster": cluster, "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
                "quarantined": pc.cast(bad, pa.int64()), "first_ts_ms": ts_ms, "last_ts_ms": ts_ms,
                "valid_last_ts_ms": pc.if_else(bad, pa.scalar(None, pa.int64()), ts_ms)}
