@@ -37,11 +37,21 @@ def test_set_overrides_are_typed():
     ("balancer.thresholds.cpu.balance=1.2", "balancer.thresholds.cpu: unknown key"),
     ('balancer.goals=["nope"]', "balancer.goals"),
     ("windows.slide=10 minutes", "must not exceed windows.size"),
+    ("source.max_rate=0", "source.max_rate"),
+    ("source.max_rate=.inf", "source.max_rate"),
+    ("source.max_size=-1", "source.max_size"),
+    ("source.max_size=.nan", "source.max_size"),
 ])
 def test_bad_key_or_value_names_it(override, fragment):
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
     assert fragment in str(error.value)
+
+
+def test_physical_limits_default_and_override():
+    source = load_config().source
+    assert source.max_rate == 1e13 and source.max_size == 1e15  # 10 TB/s, 1 PB
+    assert load_config(None, ["source.max_rate=1e12"]).source.max_rate == 1e12
 
 
 def test_bad_set_syntax():
