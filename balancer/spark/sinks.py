@@ -264,11 +264,9 @@ class BalancerSink:
         of this batch wait (they were planned together, before anyone knew). A replayed batch reads its
         plans back instead of planning again."""
         if replayed:
-            lo = None if closed_after_ms is None else closed_after_ms + 1
-            infos = tracking.plan_infos(self.lakehouse.read_range("balance_plans", "window_end", lo, closed_until_ms + 1),
-                                        self.lakehouse.read("plan_actions"))
+            infos = tracking.stored_infos(self.lakehouse, closed_after_ms, closed_until_ms)
         else:
-            infos = tracking.plan_infos(plan_rows, planning.plan_actions(plan_rows))
+            infos = tracking.planned_infos(plan_rows)
         settled = tracking.settle(gated, infos, partitions, self.config)
         if settled.overrides and not replayed:
             waits = plan_rows.sparkSession.createDataFrame(settled.overrides, "plan_id string, reason string")

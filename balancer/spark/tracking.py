@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import Config, duration_seconds
@@ -69,18 +69,102 @@ def _action(row) -> Action:
                   bytes_to_move=int(row["bytes_to_move"] or 0))
 
 
-def plan_infos(plans: DataFrame, actions: DataFrame) -> list[PlanInfo]:
-    """``plans`` (balance_plans columns) and the actions of its proposed ones, collected."""
-    figures = [f"{r}_{when}" for r in RESOURCES for when in ("before", "after")]
-    rows = plans.select("plan_id", "cluster", _ms("window_start"), _ms("window_end"), "status", *figures).collect()
-    proposed = [r["plan_id"] for r in rows if r["status"] == "proposed"]
-    by_plan: dict[str, list[Action]] = defaultdict(list)
-    if proposed:
-        for a in actions.where(F.col("plan_id").isin(proposed)).orderBy("plan_id", "seq").collect():
-            by_plan[a["plan_id"]].append(_action(a))
+_FIGURES = tuple(f"{r}_{when}" for r in RESOURCES for when in ("before", "after"))
+_PLAN_COLUMNS = ("plan_id", "cluster", "window_start", "window_end", "status", *_FIGURES)
+_ACTION_COLUMNS = ("plan_id", "seq", "action", "topic", "partition", "old_replicas", "new_replicas", "old_leader",
+                   "new_leader", "bytes_to_move")
+
+
+def _epoch_ms(stamp: datetime) -> int:
+    # Aware from delta-rs; naive local time from Spark's collect, which .timestamp() inverts exactly.
+    return int(round(stamp.timestamp() * 1000))
+
+
+def _small_read(lakehouse: Lakehouse, table: str, columns: Iterable[str], *, plan_ids: list[str] | None = None,
+                proposed: bool = False, after_ms: int | None = None, until_ms: int | None = None) -> list[dict]:
+    """Rows of a small plan table to the driver: on delta-rs by its own reader with the filters pushed
+    down (no Spark job: milliseconds), else through Spark. ``window_end_ms`` / ``window_start_ms`` added."""
+    columns = list(columns)
+    if lakehouse.engine == "delta-rs":
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+        from deltalake import DeltaTable
+
+        path = lakehouse.path(table)
+        if not DeltaTable.is_deltatable(path):
+            return []
+        condition = None
+
+        def both(c):
+            return c if condition is None else condition & c
+
+        def stamp(ms: int):
+            return pa.scalar(ms * 1000, pa.timestamp("us", tz="UTC"))
+
+        # plan_id is not pushed down: its file statistics are a 32-character prefix without a max
+        # (Lakehouse's _Stats), which delta-rs's file pruning does not read as a range.
+        if proposed:
+            condition = both(ds.field("status") == "proposed")
+        if after_ms is not None:
+            condition = both(ds.field("window_end") > stamp(after_ms))
+        if until_ms is not None:
+            condition = both(ds.field("window_end") <= stamp(until_ms))
+        found = DeltaTable(path).to_pyarrow_dataset().to_table(columns=columns, filter=condition)
+        if plan_ids is not None:
+            import pyarrow.compute as pc
+
+            found = found.filter(pc.is_in(found["plan_id"], pa.array(plan_ids, pa.string())))
+        rows = found.to_pylist()
+    else:
+        frame = lakehouse.read(table)
+        if plan_ids is not None:
+            frame = frame.where(F.col("plan_id").isin(plan_ids))
+        if proposed:
+            frame = frame.where(F.col("status") == "proposed")
+        if after_ms is not None:
+            frame = frame.where(F.unix_millis("window_end") > F.lit(after_ms))
+        if until_ms is not None:
+            frame = frame.where(F.unix_millis("window_end") <= F.lit(until_ms))
+        rows = [r.asDict(recursive=True) for r in frame.select(*columns).collect()]
+    for row in rows:
+        for name in ("window_start", "window_end"):
+            if row.get(name) is not None:
+                row[f"{name}_ms"] = _epoch_ms(row[name])
+    return rows
+
+
+def _infos(plans: list[dict], actions: Mapping[str, list[Action]]) -> list[PlanInfo]:
     return [PlanInfo(r["plan_id"], r["cluster"], r["window_start_ms"], r["window_end_ms"], r["status"],
-                     tuple(by_plan.get(r["plan_id"], ())), {k: r[f"{k}_before"] for k in RESOURCES},
-                     {k: r[f"{k}_after"] for k in RESOURCES}) for r in rows]
+                     tuple(actions.get(r["plan_id"], ())), {k: r[f"{k}_before"] for k in RESOURCES},
+                     {k: r[f"{k}_after"] for k in RESOURCES}) for r in plans]
+
+
+def _actions_by_plan(rows: Iterable) -> dict[str, list[Action]]:
+    by_plan: dict[str, list[Action]] = defaultdict(list)
+    for a in sorted(rows, key=lambda a: (a["plan_id"], a["seq"])):
+        by_plan[a["plan_id"]].append(_action(a))
+    return by_plan
+
+
+def planned_infos(plan_rows: DataFrame) -> list[PlanInfo]:
+    """The planner's rows (with their ``actions`` array), collected once."""
+    rows = []
+    actions = []
+    for r in plan_rows.select(*_PLAN_COLUMNS, "actions").collect():
+        row = r.asDict(recursive=True)
+        for name in ("window_start", "window_end"):
+            row[f"{name}_ms"] = _epoch_ms(row[name])
+        rows.append(row)
+        actions += [{**a, "plan_id": row["plan_id"]} for a in row.pop("actions") or []]
+    return _infos(rows, _actions_by_plan(actions))
+
+
+def stored_infos(lakehouse: Lakehouse, after_ms: int | None, until_ms: int) -> list[PlanInfo]:
+    """balance_plans rows of windows ending in (after, until] with their actions, as landed."""
+    plans = _small_read(lakehouse, "balance_plans", _PLAN_COLUMNS, after_ms=after_ms, until_ms=until_ms)
+    proposed = [r["plan_id"] for r in plans if r["status"] == "proposed"]
+    actions = _small_read(lakehouse, "plan_actions", _ACTION_COLUMNS, plan_ids=proposed) if proposed else []
+    return _infos(plans, _actions_by_plan(actions))
 
 
 def read_latest(lakehouse: Lakehouse, until_ms: int | None) -> dict[str, Latest]:
@@ -88,24 +172,24 @@ def read_latest(lakehouse: Lakehouse, until_ms: int | None) -> dict[str, Latest]
     one can still be open: plans are made one at a time), with its latest event."""
     if until_ms is None:
         return {}
-    until = F.unix_millis("window_end") <= F.lit(until_ms)
-    newest = Window.partitionBy("cluster").orderBy(F.desc("window_end"))
-    latest = (lakehouse.read("balance_plans").where((F.col("status") == "proposed") & until)
-              .withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n"))
-    infos = plan_infos(latest, lakehouse.read("plan_actions"))
-    if not infos:
+    newest: dict[str, dict] = {}
+    for row in _small_read(lakehouse, "balance_plans", _PLAN_COLUMNS, proposed=True, until_ms=until_ms):
+        if row["cluster"] not in newest or row["window_end_ms"] > newest[row["cluster"]]["window_end_ms"]:
+            newest[row["cluster"]] = row
+    if not newest:
         return {}
-    ids = [i.plan_id for i in infos]
+    ids = [r["plan_id"] for r in newest.values()]
+    infos = _infos(list(newest.values()),
+                   _actions_by_plan(_small_read(lakehouse, "plan_actions", _ACTION_COLUMNS, plan_ids=ids)))
     events: dict[str, dict] = {}
-    for e in (lakehouse.read("plan_events").where(F.col("plan_id").isin(ids) & until)
-              .select("plan_id", _ms("window_end"), "status", "actions_done", "bytes_done", "detail", "recorded_at")
-              .collect()):
+    for e in _small_read(lakehouse, "plan_events", ("plan_id", "window_end", "status", "actions_done", "bytes_done",
+                                                    "detail", "recorded_at"), plan_ids=ids, until_ms=until_ms):
         seen = events.get(e["plan_id"])
-        if seen is None or (e["window_end_ms"], e["recorded_at"] or datetime.min) > (
-                seen["window_end_ms"], seen["recorded_at"] or datetime.min):
-            events[e["plan_id"]] = e.asDict()
-    measured = {r["plan_id"] for r in lakehouse.read("plan_outcomes").where(F.col("plan_id").isin(ids) & until)
-                .select("plan_id").distinct().collect()}
+        if seen is None or (e["window_end_ms"], _epoch_ms(e["recorded_at"]) if e["recorded_at"] else 0) > (
+                seen["window_end_ms"], _epoch_ms(seen["recorded_at"]) if seen["recorded_at"] else 0):
+            events[e["plan_id"]] = e
+    measured = {r["plan_id"] for r in _small_read(lakehouse, "plan_outcomes", ("plan_id", "window_end"),
+                                                  plan_ids=ids, until_ms=until_ms)}
     out = {}
     for info in infos:
         event = events.get(info.plan_id)
@@ -121,7 +205,9 @@ def read_latest(lakehouse: Lakehouse, until_ms: int | None) -> dict[str, Latest]
 
 
 def window_keys(*frames: DataFrame) -> list[tuple[str, int, int]]:
-    """(cluster, window_start ms, window_end ms) of every window in ``frames``, in window order."""
+    """(cluster, window_start ms, window_end ms) of every window in ``frames``, in window order.
+    The sink passes broker_load only (small): a window without any broker report is skipped by
+    the planner anyway, and silence tells nothing about a plan's progress."""
     keys = set()
     for frame in frames:
         keys |= {tuple(r) for r in frame.select("cluster", _ms("window_start"), _ms("window_end")).distinct().collect()}
@@ -320,7 +406,7 @@ class Gate:
 def gate(lakehouse: Lakehouse, config: Config, partitions: DataFrame, brokers: DataFrame,
          until_ms: int | None) -> Gate:
     latest = read_latest(lakehouse, until_ms)
-    windows = window_keys(brokers, partitions)
+    windows = window_keys(brokers)
     observed = topology(partitions, {c: [(a.topic, a.partition) for a in known.info.actions]
                                      for c, known in latest.items() if known.state.is_open})
     waiting, _ = walk(latest, windows, observed, config)
