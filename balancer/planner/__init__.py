@@ -14,8 +14,10 @@ import time
 from collections.abc import Mapping
 
 from .actions import Action, Move
-from .goals import (CapacityGoal, DistinctBrokersGoal, DistributionGoal, DrainGoal, Goal, GoalError,
-                    RackAwareGoal, ReplicationFactorGoal, ResourceGoal, default_goals)
+from .goals import (CapacityGoal, DiskDistributionGoal, DistinctBrokersGoal, DistributionGoal, DrainGoal, Goal,
+                    GoalError, LeaderBytesInDistributionGoal, LeaderCountDistributionGoal, NetworkInDistributionGoal,
+                    NetworkOutDistributionGoal, RackAwareGoal, ReplicaCountDistributionGoal, ReplicationFactorGoal,
+                    ResourceGoal, default_goals)
 from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
 from .result import Plan, build_actions, figures, total_bytes
@@ -23,7 +25,9 @@ from .result import Plan, build_actions, figures, total_bytes
 MAX_SWEEPS = 3   # passes over all goals; the last one usually finds nothing
 
 __all__ = [
-    "Action", "CapacityGoal", "ClusterModel", "DistinctBrokersGoal", "DistributionGoal", "DrainGoal", "Goal", "GoalError",
+    "Action", "CapacityGoal", "ClusterModel", "DiskDistributionGoal", "LeaderBytesInDistributionGoal",
+    "LeaderCountDistributionGoal", "NetworkInDistributionGoal", "NetworkOutDistributionGoal",
+    "ReplicaCountDistributionGoal", "DistinctBrokersGoal", "DistributionGoal", "DrainGoal", "Goal", "GoalError",
     "Move", "Plan", "PlannerOptions", "RackAwareGoal", "ReplicationFactorGoal", "ResourceGoal", "SnapshotError",
     "broker_loads", "default_goals", "plan",
 ]

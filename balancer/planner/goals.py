@@ -303,8 +303,18 @@ class DrainGoal(Goal):
 class ResourceGoal(Goal):
     """Keeps each broker's utilization of one dimension within [lower, upper] limits.
 
-    The metric is the total distance outside the limits; ``accept`` vetoes any move that
-    pushes a broker over its upper limit or under its lower limit.
+    An action is accepted if its destination_broker stays at or under its upper limit and its
+    source_broker at or over its lower limit on this goal's dimension (a swap: both ways). The
+    metric is the total distance outside the limits.
+
+    Hooks a resource goal sets or overrides (the search in ``optimize`` is shared):
+
+    * ``compute_limits(model) -> (upper, lower)``: per-broker utilization limits (required);
+    * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
+    * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
+    * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
+    * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
+    * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
 
     leadership = False   # may transfer leadership (no data moves)
@@ -1180,24 +1190,90 @@ class DistributionGoal(ResourceGoal):
         return upper, lower
 
 
+class NetworkInDistributionGoal(DistributionGoal):
+    """Soft: network_in within the threshold of the cluster average, on both sides.
+
+    An action is accepted if its destination_broker's network_in stays under the upper limit and
+    its source_broker's over the lower one. Acts by replica moves and swaps (a leadership carries
+    no network_in); a move that would push network_out past the threshold is not wanted (guard).
+    """
+
+    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
+        super().__init__(IN, threshold, lower=True, low_utilization=low_utilization)
+
+
+class NetworkOutDistributionGoal(DistributionGoal):
+    """Soft: network_out (leaders serve it) within the threshold of the cluster average, both sides.
+
+    An action is accepted if its destination_broker's network_out stays under the upper limit and
+    its source_broker's over the lower one. Leadership transfers first (no data), chains of two
+    transfers, then replica moves and swaps.
+    """
+
+    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
+        super().__init__(OUT, threshold, lower=True, low_utilization=low_utilization)
+
+
+class LeaderBytesInDistributionGoal(DistributionGoal):
+    """Soft, all or nothing: leaders' bytes in under the threshold (no lower limit).
+
+    An action is accepted if its destination_broker's leader bytes-in stays under the upper limit.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(LBIN, threshold, lower=False)
+
+
+class DiskDistributionGoal(DistributionGoal):
+    """Soft: disk under the threshold of the cluster average (no lower limit: filling a broker
+    with data that carries no traffic costs bytes and relieves nothing).
+
+    An action is accepted if its destination_broker's disk stays under the upper limit. Coldest
+    data first (most bytes per unit of traffic); idle below ``low_utilization``.
+    """
+
+    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
+        super().__init__(DISK, threshold, lower=False, low_utilization=low_utilization)
+
+
+class ReplicaCountDistributionGoal(DistributionGoal):
+    """Soft, all or nothing: replicas per broker within an integer band around the average.
+
+    An action is accepted if its destination_broker stays at or under the band's top and its
+    source_broker at or over its bottom. Smallest partitions first.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(NREP, threshold, lower=True)
+
+
+class LeaderCountDistributionGoal(DistributionGoal):
+    """Soft, all or nothing: leaderships per broker within an integer band around the average.
+
+    An action is accepted if its destination_broker stays at or under the band's top and its
+    source_broker at or over its bottom. Leadership transfers only.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(NLEAD, threshold, lower=True)
+
+
 def default_goals(options: PlannerOptions) -> list[Goal]:
     """Priority order: hard goals, then the soft goals of ``options.goals`` in its order (default:
     traffic, leader bytes-in, disk, replica and leader counts), each with its resource's
     threshold and low-utilization threshold."""
     ct = options.capacity_threshold
 
-    def dist(dim: int, resource: str | None, *, lower: bool) -> DistributionGoal:
-        if resource is None:   # leader bytes-in follows the general threshold
-            return DistributionGoal(dim, options.balance_threshold, lower=lower)
-        return DistributionGoal(dim, options.threshold(resource), lower=lower,
-                                low_utilization=options.low_utilization_of(resource))
+    def measured(cls, resource: str):
+        return lambda: cls(options.threshold(resource), low_utilization=options.low_utilization_of(resource))
     soft = {
-        "network_in_distribution": lambda: dist(IN, "network_in", lower=True),
-        "network_out_distribution": lambda: dist(OUT, "network_out", lower=True),
-        "leader_bytes_in_distribution": lambda: dist(LBIN, None, lower=False),
-        "disk_distribution": lambda: dist(DISK, "disk", lower=False),
-        "replicas_distribution": lambda: dist(NREP, "replicas", lower=True),
-        "leaders_distribution": lambda: dist(NLEAD, "leaders", lower=True),
+        "network_in_distribution": measured(NetworkInDistributionGoal, "network_in"),
+        "network_out_distribution": measured(NetworkOutDistributionGoal, "network_out"),
+        # Leader bytes-in follows the general threshold.
+        "leader_bytes_in_distribution": lambda: LeaderBytesInDistributionGoal(options.balance_threshold),
+        "disk_distribution": measured(DiskDistributionGoal, "disk"),
+        "replicas_distribution": lambda: ReplicaCountDistributionGoal(options.threshold("replicas")),
+        "leaders_distribution": lambda: LeaderCountDistributionGoal(options.threshold("leaders")),
     }
     names = options.goals if options.goals is not None else tuple(soft)
     return [
