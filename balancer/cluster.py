@@ -60,6 +60,7 @@ class StandaloneCluster:
     master_webui_port: int = 0
     worker_webui_ports: list[int] = field(default_factory=list)
     pgids: list[int] = field(default_factory=list)
+    _children: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     @property
     def master_url(self) -> str:
@@ -89,6 +90,7 @@ class StandaloneCluster:
             proc = subprocess.Popen([spark_class(), *args], stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=self._env(name), start_new_session=True)
         self.pgids.append(proc.pid)  # start_new_session: the pid is the group id
+        self._children.append(proc)
 
     def start(self, timeout: float = 120.0) -> "StandaloneCluster":
         self.root = Path(self.root).resolve()
@@ -122,8 +124,8 @@ class StandaloneCluster:
         deadline = time.monotonic() + timeout
         alive = 0
         while time.monotonic() < deadline:
-            for pgid in self.pgids:
-                if _group_gone(pgid):
+            for child in self._children:
+                if child.poll() is not None:
                     raise RuntimeError(f"a Spark daemon exited during start-up; logs in {self.root / 'logs'}")
             try:
                 alive = sum(w["state"] == "ALIVE" for w in self.status().get("workers", []))
@@ -142,10 +144,15 @@ class StandaloneCluster:
             _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and not all(_group_gone(g) for g in groups):
+            for child in self._children:
+                child.poll()  # reap: a zombie leader still counts as a member of its group
             time.sleep(0.2)
         for pgid in groups:
             _signal_group(pgid, signal.SIGKILL)
+        for child in self._children:
+            child.wait(timeout=30)
         self.pgids.clear()
+        self._children.clear()
 
     def save(self) -> Path:
         state = self.root / "cluster.json"
