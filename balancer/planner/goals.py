@@ -565,12 +565,32 @@ class ResourceGoal(Goal):
                 self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
             else:
                 moved: list[Move] = []
-                for p in ps.tolist():
+                i, n, misses, chunk = 0, len(ps), 0, 0
+                while i < n:
                     if not self._over(model, a):
                         break
+                    if misses >= _SCREEN_FIRST:
+                        # Candidates whose leaving would take ``a`` under another goal's lower
+                        # limit fail ``_source_ok`` and change nothing: skipped in one step.
+                        chunk = max(chunk, _SCREEN_FIRST)
+                        cand = ps[i:i + chunk]
+                        hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), model, res_goals))
+                        if not len(hits):
+                            i += len(cand)
+                            chunk = min(4 * chunk, _SCREEN_CHUNK)
+                            continue
+                        if hits[0] < _SCREEN_FIRST // 4:
+                            misses, chunk = 0, 0
+                        i += int(hits[0])
+                    p = int(ps[i])
+                    i += 1
                     mark = len(model.log)
-                    if self._move_out(p, a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
-                        moved.append(model.log[-1])
+                    if self._move_out(p, a, model, checks, res_goals, rack):
+                        misses, chunk = 0, 0
+                        if len(model.log) == mark + 1:
+                            moved.append(model.log[-1])
+                    else:
+                        misses += 1
                 self._take_back(a, moved, model, checks)
         if self.swaps and self._over(model, a):
             self._swap_out(a, model, checks, res_goals, rack)
@@ -745,6 +765,18 @@ class ResourceGoal(Goal):
                     return False
         return True
 
+    def _source_ok_many(self, a, vecs, model, res_goals) -> np.ndarray:
+        """``_source_ok`` for many replicas on ``a`` (rows of ``vecs``), its limits loosened by
+        _SCREEN_SLACK: False only where ``_source_ok`` is False too."""
+        ok = np.ones(len(vecs), dtype=bool)
+        for g in res_goals:
+            if g is self:
+                continue
+            v = vecs[:, g.dim]
+            _, lower = g.limits(model)
+            ok &= ~((v > 0) & ((model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS - _SCREEN_SLACK))
+        return ok
+
     def _move_out(self, p, a, model, checks, res_goals, rack) -> bool:
         vec = model.contrib(p, a)
         if not self._source_ok(a, vec, model, res_goals):
@@ -819,19 +851,28 @@ class ResourceGoal(Goal):
             pa, ca = pa[keep], ca[keep]
             order = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
             cb = model.contrib_matrix(pb, b)
-            for i in order.tolist():
+            order = order.tolist()
+            screened: dict[int, np.ndarray] = {}   # per candidate, until a swap changes the loads
+            for n_done, i in enumerate(order):
                 if not self._over(model, a):
                     return
                 room = upper[b] * model.cap[b, d] - model.load[b, d]
                 need = model.load[a, d] - upper[a] * model.cap[a, d]
                 if room <= 0:
                     break
-                net = ca[i][None, :] - cb            # what goes a -> b, per dimension
-                ok = (net[:, d] > 0) & (net[:, d] <= room) & (pb != pa[i])
-                for g in res_goals:
-                    ok &= self._swap_screen(g, net[:, g.dim], a, b, model)
+                if i not in screened:
+                    # Every remaining candidate at once: a candidate with no exchange that passes
+                    # changes nothing, so the screen stays valid until a swap is applied.
+                    rest = np.array(order[n_done:])
+                    net3 = ca[rest][:, None, :] - cb[None, :, :]    # what goes a -> b, per dimension
+                    okm = (net3[:, :, d] > 0) & (net3[:, :, d] <= room) & (pb[None, :] != pa[rest][:, None])
+                    for g in res_goals:
+                        okm &= self._swap_screen(g, net3[:, :, g.dim], a, b, model)
+                    screened = dict(zip(rest.tolist(), okm))
+                ok = screened[i]
                 if not ok.any():
                     continue
+                net = ca[i][None, :] - cb            # what goes a -> b, per dimension
                 # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
                 want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
                 cand = np.nonzero(ok)[0]
@@ -842,6 +883,7 @@ class ResourceGoal(Goal):
                         cb = model.contrib_matrix(pb, b)   # b's replicas changed
                         pb[k] = pa[i]
                         cb[k] = model.contrib(int(pa[i]), b)
+                        screened = {}
                         break
 
     @staticmethod
