@@ -62,6 +62,10 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     assert len(plans) == 2 and all(p["cluster"] == "it-1" for p in plans)
     proposed = [p for p in plans if p["status"] == "proposed"]
     assert proposed, [(p["status"], p["reason"]) for p in plans]
+    # One plan at a time: the window after the proposed one (closed in the same batch) waits on it.
+    first, second = sorted(plans, key=lambda p: p["window_end"])
+    if first["status"] == "proposed":
+        assert second["status"] == "waiting" and first["plan_id"] in second["reason"], second["reason"]
     assert all(p["imbalance_after"] < p["imbalance_before"] for p in proposed)
     actions = lakehouse.read("plan_actions").collect()
     for plan in proposed:

@@ -276,19 +276,18 @@ class BalancerSink:
     def _track(self, settled: tracking.Settled, partitions: DataFrame, brokers: DataFrame, batch_id: int,
                closed_after_ms: int | None, closed_until_ms: int) -> None:
         """plan_events (status and progress changes), plan_batches (the new plans' batches and throttles),
-        plan_outcomes (completed plans, predicted vs realized)."""
-        spark = brokers.sparkSession
+        plan_outcomes (completed plans, predicted vs realized). Few rows: written by the driver."""
         events = tracking.event_rows(settled.tracks)
         if events:
-            self._write("plan_events", tracking.frame(spark, "plan_events", events), batch_id)
+            self.lakehouse.append("plan_events", tracking.arrow("plan_events", events), app_id=self.app_id,
+                                  batch_id=batch_id)
         broker_rows, traffic = tracking.context_rows(partitions, brokers, settled.proposed)
         batches = [row for info in settled.proposed
                    for row in tracking.batch_rows(info, broker_rows.get(info.plan_id, []),
                                                   traffic.get(info.plan_id, {}), self.config)]
         if batches:
-            schema = spark_schema("plan_batches")
-            self._write("plan_batches", spark.createDataFrame([tuple(r.get(n) for n in schema.names) for r in batches],
-                                                              schema), batch_id)
+            self.lakehouse.append("plan_batches", tracking.arrow("plan_batches", batches), app_id=self.app_id,
+                                  batch_id=batch_id)
 
         def closing(window_ms: int) -> bool:
             return (closed_after_ms is None or window_ms > closed_after_ms) and window_ms <= closed_until_ms
@@ -301,7 +300,8 @@ class BalancerSink:
                                                      window_of(brokers, "broker_load"),
                                                      window_of(partitions, "partition_load"))]
         if outcomes:
-            self._write("plan_outcomes", tracking.frame(spark, "plan_outcomes", outcomes), batch_id)
+            self.lakehouse.append("plan_outcomes", tracking.arrow("plan_outcomes", outcomes), app_id=self.app_id,
+                                  batch_id=batch_id)
 
     def _replica_windows(self, on_time: DataFrame, closed_after_ms: int | None, closed_until_ms: int) -> DataFrame:
         """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either format."""

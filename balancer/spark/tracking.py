@@ -27,7 +27,7 @@ from balancer.config import Config, duration_seconds
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
 from balancer.planner.actions import Action
 from balancer.spark import loads
-from balancer.spark.lakehouse import Lakehouse, spark_schema
+from balancer.spark.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -259,11 +259,6 @@ def walk(latest: Mapping[str, Latest], windows: list[tuple[str, int, int]], obse
     return waiting, tracks
 
 
-def _stamp(ms: int) -> datetime:
-    # Naive UTC, as the job's session (spark.sql.session.timeZone UTC) reads timestamps back.
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).replace(tzinfo=None)
-
-
 def event_rows(tracks: Iterable[ClusterTrack]) -> list[dict]:
     now = datetime.now(timezone.utc)
     return [{"plan_id": e.plan_id, "cluster": e.cluster, "window_end_ms": e.window_ms, "status": e.status,
@@ -271,16 +266,17 @@ def event_rows(tracks: Iterable[ClusterTrack]) -> list[dict]:
              "detail": e.detail, "recorded_at": now} for t in tracks for e in t.events]
 
 
-def frame(spark, table: str, rows: list[dict]) -> DataFrame:
-    """``rows`` as ``table``'s columns; ``window_end_ms`` (epoch ms) becomes ``window_end``."""
-    schema = spark_schema(table)
-    fields = [f for f in schema.fields if f.name != "window_end"]
-    from pyspark.sql import types as T
+def arrow(table: str, rows: list[dict]):
+    """``rows`` as an Arrow table of ``table``'s columns (written by the driver: no Spark job);
+    ``window_end_ms`` (epoch ms) becomes ``window_end``."""
+    import pyarrow as pa
 
-    with_ms = T.StructType(fields + [T.StructField("window_end_ms", T.LongType())])
-    data = [tuple(r.get(f.name) for f in with_ms.fields) for r in rows]
-    created = spark.createDataFrame(data, with_ms)
-    return created.withColumn("window_end", F.timestamp_millis("window_end_ms")).select(*schema.names)
+    from balancer.spark.lakehouse import arrow_schema
+
+    schema = arrow_schema(table)
+    data = [{**r, "window_end": datetime.fromtimestamp(r["window_end_ms"] / 1000, timezone.utc)}
+            if "window_end_ms" in r else r for r in rows]
+    return pa.Table.from_pylist([{name: r.get(name) for name in schema.names} for r in data], schema=schema)
 
 
 # -- plan_batches --------------------------------------------------------------------------------
