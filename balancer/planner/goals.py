@@ -864,10 +864,20 @@ class ResourceGoal(Goal):
                     # Every remaining candidate at once: a candidate with no exchange that passes
                     # changes nothing, so the screen stays valid until a swap is applied.
                     rest = np.array(order[n_done:])
-                    net3 = ca[rest][:, None, :] - cb[None, :, :]    # what goes a -> b, per dimension
-                    okm = (net3[:, :, d] > 0) & (net3[:, :, d] <= room) & (pb[None, :] != pa[rest][:, None])
-                    for g in res_goals:
-                        okm &= self._swap_screen(g, net3[:, :, g.dim], a, b, model)
+                    net_d = ca[rest, d][:, None] - cb[None, :, d]
+                    okm = (net_d > 0) & (net_d <= room) & (pb[None, :] != pa[rest][:, None])
+                    # Per dimension, the tightest goal's window on the transfer, slightly widened:
+                    # a cheap first cut; the exact per-goal screen then runs on what is left.
+                    for dim, (lo, hi) in self._swap_windows(a, b, model, res_goals).items():
+                        net = ca[rest, dim][:, None] - cb[None, :, dim]
+                        okm &= (net <= hi) & (net >= lo)
+                    ii, kk = np.nonzero(okm)
+                    if len(ii):
+                        net = ca[rest[ii]] - cb[kk]
+                        exact = np.ones(len(ii), dtype=bool)
+                        for g in res_goals:
+                            exact &= self._swap_screen(g, net[:, g.dim], a, b, model)
+                        okm[ii[~exact], kk[~exact]] = False
                     screened = dict(zip(rest.tolist(), okm))
                 ok = screened[i]
                 if not ok.any():
@@ -885,6 +895,27 @@ class ResourceGoal(Goal):
                         cb[k] = model.contrib(int(pa[i]), b)
                         screened = {}
                         break
+
+    @staticmethod
+    def _swap_windows(a: int, b: int, model: ClusterModel, res_goals) -> dict[int, tuple[float, float]]:
+        """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
+        goal's ``_swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
+        windows: dict[int, list[float]] = {}
+        for g in res_goals:
+            upper, lower = g.limits(model)
+            dim = g.dim
+            load, cap = model.load[:, dim], model.cap[:, dim]
+            tol = _EPS
+            hi = min((upper[b] + tol) * cap[b] - load[b], load[a] - (lower[a] - tol) * cap[a])
+            lo = -min((upper[a] + tol) * cap[a] - load[a], load[b] - (lower[b] - tol) * cap[b])
+            w = windows.setdefault(dim, [-math.inf, math.inf])
+            w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
+        out = {}
+        for dim, (lo, hi) in windows.items():
+            widen = 1e-9 * (abs(model.load[a, dim]) + abs(model.load[b, dim]) + abs(lo if math.isfinite(lo) else 0)
+                            + abs(hi if math.isfinite(hi) else 0)) + 1e-300
+            out[dim] = (lo - widen, hi + widen)
+        return out
 
     @staticmethod
     def _swap_screen(g: "ResourceGoal", n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
