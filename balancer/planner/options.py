@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 
@@ -22,6 +21,21 @@ SOFT_GOALS = ("network_in_distribution", "network_out_distribution", "leader_byt
 LOW_UTILIZATION_DEFAULTS = {"network_in": 0.0, "network_out": 0.0, "disk": 0.2, "replicas": 0.0, "leaders": 0.0}
 # Counts have no capacity, so no utilization to be low: only 0.0 is meaningful for them.
 _MEASURED = ("network_in", "network_out", "disk")
+
+
+class _FrozenMap(dict):
+    """A read-only dict (options are immutable values) that still pickles."""
+
+    def _readonly(self, *args, **kwargs):
+        raise TypeError("PlannerOptions mappings are read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (type(self), (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +106,7 @@ class PlannerOptions:
                 if name == "low_utilization" and key not in _MEASURED and v != 0:
                     raise bad(f"{name}[{key!r}]", "must be 0.0: counts have no capacity to be utilized", v)
                 clean[key] = float(v)
-            object.__setattr__(self, name, MappingProxyType(clean))
+            object.__setattr__(self, name, _FrozenMap(clean))
         if self.goals is not None:
             goals = self.goals
             if isinstance(goals, (str, bytes)) or not hasattr(goals, "__iter__"):
@@ -122,9 +136,6 @@ class PlannerOptions:
     def low_utilization_of(self, resource: str) -> float:
         return self.low_utilization.get(resource, LOW_UTILIZATION_DEFAULTS[resource])
 
-    def __hash__(self) -> int:
-        return hash(tuple((f, getattr(self, f)) if f not in ("thresholds", "low_utilization")
-                          else (f, tuple(sorted(getattr(self, f).items()))) for f in self.__dataclass_fields__))
 
     @classmethod
     def from_config(cls, balancer_config: Any) -> "PlannerOptions":

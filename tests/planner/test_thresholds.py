@@ -94,3 +94,14 @@ def test_from_config_reads_the_yaml_keys():
 def test_bad_threshold_options_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=f"PlannerOptions.{name}".replace("[", r"\[")):
         PlannerOptions(**kwargs)
+
+
+def test_options_stay_immutable_hashable_and_picklable():
+    import pickle
+
+    options = PlannerOptions(thresholds={"disk": 1.2}, low_utilization={"disk": 0.5}, drain_brokers=[3])
+    assert pickle.loads(pickle.dumps(options)) == options
+    assert hash(options) == hash(PlannerOptions(thresholds={"disk": 1.2}, low_utilization={"disk": 0.5},
+                                                drain_brokers=(3,)))
+    with pytest.raises(TypeError):
+        options.thresholds["disk"] = 2.0   # type: ignore[index]
