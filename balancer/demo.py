@@ -3,10 +3,11 @@
 Starts the embedded broker, a simulated cluster that just scaled out (two new, empty
 brokers) and has a broker that lost its leaderships in a restart, and the streaming job on
 local Spark. The simulated clock runs one minute per tick. The job windows the telemetry,
-ranks brokers by traffic and plans; the simulator acts as the operator's executor: it
-carries out the newest plan made from telemetry of the current layout, one at a time,
-replica moves throttled. Imbalance falls window after window. Everything it started is
-stopped on exit.
+ranks brokers by traffic and proposes one plan; the simulator acts as the operator's
+executor and carries it out batch by batch at the computed throttles, while the job follows
+the plan in the telemetry (executing, with progress, then completed), compares the first full
+window after it with what the plan predicted, and waits before planning again. Everything it
+started is stopped on exit.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ import argparse
 import json
 import logging
 import queue
+from collections import Counter
 import shutil
 import sys
 import threading
 import time
 from pathlib import Path
 
-from balancer.config import REPO_ROOT, ConfigError, load_config
+from balancer.config import REPO_ROOT, ConfigError, duration_seconds, load_config
 
 TICK_MS = 60_000
 # Demo topics keep only minutes of data, so throttled replica moves finish within a few simulated minutes.
-DEMO_RETENTION_SCALE = 0.001
+DEMO_RETENTION_SCALE = 0.0001
+# The simulated clock waits at most this long for the job to finalize a window it closed.
+LOCKSTEP_SECONDS = 60.0
 log = logging.getLogger("balancer.demo")
 
 
@@ -33,7 +37,7 @@ def _parse_args(argv):
     parser = argparse.ArgumentParser(prog="balancer-demo", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO_ROOT / "conf" / "local.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--max-seconds", type=float, default=240.0, help="stop the demo after this long")
+    parser.add_argument("--max-seconds", type=float, default=360.0, help="stop the demo after this long")
     parser.add_argument("--tick-seconds", type=float, default=1.0, help="real seconds per simulated minute")
     return parser.parse_args(argv)
 
@@ -54,35 +58,72 @@ def demo_cluster(throttle_bytes_per_sec: float):
 
 
 class Executor:
-    """Carries out plans like an operator's executor: the newest fresh plan, one at a time.
+    """Carries out the job's plan like an operator's executor: one plan at a time, batch by batch as
+    ``plan_batches`` has them (``balancer export`` writes the same batches as Kafka's files).
 
-    A plan is fresh when its window started after the last topology change; older windows
-    describe a layout that no longer exists.
+    Leadership batches take effect at once. A replica batch starts once the previous one finished
+    copying; each move copies at its sending broker's computed throttle, shared with that broker's
+    other moves in the batch. The executor tells the job nothing: the job sees the plan progress
+    only in the telemetry.
     """
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, lakehouse_path: Path):
         self.cluster = cluster
+        self.lakehouse_path = lakehouse_path
+        self.default_throttle = cluster.throttle
         self.seen: list[dict] = []
-        self.executed: list[dict] = []
+        self.executed: list[dict] = []       # plans whose every batch was carried out
+        self.current: dict | None = None
+        self.batches: list[dict] = []
+        self.started: list[tuple[int, str, int, str, float | None]] = []  # (sim ms, plan, batch, kind, MB/s)
+
+    def _plan_batches(self, plan_id: str) -> list[dict]:
+        from deltalake import DeltaTable
+
+        rows = DeltaTable(str(self.lakehouse_path / "plan_batches")).to_pyarrow_table().to_pylist()
+        return sorted((r for r in rows if r["plan_id"] == plan_id), key=lambda r: r["batch"])
 
     def offer(self, rows: list[dict], now_ms: int) -> None:
         self.seen.extend(rows)
+        if self.current is None:
+            proposed = [r for r in rows if r["status"] == "proposed"]
+            if not proposed:
+                return
+            self.current = max(proposed, key=lambda r: r["window_end"])
+            self.batches = self._plan_batches(self.current["plan_id"])
         if self.cluster.busy:
             return
-        fresh = [r for r in self.seen if r["status"] == "proposed" and r not in self.executed
-                 and r["window_start"].timestamp() * 1000 >= self.cluster.changed_at_ms]
-        if fresh:
-            newest = max(fresh, key=lambda r: r["window_end"])
-            self.cluster.apply(json.loads(newest["reassignment_json"] or "{}"), now_ms,
-                               election=json.loads(newest["election_json"] or "{}"))
-            self.executed.append(newest)
+        if not self.batches:
+            self.executed.append(self.current)
+            self.current = None
+            return
+        self._run(self.batches.pop(0), now_ms)
+
+    def _run(self, batch: dict, now_ms: int) -> None:
+        reassignment = json.loads(batch["reassignment_json"] or "null") or {"partitions": []}
+        if batch["kind"] == "leadership":
+            self.cluster.apply(reassignment, now_ms, election=json.loads(batch["election_json"] or "null"))
+            self.started.append((now_ms, self.current["plan_id"], batch["batch"], batch["kind"], None))
+            return
+        throttle = {int(b): float(r) for b, r in json.loads(batch["throttle"] or "{}").items()}
+        sender = {(a["topic"], a["partition"]): a["old_leader"] for a in self.current["actions"]}
+        shared = Counter(sender[(e["topic"], e["partition"])] for e in reassignment["partitions"])
+        for entry in reassignment["partitions"]:
+            # The simulator copies each move on its own: at the sender's rate over its moves in this batch.
+            leader = sender[(entry["topic"], entry["partition"])]
+            self.cluster.throttle = throttle.get(leader, min(throttle.values(), default=self.default_throttle)) \
+                / shared[leader]
+            self.cluster.apply({"version": 1, "partitions": [entry]}, now_ms)
+        self.cluster.throttle = self.default_throttle
+        self.started.append((now_ms, self.current["plan_id"], batch["batch"], batch["kind"],
+                             max(throttle.values(), default=0.0) / 1e6))
 
     def settled(self) -> bool:
-        """A plan was carried out and the windows since then needed nothing more."""
-        if not self.executed or self.cluster.busy:
+        """A plan was carried out, and the job has since planned again and found nothing to do."""
+        if not self.executed or self.current is not None or self.cluster.busy:
             return False
         after = [r for r in self.seen if r["window_start"].timestamp() * 1000 >= self.cluster.changed_at_ms]
-        return len(after) >= 1 and all(r["status"] == "balanced" for r in after)
+        return any(r["status"] == "balanced" for r in after)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     for stale in (Path(config.lakehouse.path), Path(config.checkpoint.path)):
         shutil.rmtree(stale, ignore_errors=True)
     cluster = demo_cluster(config.balancer.throttle_bytes_per_sec)
-    executor = Executor(cluster)
+    executor = Executor(cluster, Path(config.lakehouse.path))
     console.rule("[bold]Traffic-aware Kafka balancer: embedded demo")
     console.print(f"simulated cluster [bold]{cluster.cluster}[/]: {len(cluster.brokers)} brokers in 3 racks "
                   f"(brokers 6 and 7 just joined, empty; broker 1 restarted and lost its leaderships), "
@@ -128,13 +169,32 @@ def main(argv: list[str] | None = None) -> int:
         stop = threading.Event()
         clock = {"now": int((time.time() - 6 * 3600) * 1000) // TICK_MS * TICK_MS}
 
+        size_ms = int(duration_seconds(config.windows.size) * 1000)
+        watermark_ms = int(duration_seconds(config.windows.watermark) * 1000)
+
+        def take() -> None:
+            rows = []
+            while not plans.empty():
+                rows.extend(plans.get())
+            executor.offer(rows, clock["now"])
+
         def simulate() -> None:
+            finalized = (clock["now"] - watermark_ms) // size_ms * size_ms  # the latest window end waited for
             while not stop.is_set():
                 publish(producer, config.source.topic, cluster.telemetry(clock["now"]))
-                rows = []
-                while not plans.empty():
-                    rows.extend(plans.get())
-                executor.offer(rows, clock["now"])
+                take()
+                # Lockstep: once this minute's telemetry closes a window, the simulated clock waits for the
+                # job to finalize it, so the executor acts at the simulated time a plan is made (the job
+                # takes seconds per window, a simulated minute passes every tick).
+                closes = (clock["now"] - watermark_ms) // size_ms * size_ms
+                waited = time.monotonic()
+                while closes > finalized and not stop.is_set() and time.monotonic() - waited < LOCKSTEP_SECONDS:
+                    ends = [r["window_end"].timestamp() * 1000 for r in executor.seen]
+                    if ends and max(ends) >= closes:
+                        break
+                    stop.wait(0.2)
+                    take()
+                finalized = max(finalized, closes)
                 clock["now"] += TICK_MS
                 stop.wait(args.tick_seconds)
 
@@ -147,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
                     for query in queries:
                         if query.exception() is not None:
                             raise RuntimeError(f"query {query.name} failed: {query.exception()}")
-                    status.update(f"streaming: {len(executor.seen)} windows planned, {len(executor.executed)} "
-                                  f"plans carried out{', replica moves copying' if cluster.busy else ''}")
+                    running = executor.current is not None
+                    status.update(f"streaming: {len(executor.seen)} windows finalized, {len(executor.executed)} "
+                                  f"plan(s) carried out{', executing a plan' if running else ''}"
+                                  f"{' (replica moves copying)' if cluster.busy else ''}")
                     time.sleep(1)
         finally:
             stop.set()
