@@ -273,6 +273,13 @@ class ExecutorConfig(_Strict):
     max_partition_moves_per_broker: int = Field(default=5, gt=0)
     max_partition_moves: int = Field(default=1250, gt=0)
 
+    @field_validator("proposal_ttl", "deadline")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if duration_seconds(value) <= 0:
+            raise ValueError("must be longer than 0 seconds")
+        return value
+
 
 class QualityConfig(_Strict):
     enabled: bool = True

@@ -41,6 +41,14 @@ def test_set_overrides_are_typed():
     ("source.max_rate=.inf", "source.max_rate"),
     ("source.max_size=-1", "source.max_size"),
     ("source.max_size=.nan", "source.max_size"),
+    ("executor.proposal_ttl=soon", "executor.proposal_ttl"),
+    ("executor.proposal_ttl=0 minutes", "executor.proposal_ttl: must be longer than 0 seconds"),
+    ("executor.deadline=-1 hour", "executor.deadline"),
+    ("executor.max_leadership_moves=0", "executor.max_leadership_moves"),
+    ("executor.max_partition_moves_per_broker=many", "executor.max_partition_moves_per_broker"),
+    ("executor.max_partition_moves=-5", "executor.max_partition_moves"),
+    ("executor.throttle=1", "executor.throttle: unknown key; allowed: deadline"),
+    ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
 ])
 def test_bad_key_or_value_names_it(override, fragment):
     with pytest.raises(ConfigError) as error:
@@ -67,3 +75,14 @@ def test_missing_file_is_named(tmp_path):
 def test_secrets_are_redacted():
     shown = redact({"sasl.password": "hunter2", "ssl.key.password": "k", "security.protocol": "SASL_SSL"})
     assert shown == {"sasl.password": "***", "ssl.key.password": "***", "security.protocol": "SASL_SSL"}
+
+
+def test_executor_defaults_and_override():
+    config = load_config()
+    executor = config.executor
+    assert (executor.proposal_ttl, executor.deadline) == ("30 minutes", "1 hour")
+    assert (executor.max_leadership_moves, executor.max_partition_moves_per_broker,
+            executor.max_partition_moves) == (1000, 5, 1250)  # Cruise Control's executor defaults
+    assert config.balancer.min_plan_interval == "10 minutes"
+    changed = load_config(None, ["executor.proposal_ttl=5 minutes", "balancer.min_plan_interval=0 seconds"])
+    assert changed.executor.proposal_ttl == "5 minutes" and changed.balancer.min_plan_interval == "0 seconds"
