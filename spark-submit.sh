@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Submit the streaming balancer to Spark.
-#   ./spark-submit.sh [--master URL] [--config FILE] [--set key=value ...] [--once]
+#   ./spark-submit.sh [--master URL] [SPARK OPTIONS] [--config FILE] [--set key=value ...] [--once]
 # The config is validated before Spark starts. When it selects the cluster path
 # (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta jars are added
-# with --packages; the library is shipped to executors with --py-files.
+# with --packages; the library is shipped to executors with --py-files. Spark options passed
+# through: --deploy-mode --conf --archives --files --driver-memory --executor-memory
+# --executor-cores --num-executors --total-executor-cores --queue --properties-file (README,
+# "Running on a Spark cluster": a packed venv with --archives on YARN/Kubernetes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -13,11 +16,14 @@ export PYSPARK_PYTHON="$py" PYSPARK_DRIVER_PYTHON="$py"
 
 master="local[*]"
 job_args=()
+spark_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
     --master=*) master="${1#--master=}"; shift ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --deploy-mode|--conf|--archives|--files|--driver-memory|--executor-memory|--executor-cores|--num-executors|\
+    --total-executor-cores|--queue|--properties-file) spark_args+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) job_args+=("$1"); shift ;;
   esac
 done
@@ -35,7 +41,9 @@ with zipfile.ZipFile("build/balancer.zip", "w", zipfile.ZIP_DEFLATED) as archive
                 archive.write(path)
 PY
 
+# The driver runs the venv's python whatever spark.pyspark.python says for executors (a packed
+# environment's ./env/bin/python exists only in their containers).
 submit=("$here/.venv/bin/spark-submit" --master "$master" --py-files build/balancer.zip
-        --conf spark.ui.showConsoleProgress=false)
+        --conf spark.ui.showConsoleProgress=false --conf "spark.pyspark.driver.python=$py" ${spark_args[@]+"${spark_args[@]}"})
 [ -n "$packages" ] && submit+=(--packages "$packages")
 exec "${submit[@]}" jobs/stream_balancer.py "${job_args[@]}"
