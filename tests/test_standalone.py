@@ -43,17 +43,17 @@ def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(standa
     config = write_config(
         tmp_path, broker.bootstrap_servers, topic,
         source={"max_records_per_batch": 300},
-        spark={"app_name": app_name, "conf": {
-            "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-            "spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "768m",
-            # Start the first job only once both executors are up, so both take tasks.
-            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"}})
+        spark={"app_name": app_name, "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}})
+    # Spark's own options pass through spark-submit.sh; the job's go to the job.
+    spark_options = ["--total-executor-cores", "2", "--executor-cores", "1", "--executor-memory", "768m",
+                     # Start the first job only once both executors are up, so both take tasks.
+                     "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                     "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"]
     log = tmp_path / "submit.log"
     with open(log, "wb") as out:
-        done = subprocess.run([str(REPO_ROOT / "spark-submit.sh"), "--master", standalone.master_url, "--once",
-                               "--config", str(config)], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=900)
+        done = subprocess.run([str(REPO_ROOT / "spark-submit.sh"), "--master", standalone.master_url, *spark_options,
+                               "--once", "--config", str(config)], cwd=REPO_ROOT, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=900)
     assert done.returncode == 0, log.read_text()[-6000:]
 
     lakehouse = tmp_path / "lakehouse"
@@ -81,6 +81,7 @@ def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(standa
     apps = [a for a in standalone.status()["completedapps"] if a["name"] == app_name]
     assert len(apps) == 1 and apps[0]["state"] == "FINISHED", apps
     app_id = apps[0]["id"]
+    assert apps[0].get("memoryperexecutor", apps[0].get("memoryperslave")) == 768  # --executor-memory arrived
     assert application_executors(standalone, app_id) == [0, 1]
     for i in (1, 2):
         logs = list((standalone.root / f"worker-{i}" / "work" / app_id).glob("*/stderr"))
