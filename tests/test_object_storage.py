@@ -182,6 +182,13 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
     assert [h.strip() for h in header] == ["raw", "ranked", "proposed"]
     assert [int(v) for v in values] == [len(valid), 10, proposed], out
 
+    # balancer export reads a plan's rows from S3 too.
+    plan_id = next(p["plan_id"] for p in plans if p["status"] == "proposed")
+    assert balancer_cli(["export", plan_id, "--out", str(tmp_path / "export"),
+                         *(a for s in settings for a in ("--set", s))]) == 0
+    assert (tmp_path / "export" / "run.sh").exists()
+    out += capsys.readouterr().out
+
     # No credential in what the job logged or printed, nor in any table.
     logged = "\n".join(r.getMessage() for r in caplog.records) + out
     assert SECRET not in logged and KEY_ID not in logged

@@ -17,6 +17,7 @@ from pathlib import Path
 from balancer.config import Config, duration_seconds
 from balancer.execution import BrokerLoad, ExportError, batch_rows, export_plan, plan_schedule, split_batches
 from balancer.execution.export import DEFAULT_BOOTSTRAP, actions_from_rows
+from balancer.storage import Storage
 
 
 def add_parser(subparsers, parents=()) -> argparse.ArgumentParser:
@@ -33,30 +34,26 @@ def add_parser(subparsers, parents=()) -> argparse.ArgumentParser:
     return parser
 
 
-def _table_path(root: str, table: str) -> str:
-    return f"{root.rstrip('/')}/{table}" if "://" in root else str(Path(root).resolve() / table)
-
-
-def _rows(root: str, table: str, **equal) -> list[dict] | None:
+def _rows(root: Storage, table: str, **equal) -> list[dict] | None:
     """Rows of ``table`` whose columns equal ``equal``; None if the table does not exist."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    path = _table_path(root, table)
-    if not DeltaTable.is_deltatable(path):
+    path, options = root.join(table), root.delta_options()
+    if not DeltaTable.is_deltatable(path, storage_options=options):
         return None
     condition = None
     for column, value in equal.items():
         term = pc.field(column) == value
         condition = term if condition is None else condition & term
-    return DeltaTable(path).to_pyarrow_table(filters=condition).to_pylist()
+    return DeltaTable(path, storage_options=options).to_pyarrow_table(filters=condition).to_pylist()
 
 
-def _from_actions(root: str, plan_id: str, config: Config) -> list[dict]:
+def _from_actions(root: Storage, plan_id: str, config: Config) -> list[dict]:
     """plan_batches rows for a plan that only has plan_actions: batched and throttled here."""
     actions = _rows(root, "plan_actions", plan_id=plan_id)
     if not actions:
-        raise ExportError(f"plan {plan_id}: not in plan_batches nor plan_actions under {root}")
+        raise ExportError(f"plan {plan_id}: not in plan_batches nor plan_actions under {root.root}")
     plans = _rows(root, "balance_plans", plan_id=plan_id) or []
     if not plans:
         raise ExportError(f"plan {plan_id}: in plan_actions but not in balance_plans (its window is unknown)")
@@ -81,7 +78,7 @@ def _from_actions(root: str, plan_id: str, config: Config) -> list[dict]:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    root = config.lakehouse.path
+    root = Storage.of(config.lakehouse.path, config.lakehouse.storage_options)
     try:
         rows = _rows(root, "plan_batches", plan_id=args.plan_id)
         if not rows:
