@@ -322,7 +322,7 @@ def estimated_bytes(frame: DataFrame) -> int:
 # writing its own file: a small table gets one file per commit, not one per shuffle partition,
 # and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
-_STRING_STAT_CHARS = 32
+_STRING_STAT_CHARS = 64
 _RESULT_SCHEMA = ("table string, path string, size long, rows long, stats string, mtime long, inline binary, "
                   "summary binary")
 
@@ -387,10 +387,13 @@ class _Stats:
             if pa.types.is_timestamp(field.type):
                 lo[name], hi[name] = _ts_text(self.lo[name], False), _ts_text(self.hi[name], True)
             elif pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-                # A prefix is a valid lower bound; a long max has no short upper bound: left out.
+                # delta-rs prunes a file from an equality filter on a string column that lacks a min or a
+                # max (measured: 36-character plan ids under a 32-character cap), so both are always
+                # written: a long min cut to a prefix (a lower bound), a long max cut and followed by the
+                # highest code point (an upper bound of every string with that prefix).
                 lo[name] = self.lo[name][:_STRING_STAT_CHARS]
-                if len(self.hi[name]) <= _STRING_STAT_CHARS:
-                    hi[name] = self.hi[name]
+                high = self.hi[name]
+                hi[name] = high if len(high) <= _STRING_STAT_CHARS else high[:_STRING_STAT_CHARS] + "\U0010ffff"
             else:
                 lo[name], hi[name] = self.lo[name], self.hi[name]
         return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
@@ -398,13 +401,14 @@ class _Stats:
 
 
 def _file_reader(storage: Storage, table: str):
-    """mapInArrow function: each input row names a parquet file; yields its rows in ``table``'s schema."""
+    """mapInArrow function: each input row names a parquet file (a decoded path, as ``file_uris()`` and
+    ``read_range`` give them); yields its rows in ``table``'s schema."""
     schema = arrow_schema(table)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for uri in batch.column("path").to_pylist():
-                with storage.filesystem.open_input_file(storage.fs_path(unquote(uri))) as source:
+                with storage.filesystem.open_input_file(storage.fs_path(uri)) as source:
                     for piece in pq.ParquetFile(source).iter_batches(batch_size=1 << 16):
                         yield conform_batch(piece, schema, table)
 
