@@ -360,18 +360,21 @@ def test_summarize_ingest_partials_add_up_per_cluster_with_each_expectation_bit(
 
     from balancer.spark.quality import merge_ingest_summaries, summarize_ingest
 
-    ts = pa.array([60_000_000, 61_000_999, None, 59_000_000, None], pa.timestamp("us", tz="UTC"))
+    base = 1_790_000_000_000  # ms; event times must be plausible to count (see summarize_ingest)
+    ts = pa.array([(base + 60_000) * 1000, (base + 61_000) * 1000 + 999, None, (base + 59_000) * 1000, None],
+                  pa.timestamp("us", tz="UTC"))
     batch = pa.RecordBatch.from_pydict({
         "cluster": ["a", "a", None, "b", None], "ts": ts,
         "_bad": [False, False, True, True, True],
-        "_named_cluster": [None, None, "a", None, None], "_named_ts": [None, None, 70_000, None, None],
+        "_named_cluster": [None, None, "a", None, None], "_named_ts": [None, None, base + 70_000, None, None],
         # expectation 0 fails on the first record, 1 and 61 on the second.
         "_unexpected0": pa.array([1, 2 | (1 << 61), 0, 0, 0], pa.int64()),
     })
     halves = pa.concat_tables([summarize_ingest(batch.slice(0, 2)), summarize_ingest(batch.slice(2))])
     rows = {r["cluster"]: r for r in merge_ingest_summaries(halves)}
     assert rows["a"]["records"] == 3 and rows["a"]["quarantined"] == 1
-    assert (rows["a"]["first_ts_ms"], rows["a"]["last_ts_ms"], rows["a"]["valid_last_ts_ms"]) == (60_000, 70_000, 61_000)
+    assert (rows["a"]["first_ts_ms"], rows["a"]["last_ts_ms"], rows["a"]["valid_last_ts_ms"]) == (
+        base + 60_000, base + 70_000, base + 61_000)
     assert (rows["a"]["_n0"], rows["a"]["_n1"], rows["a"]["_n61"], rows["a"]["_n2"]) == (1, 1, 1, 0)
     assert rows["b"]["valid_last_ts_ms"] is None and rows["b"]["quarantined"] == 1 and rows["b"]["_n0"] == 0
     assert rows[None]["records"] == 1 and rows[None]["first_ts_ms"] is None
