@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from balancer.cli.main import main as balancer_cli
 from balancer.cluster import free_port
-from balancer.config import ConfigError, load_config
+from balancer.config import REPO_ROOT, ConfigError, load_config
 from balancer.storage import Storage, normalize_root
 
 SECRET = "s3cr3t-" + uuid.uuid4().hex  # must never show up in logs, errors or tables
@@ -131,7 +132,7 @@ def test_two_writers_from_the_same_version_both_commit(s3_endpoint):
 
 @pytest.mark.integration
 def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, tmp_path, s3_endpoint, capsys,
-                                                        caplog):
+                                                        caplog, monkeypatch):
     from deltalake import DeltaTable
 
     from balancer import telemetry as tm
@@ -181,6 +182,17 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
     header, values = [line.strip("| ").split("|") for line in out.splitlines() if line.startswith("|")][:2]
     assert [h.strip() for h in header] == ["raw", "ranked", "proposed"]
     assert [int(v) for v in values] == [len(valid), 10, proposed], out
+
+    # The balance-history notebook reads them too, its storage options from the job's config file.
+    from test_pipeline import run_notebook
+
+    config_file = tmp_path / "job.yaml"
+    config_file.write_text(yaml.safe_dump({"lakehouse": {"path": root,
+                                                         "storage_options": config.lakehouse.storage_options}}))
+    monkeypatch.setenv("BALANCER_CONFIG", str(config_file))
+    monkeypatch.setenv("BALANCER_LAKEHOUSE", root)
+    notebook = run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", root)
+    assert len(notebook["plans"]) == len(plans)
 
     # balancer export reads a plan's rows from S3 too.
     plan_id = next(p["plan_id"] for p in plans if p["status"] == "proposed")
