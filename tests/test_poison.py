@@ -8,7 +8,10 @@ Through the real path: embedded broker → ``kafka_py`` source with ``valueJsonS
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
+import struct
 import time
 
 import pyarrow as pa
@@ -174,9 +177,12 @@ class WireFormat:
     """What the fuzz test needs of a telemetry format: its config, how to make valid values, and which
     fields to spoil. Another format is another instance (and a parameter of the test)."""
 
-    def __init__(self, name: str, config: tuple[str, ...], record, encode, string_fields, number_fields):
+    def __init__(self, name: str, config: tuple[str, ...], record, encode, string_fields, number_fields,
+                 splice=None, text_record=None):
         self.name, self.config, self.record, self.encode = name, config, record, encode
         self.string_fields, self.number_fields = string_fields, number_fields
+        self.splice = splice or spliced  # (record, field, raw bytes) -> the value with the field's text replaced
+        self.text_record = text_record or record  # records that hold a string field to spoil
 
 
 def _v1_records():
@@ -227,7 +233,7 @@ def fuzz_values(fmt: WireFormat):
     def spoiled_text(args):
         record, field, raw = args
         present = [f for f in fmt.string_fields if isinstance(record.get(f), str)]
-        return spliced(record, present[field % len(present)], raw)
+        return fmt.splice(record, present[field % len(present)], raw)
 
     # One value of each kind per example, so every kind is well represented.
     return st.tuples(
@@ -238,7 +244,7 @@ def fuzz_values(fmt: WireFormat):
         st.tuples(st.just("appended"), st.tuples(valid, st.binary(min_size=1, max_size=20)).map(sum_bytes)),
         st.tuples(st.just("bad number"), st.tuples(fmt.record(), st.sampled_from(fmt.number_fields),
                                                    st.sampled_from(BAD_NUMBERS)).map(spoiled_number)),
-        st.tuples(st.just("not UTF-8"), st.tuples(fmt.record(), st.integers(0, 3),
+        st.tuples(st.just("not UTF-8"), st.tuples(fmt.text_record(), st.integers(0, 3),
                                                   st.sampled_from(NOT_UTF8)).map(spoiled_text)),
         st.tuples(st.just("valid"), valid),
     )
@@ -303,3 +309,113 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
             for field, most in (("bytes_in", 1e13), ("bytes_out", 1e13), ("messages_in", 1e13), ("size", 1e15)):
                 assert row[field] == record.get(field), where
                 assert row[field] is None or 0 <= row[field] <= most, where
+
+
+# -- Cruise Control's reporter format ---------------------------------------------------------------------
+
+def _cc_encode(record: dict) -> bytes:
+    """MetricSerde's layout written with struct, independently of balancer.cruise_control's encoder."""
+    head = struct.pack(">bbbqi", record["class"], 0, record["type"], record["ts"], record["broker"])
+    if record["class"] == 0:
+        return head + struct.pack(">d", record["value"])
+    topic = record["topic"] if isinstance(record["topic"], bytes) else record["topic"].encode()
+    body = struct.pack(">i", len(topic)) + topic
+    if record["class"] == 2:
+        body += struct.pack(">i", record["partition"])
+    return head + body + struct.pack(">d", record["value"])
+
+
+def _cc_records():
+    from hypothesis import strategies as st
+
+    common = {"ts": st.integers(NOW - 240_000, NOW), "broker": st.integers(0, 5),
+              "value": st.floats(min_value=0, max_value=1e12, allow_nan=False)}
+    topic = st.sampled_from(["orders", "a_b-1", "t" * 249])
+    broker = st.fixed_dictionaries({"class": st.just(0), "type": st.sampled_from([0, 1, 5, 7, 19]), **common})
+    per_topic = st.fixed_dictionaries({"class": st.just(1), "type": st.sampled_from([2, 3, 15]), "topic": topic,
+                                       **common})
+    partition = st.fixed_dictionaries({"class": st.just(2), "type": st.just(4), "topic": topic,
+                                       "partition": st.integers(0, 50), **common})
+    return broker | per_topic | partition
+
+
+def _cc_splice(record: dict, field: str, raw: bytes) -> bytes:
+    return _cc_encode({**record, field: record[field].encode()[:3] + raw})
+
+
+CC = WireFormat("cruise-control", ("source.format=cruise-control", "source.cluster=fuzz", "metadata.source=file"),
+                _cc_records, _cc_encode, ("topic",), ("value",), splice=_cc_splice,
+                text_record=lambda: _cc_records().filter(lambda r: "topic" in r))
+_SCOPES = {"broker": 0, "topic": 1, "partition": 2}
+
+
+def cc_verdict(value: bytes) -> dict | None:
+    """The record a value must land as, read here record by record, or None where it must be quarantined:
+    exact length, class 0-2, version 0, a known type of the class's scope, a Kafka-named UTF-8 topic, a
+    plausible time, a finite non-negative value within source.max_rate / source.max_size."""
+    from balancer import cruise_control as cc
+
+    if len(value) < 15:
+        return None
+    cls, version, mtype, ts, broker = struct.unpack_from(">bbbqi", value, 0)
+    if not 0 <= cls <= 2 or version != 0 or not 0 <= mtype < len(cc.RAW_METRIC_TYPES):
+        return None
+    name, scope = cc.RAW_METRIC_TYPES[mtype]
+    if _SCOPES[scope] != cls:
+        return None
+    topic = partition = None
+    at = 15
+    if cls > 0:
+        if len(value) < 19:
+            return None
+        (length,) = struct.unpack_from(">i", value, 15)
+        if length < 0 or len(value) < 19 + length:
+            return None
+        try:
+            topic = value[19:19 + length].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
+            return None
+        at = 19 + length
+        if cls == 2:
+            if len(value) < at + 4:
+                return None
+            (partition,) = struct.unpack_from(">i", value, at)
+            at += 4
+    if len(value) != at + 8:
+        return None
+    (number,) = struct.unpack_from(">d", value, at)
+    limit = 1e15 if name == "PARTITION_SIZE" else 1e13 if "BYTES" in name else math.inf
+    if not (tm.MIN_TS_MS <= ts <= time.time() * 1000 + tm.MAX_CLOCK_SKEW_MS) or broker < 0 \
+            or (partition is not None and partition < 0) or not (math.isfinite(number) and 0 <= number <= limit):
+        return None
+    return {"type": ("broker", "topic", "partition")[cls], "metric": name, "ts": ts, "broker": broker,
+            "topic": topic, "partition": partition, "metric_value": number}
+
+
+def test_fuzzed_cruise_control_values_each_land_in_exactly_one_table(spark, broker, tmp_path):
+    values = list({value: (kind, value) for kind, value in draw(fuzz_values(CC), FUZZ_EXAMPLES)}.values())
+    assert len(values) >= 2000
+    assert len({kind for kind, _ in values}) == 7
+    topic = f"fuzz-cc-{time.monotonic_ns()}"
+    broker.create_topic(topic, partitions=1)
+    sent = produce_all(broker.bootstrap_servers, topic,
+                       [(None if i % 3 else bytes([i % 256, 0xff]), v) for i, (_, v) in enumerate(values)])
+    metadata = tmp_path / "metadata.json"
+    metadata.write_text(json.dumps({"cluster": "fuzz", "brokers": [], "partitions": []}))
+    raw, quarantine = land(spark, broker, topic, tmp_path, *CC.config, f"metadata.path={metadata}")
+
+    bad = assert_lands_exactly_once(sent, raw, quarantine)
+    landed = {r["kafka_offset"]: r for r in raw.to_pylist()}
+    for offset, (kind, value) in enumerate(values):
+        expected = cc_verdict(value)
+        where = f"offset {offset} ({kind}) {value[:60]!r}"
+        if expected is None:
+            assert offset in bad, f"{where}: landed, but it is not a valid record"
+            continue
+        assert offset in landed, f"{where}: quarantined: {bad[offset]['reason']}"
+        row = landed[offset]
+        assert row["v"] == 0 and row["cluster"] == "fuzz", where
+        assert {k: row[k] for k in expected if k != "ts"} == {k: v for k, v in expected.items() if k != "ts"}, where
+        assert round(row["ts"].timestamp() * 1000) == expected["ts"], where

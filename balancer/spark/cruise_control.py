@@ -53,9 +53,14 @@ def metric_names() -> list[str]:
     return [t.name for t in cc.RAW_METRIC_TYPES]
 
 
+def _named(names: list[str] | tuple[str, ...], ids: Column) -> Column:
+    """The name of each id, NULL for an unknown one (a quarantined record's id may be any signed byte:
+    index 0 is an error even for try_element_at, hence the guard)."""
+    return F.when(ids >= 0, F.try_element_at(F.array(*(F.lit(n) for n in names)), ids.cast("int") + 1))
+
+
 def _name_of(ids: Column) -> Column:
-    # try_: an unknown id (a quarantined record) gives NULL, not an error under ANSI mode.
-    return F.try_element_at(F.array(*(F.lit(n) for n in metric_names())), ids.cast("int") + 1)
+    return _named(metric_names(), ids)
 
 
 def _show(number: Column) -> Column:
@@ -96,7 +101,7 @@ def parse_cruise_control(kafka: DataFrame, *, cluster: str, max_value_bytes: int
     schema = _telemetry_types()
     typed = {name: F.lit(None) for name in TELEMETRY_COLUMNS}
     typed.update(
-        v=rec["version"], type=F.try_element_at(F.array(*(F.lit(c) for c in CLASSES)), rec["metric_class"].cast("int") + 1),
+        v=rec["version"], type=_named(CLASSES, rec["metric_class"]),
         # Only a plausible time becomes a timestamp: an absurd one would overflow it (and is quarantined).
         ts=F.when(plausible, F.timestamp_millis(rec["ts"])), cluster=F.lit(cluster), broker=rec["broker"], topic=rec["topic"],
         partition=rec["partition"], metric=metric, metric_value=number)
