@@ -145,3 +145,15 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     assert status[plan_a["plan_id"]] == "completed"
     assert status[plan_b["plan_id"]] == "superseded"
     assert status[plan_c["plan_id"]] == "diverged"
+
+    # The notebook charts the lifecycle and predicted vs realized from these tables.
+    from test_pipeline import run_notebook
+
+    from balancer.config import REPO_ROOT
+
+    notebook = run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", config.lakehouse.path)
+    assert set(notebook["lifecycle"]["status"]) >= {"executing", "completed", "superseded", "diverged"}
+    points = notebook["predicted_vs_realized_chart"].to_dict()
+    charted = [row for data in points["datasets"].values() for row in data if "realized" in row]
+    assert {row["plan_id"] for row in charted} == {plan_a["plan_id"]}
+    assert len(charted) == 3 * len(a.brokers)
