@@ -26,11 +26,12 @@ than num.cores is an error (:class:`CapacityError`, naming the entry and the fie
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from balancer.files import read_json
 
 DEFAULT_BROKER_ID = -1
 KB = 1024.0
@@ -103,13 +104,7 @@ def parse_capacities(doc: dict) -> Capacities:
 
 def read_capacities(path: str | Path) -> Capacities:
     """The capacity file at ``path``; every problem is a :class:`CapacityError` naming the file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise CapacityError(f"capacity file {path}: cannot read it ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CapacityError(f"capacity file {path}: not valid JSON ({e})") from None
+    doc = read_json(path, what="capacity file", error=CapacityError)
     try:
         return parse_capacities(doc)
     except CapacityError as e:

@@ -21,7 +21,6 @@ it, or what changed since the previous read).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -29,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from balancer.files import read_json
 
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's rule for topic names
 MAX_ID = 2**31 - 1
@@ -69,13 +70,7 @@ def read_metadata_file(path: str | Path, cluster: str | None = None) -> ClusterM
     ``cluster`` may then be absent, and must match when present (a file of another cluster is a mistake)."""
     if cluster is not None and (not isinstance(cluster, str) or not cluster.strip()):
         raise MetadataError(f"cluster: expected a non-empty name or None, got {cluster!r}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise MetadataError(f"metadata file {path}: cannot read it ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MetadataError(f"metadata file {path}: not valid JSON ({e})") from None
+    doc = read_json(path, what="metadata file", error=MetadataError)
     try:
         return parse_metadata(doc, cluster=cluster)
     except MetadataError as e:
