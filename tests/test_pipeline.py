@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -97,7 +99,7 @@ def run_notebook(path, lakehouse_path) -> dict:
     return namespace
 
 
-def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path):
+def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path, capsys):
     cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
                                                      replication_factor=2, cluster="it-2")), noise=0.0)
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
@@ -107,6 +109,9 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     assert lakehouse.read("telemetry_raw").count() == len(first)
     plans_before = lakehouse.read("balance_plans").count()
+    time.sleep(1.1)  # commit times are in milliseconds: a moment between the two runs
+    between = datetime.now(timezone.utc)
+    time.sleep(1.1)
 
     second = [tm.encode(r) for minute in range(7, 12) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker.bootstrap_servers, topic, second)
@@ -115,3 +120,20 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     plans = lakehouse.read("balance_plans")
     assert plans.count() == plans_before + 1
     assert plans.select("plan_id").distinct().count() == plans.count()
+
+    # Time travel: the tables as the job had committed them between the two runs.
+    capsys.readouterr()
+    query = "SELECT (SELECT count(*) FROM balance_plans) AS plans, (SELECT count(*) FROM telemetry_raw) AS records"
+    settings = ["--set", f"lakehouse.path={config.lakehouse.path}", "--set", "lakehouse.engine=delta-rs"]
+    assert balancer_cli(["sql", *settings, "--as-of", between.isoformat(), query]) == 0
+    then = capsys.readouterr().out
+    assert balancer_cli(["sql", *settings, query]) == 0
+    now = capsys.readouterr().out
+    assert shown_row(then) == [plans_before, len(first)]
+    assert shown_row(now) == [plans_before + 1, len(first) + len(second)]
+
+
+def shown_row(out: str) -> list[int]:
+    """The first row of a DataFrame.show() table, as integers."""
+    rows = [line.strip().strip("|").split("|") for line in out.splitlines() if line.startswith("|")]
+    return [int(cell) for cell in rows[1]]

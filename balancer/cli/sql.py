@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 
 from balancer.config import Config
 from balancer.resources import sql_files
@@ -25,6 +26,20 @@ def add_parser(subparsers, parents) -> None:
                     "Views: latest_ranking, plan_history, plan_status, quarantine_reasons.")
     parser.add_argument("query", help='e.g. "SELECT * FROM balance_plans ORDER BY window_end DESC"')
     parser.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
+    parser.add_argument("--as-of", type=as_of, metavar="VERSION|TIMESTAMP",
+                        help="read every table as it was then: an ISO time (2026-11-24T03:10:00Z; what the job "
+                             "had committed at that moment, for audit) or a table version number")
+
+
+def as_of(text: str) -> int | datetime:
+    """``--as-of``: a version number, or an ISO-8601 time (UTC when no zone is given)."""
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a version number nor an ISO time") from None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -35,7 +50,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                           conf={**config.spark.conf, "spark.ui.enabled": "false"})
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine,
                           storage_options=config.lakehouse.storage_options)
-    lakehouse.register_views()
+    lakehouse.register_views(as_of=args.as_of)
     register_sql_views(spark)
     spark.sql(args.query).show(args.limit, truncate=False)
     return 0

@@ -225,13 +225,26 @@ class Lakehouse:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def read(self, table: str) -> DataFrame:
+    def read(self, table: str, *, as_of: int | dt.datetime | None = None) -> DataFrame:
+        """``table`` as it is, or as it was ``as_of`` a table version or a time (Delta keeps every version
+        until VACUUM removes the files of old ones)."""
         if self.engine == "delta-spark":
-            return self.spark.read.format("delta").load(self.path(table))
+            reader = self.spark.read.format("delta")
+            if isinstance(as_of, int):
+                reader = reader.option("versionAsOf", as_of)
+            elif as_of is not None:
+                reader = reader.option("timestampAsOf", as_of.isoformat())
+            return reader.load(self.path(table))
         schema = spark_schema(table)
         if not self.exists(table):
             return self.spark.createDataFrame([], schema)
-        files = self.delta(table).file_uris()
+        delta = self.delta(table)
+        if as_of is not None:
+            try:  # a time before the table's first version reads that version (its creation: no rows)
+                delta.load_as_version(as_of)
+            except Exception as error:  # delta-rs raises its own errors, e.g. for a version it does not have
+                raise ValueError(f"{table}: no version as of {as_of}: {error}") from None
+        files = delta.file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
         return self._scan(table, files)
@@ -293,10 +306,10 @@ class Lakehouse:
 
         return self.read(table).agg(F.max(column)).first()[0]
 
-    def register_views(self) -> list[str]:
-        """Temp views named like the tables, so SQL can say ``FROM balance_plans``."""
+    def register_views(self, *, as_of: int | dt.datetime | None = None) -> list[str]:
+        """Temp views named like the tables, so SQL can say ``FROM balance_plans`` (each as of ``as_of``)."""
         for table in TABLES:
-            self.read(table).createOrReplaceTempView(table)
+            self.read(table, as_of=as_of).createOrReplaceTempView(table)
         return list(TABLES)
 
 
