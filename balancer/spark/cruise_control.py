@@ -103,8 +103,8 @@ def parse_cruise_control(kafka: DataFrame, *, cluster: str, max_value_bytes: int
     typed.update(
         v=rec["version"], type=_named(CLASSES, rec["metric_class"]),
         # Only a plausible time becomes a timestamp: an absurd one would overflow it (and is quarantined).
-        ts=F.when(plausible, F.timestamp_millis(rec["ts"])), cluster=F.lit(cluster), broker=rec["broker"], topic=rec["topic"],
-        partition=rec["partition"], metric=metric, metric_value=number)
+        ts=F.when(plausible, F.timestamp_millis(rec["ts"])), cluster=F.lit(cluster), broker=rec["broker"],
+        topic=rec["topic"], partition=rec["partition"], metric=metric, metric_value=number)
     parsed = kafka.select(
         F.col("topic").alias("kafka_topic"), F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"), F.col("timestamp").alias("kafka_timestamp"),
