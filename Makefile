@@ -44,10 +44,10 @@ $(addprefix bench-,$(BENCHES)): bench-%: setup
 # A Spark standalone master and two 1-core workers on loopback (prints the master URL for
 # ./spark-submit.sh --master); state, work and logs under data/cluster.
 cluster-up: setup
-	$(PY) -m balancer.cluster up --dir data/cluster $(CLUSTER_ARGS)
+	$(PY) -m balancer.demo.cluster up --dir data/cluster $(CLUSTER_ARGS)
 
 cluster-down:
-	$(PY) -m balancer.cluster down --dir data/cluster
+	$(PY) -m balancer.demo.cluster down --dir data/cluster
 
 clean:
 	rm -rf data .pytest_cache

@@ -31,13 +31,14 @@ done
 packages="$("$py" -m balancer.cli.packages "${job_args[@]}")"
 mkdir -p build
 rm -f build/balancer.zip
-# The library with the resources it reads at run time (table DDL, views, suites, default config).
+# The library with the resources it reads at run time (table DDL, views, suites, default config);
+# balancer/demo (the demo's and tests' machinery) is not part of a deployment.
 "$py" - <<'PY'
 import pathlib, zipfile
 with zipfile.ZipFile("build/balancer.zip", "w", zipfile.ZIP_DEFLATED) as archive:
     for top in ("balancer", "lakehouse", "conf"):
         for path in sorted(pathlib.Path(top).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+            if path.is_file() and "__pycache__" not in path.parts and path.parts[:2] != ("balancer", "demo"):
                 archive.write(path)
 PY
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 import numpy as np
 
 from balancer.planner.model import DISK, IN, OUT, ClusterModel
-from balancer.scenarios import assign_replicas
+from balancer.demo.scenarios import assign_replicas
 
 
 def kafka_generate(snapshot: dict, seed: int = 0) -> tuple[list[list[int]], list[int]]:

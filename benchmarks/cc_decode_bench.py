@@ -33,8 +33,8 @@ import pyarrow as pa  # noqa: E402
 
 from balancer import cruise_control as cc  # noqa: E402
 from balancer import telemetry as tm  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from ingest_bench import QUICK, T0  # noqa: E402
 
 

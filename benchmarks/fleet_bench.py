@@ -41,7 +41,7 @@ def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from balancer.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate
     from planning_bench import cluster_frames
 
     rng = np.random.default_rng(seed)
@@ -103,7 +103,7 @@ def child(args) -> dict:
     from balancer.spark import planning
     from balancer.spark.session import build_session
 
-    from balancer.cluster import free_port, get_json
+    from balancer.demo.cluster import free_port, get_json
 
     ui_port = free_port()
     spark = build_session(master=args.master, app_name=f"fleet-bench-{args.label}", conf={
@@ -145,7 +145,7 @@ def child(args) -> dict:
 
 
 def measure(workers: int, args, workdir: Path) -> dict:
-    from balancer.cluster import StandaloneCluster
+    from balancer.demo.cluster import StandaloneCluster
 
     with StandaloneCluster(workdir / f"cluster-{workers}", workers=workers, cores=args.cores,
                            memory=args.worker_memory) as cluster:

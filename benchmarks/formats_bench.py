@@ -5,7 +5,7 @@
 The ingest benchmark's ``--quick`` cluster (270 brokers, 127,602 replicas) reports N sim minutes in each
 format, into its own topic on the embedded broker: v1 sends one record per replica and per broker; Cruise
 Control's reporter one PARTITION_SIZE per replica, three topic metrics per (leader, topic) and three broker
-metrics per broker (``balancer.cc_reporter``). Then, on local[2], per format: read + parse to a noop
+metrics per broker (``balancer.demo.cc_reporter``). Then, on local[2], per format: read + parse to a noop
 sink (the source decodes in its reading task: Arrow's JSON reader, or the numpy decoder of
 ``balancer.cruise_control``), and the sink's landing step (``BalancerSink._land``: cache, one pass writing
 telemetry_raw and telemetry_quarantine, the ingest contract).
@@ -27,11 +27,11 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from balancer.cc_reporter import from_telemetry  # noqa: E402
+from balancer.demo.cc_reporter import from_telemetry  # noqa: E402
 from balancer.config import load_config  # noqa: E402
-from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from balancer.spark.job import parse_stream, python_source_options  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402

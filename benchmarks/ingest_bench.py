@@ -41,9 +41,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 from balancer import telemetry as tm  # noqa: E402
 from cpu import process_cpu_seconds, spark_cpu_seconds  # noqa: E402
 from balancer.config import load_config  # noqa: E402
-from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 
 MINUTE_MS = 60_000
 T0 = 1_790_000_000_000 // 300_000 * 300_000

@@ -40,8 +40,8 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from balancer.config import load_config  # noqa: E402
-from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.scenarios import ScenarioSpec  # noqa: E402
+from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402

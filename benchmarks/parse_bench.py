@@ -26,8 +26,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from pyspark.sql import functions as F  # noqa: E402
 
 from balancer import telemetry as tm  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from balancer.spark import parse  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
 

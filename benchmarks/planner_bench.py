@@ -73,7 +73,7 @@ def run_one(name: str) -> dict:
 
     from balancer.planner import PlannerOptions, plan
     from balancer.planner.validate import check_plan
-    from balancer.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate
 
     spec = ScenarioSpec(**SCENARIOS[name])
     snapshot = generate(spec)

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/planning_bench.py --quick    # 270 brokers, ~128k replicas (ingest_bench --quick)
     .venv/bin/python benchmarks/planning_bench.py --path dict --profile goals
 
-The cluster is ``ingest_bench``'s (``balancer.scenarios`` scale_270, or its 300-topic quick
+The cluster is ``ingest_bench``'s (``balancer.demo.scenarios`` scale_270, or its 300-topic quick
 variant). Each *window* is one noisy re-measurement of that same, never rebalanced, cluster,
 the way the streaming job replans every window without the previous plan being executed
 (``--executed``: with it carried out in between, as an executor would):
@@ -231,7 +231,7 @@ def _legacy_fill_row(row: dict, result) -> dict:
 
 def child(args) -> dict:
     from balancer.config import load_config
-    from balancer.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate
 
     balancer = load_config().balancer
     spec = ScenarioSpec(**(QUICK if args.quick else FULL))

@@ -44,8 +44,8 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from balancer import telemetry as tm  # noqa: E402
 from balancer.config import load_config  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from balancer.spark import loads, parse  # noqa: E402
 from balancer.spark.lakehouse import Lakehouse  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402

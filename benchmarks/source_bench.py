@@ -32,7 +32,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
-from balancer.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa  # noqa: E402
 
 from balancer.config import load_config  # noqa: E402
-from balancer.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.simulator import SimulatedCluster  # noqa: E402
+from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
+from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
 from balancer.spark.sinks import BalancerSink  # noqa: E402

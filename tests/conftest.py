@@ -31,7 +31,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def broker():
-    from balancer.embedded_broker import EmbeddedBroker
+    from balancer.demo.embedded_broker import EmbeddedBroker
 
     with EmbeddedBroker() as running:
         yield running

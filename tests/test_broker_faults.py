@@ -11,9 +11,9 @@ from pyspark.errors import StreamingQueryException
 
 from balancer import telemetry as tm
 from balancer.config import load_config
-from balancer.embedded_broker import EmbeddedBroker, free_port
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.embedded_broker import EmbeddedBroker, free_port
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from support import BALANCER, T0, start_job, tail, write_config

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from balancer.config import load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.session import delta_jar_available, kafka_jar_available

@@ -11,9 +11,9 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Producer
 
-from balancer.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
+from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
 from balancer.config import load_config
-from balancer.simulator import SimulatedCluster
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from support import MINUTE, T0

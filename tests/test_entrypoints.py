@@ -10,8 +10,8 @@ import time
 import pytest
 
 from balancer.config import REPO_ROOT
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from support import minutes_of, produce
 
 

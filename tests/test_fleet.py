@@ -9,8 +9,8 @@ from confluent_kafka import Producer
 
 from balancer import telemetry as tm
 from balancer.config import load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 

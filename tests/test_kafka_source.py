@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 
-from balancer.embedded_broker import EmbeddedBroker, free_port
+from balancer.demo.embedded_broker import EmbeddedBroker, free_port
 from balancer.spark.kafka_source import KafkaSource
 
 

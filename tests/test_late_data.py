@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from balancer.config import load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from support import MINUTE, T0, produce

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from balancer.cli.main import main as balancer_cli
-from balancer.cluster import free_port
+from balancer.demo.cluster import free_port
 from balancer.config import REPO_ROOT, ConfigError, load_config
 from balancer.storage import Storage, normalize_root
 
@@ -136,8 +136,8 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
     from deltalake import DeltaTable
 
     from balancer import telemetry as tm
-    from balancer.scenarios import ScenarioSpec, generate
-    from balancer.simulator import SimulatedCluster
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.demo.simulator import SimulatedCluster
     from balancer.spark import job
     from balancer.spark.lakehouse import TABLES
     from support import T0, produce

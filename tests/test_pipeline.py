@@ -11,8 +11,8 @@ import pytest
 
 from balancer.cli.main import main as balancer_cli
 from balancer.config import REPO_ROOT, load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer import telemetry as tm

@@ -15,8 +15,8 @@ import pytest
 
 from balancer.cli.sql import register_sql_views
 from balancer.config import load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from support import MINUTE, T0, minutes_of, produce

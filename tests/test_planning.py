@@ -14,7 +14,7 @@ import pytest
 from balancer.config import load_config
 from balancer.planner import ClusterModel, SnapshotError, plan
 from balancer.planner.model import ColumnarSnapshot
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.snapshot import build_snapshot, build_snapshot_frames, frame_records
 from balancer.spark import planning
 

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from balancer import telemetry as tm
 from balancer.config import QualityConfig, load_config
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job, loads
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.quality import EXPECTATIONS_DIR, Contract, load_suite

@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 
 from balancer import telemetry as tm
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from support import T0, kill_group, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration

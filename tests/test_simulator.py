@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from balancer.planner import PlannerOptions, broker_loads, plan
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 
 
 def network_balance(snapshot: dict) -> dict[str, float]:

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from deltalake import DeltaTable
 
-from balancer.cluster import StandaloneCluster, application_executors
+from balancer.demo.cluster import StandaloneCluster, application_executors
 from balancer.config import REPO_ROOT
-from balancer.scenarios import ScenarioSpec, generate
-from balancer.simulator import SimulatedCluster
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 from balancer.spark.lakehouse import TABLES
 from balancer import telemetry as tm
 from support import T0, produce, write_config

@@ -7,7 +7,7 @@ import json
 
 from balancer.cli import plan as plan_cli
 from balancer.config import load_config
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 def parse(argv):

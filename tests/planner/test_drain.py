@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from balancer.planner import (DistinctBrokersGoal, DrainGoal, PlannerOptions, RackAwareGoal, ReplicationFactorGoal,
                               plan)
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 def _left_on(snapshot, result, drained):

@@ -131,7 +131,7 @@ def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfe
 
 
 def _linkedin_like(seed):
-    from balancer.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate
 
     return generate(ScenarioSpec(brokers=7, racks=0, topics=300, partitions_per_topic=(1, 32), replication_factor=2,
                                  skew=1.0, hot_key_sigma=1.0, seed=seed))

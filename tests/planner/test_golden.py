@@ -14,7 +14,7 @@ import pytest
 
 from balancer.planner import PlannerOptions, plan
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

@@ -71,7 +71,7 @@ def test_empty_cluster_plans_nothing():
 
 
 def test_lower_bound_counts_the_biggest_partition_and_the_plan_reaches_it():
-    from balancer.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate
     snap = generate(ScenarioSpec(brokers=8, racks=0, topics=30, replication_factor=2, skew=0.0, seed=3))
     giant = snap["partitions"][0]
     # Half the other partitions' traffic: on its own 1.33x the average broker's network_in.

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from balancer.planner import PlannerOptions, broker_loads, plan
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 @st.composite

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from balancer.planner import broker_loads
-from balancer.scenarios import ScenarioSpec, assign_replicas, generate, rack_alternated
+from balancer.demo.scenarios import ScenarioSpec, assign_replicas, generate, rack_alternated
 
 
 def test_rack_unaware_placement_matches_kafkas_admin_utils_test():

@@ -13,10 +13,10 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from balancer.demo import demo_cluster
+from balancer.demo.run import demo_cluster
 from balancer.planner import Plan, PlannerOptions, plan
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 MAX_QUIET_LEADERSHIPS = 3
 

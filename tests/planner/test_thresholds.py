@@ -7,7 +7,7 @@ import pytest
 from balancer.config import load_config
 from balancer.planner import DistributionGoal, PlannerOptions, default_goals, plan
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 # Generated clusters run at 0.4 network and 0.5 disk utilization.
 SPEC = ScenarioSpec(brokers=6, racks=3, topics=30, partitions_per_topic=(4, 24), new_empty_brokers=2, seed=31)

@@ -6,7 +6,7 @@ import dataclasses
 
 from balancer.planner import Action, plan
 from balancer.planner.validate import check_plan
-from balancer.scenarios import ScenarioSpec, generate
+from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 def _with(result, *actions):

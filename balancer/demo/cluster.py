@@ -3,8 +3,8 @@ the venv's own pyspark (``spark-class``; nothing downloaded).
 
 Used by the tests (a fixture submits the job to it), by the fleet benchmark, and by a person:
 
-    python -m balancer.cluster up [--workers 2] [--cores 1] [--memory 1g] [--dir data/cluster]
-    python -m balancer.cluster down [--dir data/cluster]
+    python -m balancer.demo.cluster up [--workers 2] [--cores 1] [--memory 1g] [--dir data/cluster]
+    python -m balancer.demo.cluster down [--dir data/cluster]
 
 (``make cluster-up`` / ``make cluster-down``). ``up`` prints the master URL and leaves the
 processes running; their process groups are recorded in ``DIR/cluster.json`` for ``down``.
@@ -204,7 +204,7 @@ def application_executors(cluster: StandaloneCluster, app_id: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m balancer.cluster",
+    parser = argparse.ArgumentParser(prog="python -m balancer.demo.cluster",
                                      description="start or stop a Spark standalone cluster on loopback")
     parser.add_argument("action", choices=["up", "down"])
     parser.add_argument("--dir", default="data/cluster", help="work, log and state folder (default data/cluster)")

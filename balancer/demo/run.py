@@ -43,8 +43,8 @@ def _parse_args(argv):
 
 
 def demo_cluster(throttle_bytes_per_sec: float):
-    from balancer.scenarios import ScenarioSpec, generate
-    from balancer.simulator import SimulatedCluster
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.demo.simulator import SimulatedCluster
 
     spec = ScenarioSpec(brokers=6, racks=3, topics=24, partitions_per_topic=(6, 24), replication_factor=3,
                         total_bytes_in=300e6, skew=1.1, new_empty_brokers=2, restarted_broker=1,
@@ -138,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka import Producer
     from rich.console import Console
 
-    from balancer import report
-    from balancer.embedded_broker import EmbeddedBroker
-    from balancer.simulator import publish
+    from balancer.demo import report
+    from balancer.demo.embedded_broker import EmbeddedBroker
+    from balancer.demo.simulator import publish
     from balancer.spark import job
     from balancer.spark.lakehouse import Lakehouse
     from balancer.spark.session import build_session

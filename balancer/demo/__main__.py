@@ -1,0 +1,5 @@
+import sys
+
+from balancer.demo.run import main
+
+sys.exit(main())
