@@ -67,8 +67,10 @@ def parse_capacities(doc: dict) -> Capacities:
         raise CapacityError(f"expected a JSON object with 'brokerCapacities', got {type(doc).__name__}")
     entries = doc.get("brokerCapacities")
     if not isinstance(entries, list):
-        raise CapacityError("'brokerCapacities': expected a list of broker entries, "
-                            f"got {'nothing' if entries is None else type(entries).__name__}")
+        raise CapacityError(
+            "'brokerCapacities': expected a list of broker entries, "
+            f"got {'nothing' if entries is None else type(entries).__name__}"
+        )
     parsed: dict[int, BrokerCapacity] = {}
     uses_cores: dict[bool, str] = {}  # whether an entry gives num.cores -> the first such entry
     for i, entry in enumerate(entries):
@@ -84,20 +86,27 @@ def parse_capacities(doc: dict) -> Capacities:
             raise CapacityError(f"{where}: 'capacity': expected an object of {', '.join(RESOURCES)}")
         unknown = sorted(set(capacity) - set(RESOURCES))
         if unknown:
-            raise CapacityError(f"{where}: capacity.{unknown[0]}: unknown resource (expected {', '.join(RESOURCES)})")
+            raise CapacityError(
+                f"{where}: capacity.{unknown[0]}: unknown resource (expected {', '.join(RESOURCES)})"
+            )
         missing = [r for r in RESOURCES if r not in capacity]
         if missing:
-            raise CapacityError(f"{where}: capacity.{missing[0]}: missing (every entry gives {', '.join(RESOURCES)})")
+            raise CapacityError(
+                f"{where}: capacity.{missing[0]}: missing (every entry gives {', '.join(RESOURCES)})"
+            )
         cores = _cores(capacity["CPU"], f"{where}: capacity.CPU")
         uses_cores.setdefault(cores is not None, where)
         if len(uses_cores) > 1:
-            raise CapacityError(f"{where}: capacity.CPU: num.cores must be given by every entry or by none "
-                                f"({uses_cores[True]} gives it, {uses_cores[False]} does not)")
+            raise CapacityError(
+                f"{where}: capacity.CPU: num.cores must be given by every entry or by none "
+                f"({uses_cores[True]} gives it, {uses_cores[False]} does not)"
+            )
         parsed[broker_id] = BrokerCapacity(
             network_in=_figure(capacity["NW_IN"], f"{where}: capacity.NW_IN") * KB,
             network_out=_figure(capacity["NW_OUT"], f"{where}: capacity.NW_OUT") * KB,
             disk=_disk(capacity["DISK"], f"{where}: capacity.DISK") * MB,
-            cores=cores)
+            cores=cores,
+        )
     default = parsed.pop(DEFAULT_BROKER_ID, None)
     return Capacities(default=default, brokers=parsed)
 
@@ -120,7 +129,9 @@ def _broker_id(value: object, where: str) -> int:
     except ValueError:
         raise CapacityError(f"{where}: brokerId: expected an integer (as a string), got {value!r}") from None
     if not DEFAULT_BROKER_ID <= broker_id <= 2**31 - 1:
-        raise CapacityError(f"{where}: brokerId: expected -1 (the default) or a broker id >= 0, got {broker_id}")
+        raise CapacityError(
+            f"{where}: brokerId: expected -1 (the default) or a broker id >= 0, got {broker_id}"
+        )
     return broker_id
 
 

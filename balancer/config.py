@@ -11,16 +11,36 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from balancer.resources import resource_root
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$")
+_DURATION = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$"
+)
 _UNIT_SECONDS = {
-    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
-    "s": 1, "sec": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
+    "ms": 0.001,
+    "millisecond": 0.001,
+    "milliseconds": 0.001,
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
 }
 
 
@@ -47,6 +67,7 @@ def _checked(parse):
     def check(value: str) -> str:
         parse(value)  # raises ValueError naming the bad text; pydantic adds the key
         return value
+
     return AfterValidator(check)
 
 
@@ -97,12 +118,16 @@ class SourceConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _cluster_named(self) -> "SourceConfig":
+    def _cluster_named(self) -> SourceConfig:
         if self.format == "cruise-control" and not (self.cluster or "").strip():
-            raise ValueError("source.cluster must name the monitored cluster when source.format is "
-                             "'cruise-control' (its records carry no cluster name)")
+            raise ValueError(
+                "source.cluster must name the monitored cluster when source.format is "
+                "'cruise-control' (its records carry no cluster name)"
+            )
         if self.format == "v1" and self.cluster is not None:
-            raise ValueError("source.cluster is for source.format 'cruise-control'; v1 records name their cluster")
+            raise ValueError(
+                "source.cluster is for source.format 'cruise-control'; v1 records name their cluster"
+            )
         return self
 
     @field_validator("options", mode="before")
@@ -129,7 +154,7 @@ class MetadataConfig(_Strict):
         return _client_options(value)
 
     @model_validator(mode="after")
-    def _path_given(self) -> "MetadataConfig":
+    def _path_given(self) -> MetadataConfig:
         if self.source == "file" and not (self.path or "").strip():
             raise ValueError("metadata.path is required when metadata.source is 'file'")
         return self
@@ -156,7 +181,7 @@ class LakehouseConfig(_Strict):
         return _client_options(value)
 
     @model_validator(mode="after")
-    def _path_usable(self) -> "LakehouseConfig":
+    def _path_usable(self) -> LakehouseConfig:
         # A section-level rule: its error never echoes the input, which may hold credentials.
         from balancer.storage import Storage, is_uri
 
@@ -177,7 +202,7 @@ class WindowsConfig(_Strict):
     watermark: SparkInterval = "2 minutes"
 
     @model_validator(mode="after")
-    def _slide_fits(self) -> "WindowsConfig":
+    def _slide_fits(self) -> WindowsConfig:
         if duration_seconds(self.slide) > duration_seconds(self.size):
             raise ValueError(f"windows.slide ({self.slide}) must not exceed windows.size ({self.size})")
         return self
@@ -190,8 +215,8 @@ class TriggerConfig(_Strict):
 class ResourceThreshold(_Strict):
     """One resource's balance threshold and the cluster utilization below which it is not balanced."""
 
-    balance: float | None = Field(default=None, gt=1.0, le=10.0)   # None: balancer.balance_threshold
-    low_utilization: float | None = Field(default=None, ge=0.0, le=1.0)   # None: the planner's default
+    balance: float | None = Field(default=None, gt=1.0, le=10.0)  # None: balancer.balance_threshold
+    low_utilization: float | None = Field(default=None, ge=0.0, le=1.0)  # None: the planner's default
 
 
 class ThresholdsConfig(_Strict):
@@ -209,8 +234,14 @@ class ThresholdsConfig(_Strict):
         return value
 
 
-_SOFT_GOALS = ("network_in_distribution", "network_out_distribution", "leader_bytes_in_distribution",
-               "disk_distribution", "replicas_distribution", "leaders_distribution")
+_SOFT_GOALS = (
+    "network_in_distribution",
+    "network_out_distribution",
+    "leader_bytes_in_distribution",
+    "disk_distribution",
+    "replicas_distribution",
+    "leaders_distribution",
+)
 
 
 class BalancerConfig(_Strict):
@@ -318,10 +349,12 @@ class Config(_Strict):
     spark: SparkConfig = SparkConfig()
 
     @model_validator(mode="after")
-    def _topology_known(self) -> "Config":
+    def _topology_known(self) -> Config:
         if self.source.format == "cruise-control" and self.metadata.source == "none":
-            raise ValueError("source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
-                             "Control's records carry no replica lists or leaders")
+            raise ValueError(
+                "source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
+                "Control's records carry no replica lists or leaders"
+            )
         return self
 
 
@@ -390,7 +423,11 @@ def _allowed_keys(section: str) -> str:
     model: type[BaseModel] = Config
     for part in [p for p in section.split(".") if p]:
         field = model.model_fields.get(part)
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+        if (
+            field is None
+            or not isinstance(field.annotation, type)
+            or not issubclass(field.annotation, BaseModel)
+        ):
             return ""
         model = field.annotation
     return "; allowed: " + ", ".join(sorted(model.model_fields))

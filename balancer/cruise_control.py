@@ -50,81 +50,108 @@ class RawMetricType(NamedTuple):
 
 
 # RawMetricType by id; ids are the Java enum's ordinals (RawMetricType.forId indexes values()).
-RAW_METRIC_TYPES: tuple[RawMetricType, ...] = tuple(RawMetricType(name, scope) for name, scope in (
-    ("ALL_TOPIC_BYTES_IN", "broker"),  # 0
-    ("ALL_TOPIC_BYTES_OUT", "broker"),  # 1
-    ("TOPIC_BYTES_IN", "topic"),  # 2
-    ("TOPIC_BYTES_OUT", "topic"),  # 3
-    ("PARTITION_SIZE", "partition"),  # 4
-    ("BROKER_CPU_UTIL", "broker"),  # 5
-    ("ALL_TOPIC_REPLICATION_BYTES_IN", "broker"),  # 6
-    ("ALL_TOPIC_REPLICATION_BYTES_OUT", "broker"),  # 7
-    ("ALL_TOPIC_PRODUCE_REQUEST_RATE", "broker"),  # 8
-    ("ALL_TOPIC_FETCH_REQUEST_RATE", "broker"),  # 9
-    ("ALL_TOPIC_MESSAGES_IN_PER_SEC", "broker"),  # 10
-    ("TOPIC_REPLICATION_BYTES_IN", "topic"),  # 11
-    ("TOPIC_REPLICATION_BYTES_OUT", "topic"),  # 12
-    ("TOPIC_PRODUCE_REQUEST_RATE", "topic"),  # 13
-    ("TOPIC_FETCH_REQUEST_RATE", "topic"),  # 14
-    ("TOPIC_MESSAGES_IN_PER_SEC", "topic"),  # 15
-    ("BROKER_PRODUCE_REQUEST_RATE", "broker"),  # 16
-    ("BROKER_CONSUMER_FETCH_REQUEST_RATE", "broker"),  # 17
-    ("BROKER_FOLLOWER_FETCH_REQUEST_RATE", "broker"),  # 18
-    ("BROKER_REQUEST_HANDLER_AVG_IDLE_PERCENT", "broker"),  # 19
-    ("BROKER_REQUEST_QUEUE_SIZE", "broker"),  # 20
-    ("BROKER_RESPONSE_QUEUE_SIZE", "broker"),  # 21
-    ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 22
-    ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 23
-    ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 24
-    ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 25
-    ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 26
-    ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 27
-    ("BROKER_PRODUCE_TOTAL_TIME_MS_MAX", "broker"),  # 28
-    ("BROKER_PRODUCE_TOTAL_TIME_MS_MEAN", "broker"),  # 29
-    ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_MAX", "broker"),  # 30
-    ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_MEAN", "broker"),  # 31
-    ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_MAX", "broker"),  # 32
-    ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_MEAN", "broker"),  # 33
-    ("BROKER_PRODUCE_LOCAL_TIME_MS_MAX", "broker"),  # 34
-    ("BROKER_PRODUCE_LOCAL_TIME_MS_MEAN", "broker"),  # 35
-    ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_MAX", "broker"),  # 36
-    ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_MEAN", "broker"),  # 37
-    ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_MAX", "broker"),  # 38
-    ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_MEAN", "broker"),  # 39
-    ("BROKER_LOG_FLUSH_RATE", "broker"),  # 40
-    ("BROKER_LOG_FLUSH_TIME_MS_MAX", "broker"),  # 41
-    ("BROKER_LOG_FLUSH_TIME_MS_MEAN", "broker"),  # 42
-    ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 43
-    ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 44
-    ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 45
-    ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 46
-    ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 47
-    ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 48
-    ("BROKER_PRODUCE_TOTAL_TIME_MS_50TH", "broker"),  # 49
-    ("BROKER_PRODUCE_TOTAL_TIME_MS_999TH", "broker"),  # 50
-    ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_50TH", "broker"),  # 51
-    ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_999TH", "broker"),  # 52
-    ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_50TH", "broker"),  # 53
-    ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_999TH", "broker"),  # 54
-    ("BROKER_PRODUCE_LOCAL_TIME_MS_50TH", "broker"),  # 55
-    ("BROKER_PRODUCE_LOCAL_TIME_MS_999TH", "broker"),  # 56
-    ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_50TH", "broker"),  # 57
-    ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_999TH", "broker"),  # 58
-    ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_50TH", "broker"),  # 59
-    ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_999TH", "broker"),  # 60
-    ("BROKER_LOG_FLUSH_TIME_MS_50TH", "broker"),  # 61
-    ("BROKER_LOG_FLUSH_TIME_MS_999TH", "broker"),  # 62
-))
+RAW_METRIC_TYPES: tuple[RawMetricType, ...] = tuple(
+    RawMetricType(name, scope)
+    for name, scope in (
+        ("ALL_TOPIC_BYTES_IN", "broker"),  # 0
+        ("ALL_TOPIC_BYTES_OUT", "broker"),  # 1
+        ("TOPIC_BYTES_IN", "topic"),  # 2
+        ("TOPIC_BYTES_OUT", "topic"),  # 3
+        ("PARTITION_SIZE", "partition"),  # 4
+        ("BROKER_CPU_UTIL", "broker"),  # 5
+        ("ALL_TOPIC_REPLICATION_BYTES_IN", "broker"),  # 6
+        ("ALL_TOPIC_REPLICATION_BYTES_OUT", "broker"),  # 7
+        ("ALL_TOPIC_PRODUCE_REQUEST_RATE", "broker"),  # 8
+        ("ALL_TOPIC_FETCH_REQUEST_RATE", "broker"),  # 9
+        ("ALL_TOPIC_MESSAGES_IN_PER_SEC", "broker"),  # 10
+        ("TOPIC_REPLICATION_BYTES_IN", "topic"),  # 11
+        ("TOPIC_REPLICATION_BYTES_OUT", "topic"),  # 12
+        ("TOPIC_PRODUCE_REQUEST_RATE", "topic"),  # 13
+        ("TOPIC_FETCH_REQUEST_RATE", "topic"),  # 14
+        ("TOPIC_MESSAGES_IN_PER_SEC", "topic"),  # 15
+        ("BROKER_PRODUCE_REQUEST_RATE", "broker"),  # 16
+        ("BROKER_CONSUMER_FETCH_REQUEST_RATE", "broker"),  # 17
+        ("BROKER_FOLLOWER_FETCH_REQUEST_RATE", "broker"),  # 18
+        ("BROKER_REQUEST_HANDLER_AVG_IDLE_PERCENT", "broker"),  # 19
+        ("BROKER_REQUEST_QUEUE_SIZE", "broker"),  # 20
+        ("BROKER_RESPONSE_QUEUE_SIZE", "broker"),  # 21
+        ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 22
+        ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 23
+        ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 24
+        ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 25
+        ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_MAX", "broker"),  # 26
+        ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_MEAN", "broker"),  # 27
+        ("BROKER_PRODUCE_TOTAL_TIME_MS_MAX", "broker"),  # 28
+        ("BROKER_PRODUCE_TOTAL_TIME_MS_MEAN", "broker"),  # 29
+        ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_MAX", "broker"),  # 30
+        ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_MEAN", "broker"),  # 31
+        ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_MAX", "broker"),  # 32
+        ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_MEAN", "broker"),  # 33
+        ("BROKER_PRODUCE_LOCAL_TIME_MS_MAX", "broker"),  # 34
+        ("BROKER_PRODUCE_LOCAL_TIME_MS_MEAN", "broker"),  # 35
+        ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_MAX", "broker"),  # 36
+        ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_MEAN", "broker"),  # 37
+        ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_MAX", "broker"),  # 38
+        ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_MEAN", "broker"),  # 39
+        ("BROKER_LOG_FLUSH_RATE", "broker"),  # 40
+        ("BROKER_LOG_FLUSH_TIME_MS_MAX", "broker"),  # 41
+        ("BROKER_LOG_FLUSH_TIME_MS_MEAN", "broker"),  # 42
+        ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 43
+        ("BROKER_PRODUCE_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 44
+        ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 45
+        ("BROKER_CONSUMER_FETCH_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 46
+        ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_50TH", "broker"),  # 47
+        ("BROKER_FOLLOWER_FETCH_REQUEST_QUEUE_TIME_MS_999TH", "broker"),  # 48
+        ("BROKER_PRODUCE_TOTAL_TIME_MS_50TH", "broker"),  # 49
+        ("BROKER_PRODUCE_TOTAL_TIME_MS_999TH", "broker"),  # 50
+        ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_50TH", "broker"),  # 51
+        ("BROKER_CONSUMER_FETCH_TOTAL_TIME_MS_999TH", "broker"),  # 52
+        ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_50TH", "broker"),  # 53
+        ("BROKER_FOLLOWER_FETCH_TOTAL_TIME_MS_999TH", "broker"),  # 54
+        ("BROKER_PRODUCE_LOCAL_TIME_MS_50TH", "broker"),  # 55
+        ("BROKER_PRODUCE_LOCAL_TIME_MS_999TH", "broker"),  # 56
+        ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_50TH", "broker"),  # 57
+        ("BROKER_CONSUMER_FETCH_LOCAL_TIME_MS_999TH", "broker"),  # 58
+        ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_50TH", "broker"),  # 59
+        ("BROKER_FOLLOWER_FETCH_LOCAL_TIME_MS_999TH", "broker"),  # 60
+        ("BROKER_LOG_FLUSH_TIME_MS_50TH", "broker"),  # 61
+        ("BROKER_LOG_FLUSH_TIME_MS_999TH", "broker"),  # 62
+    )
+)
 
-(ALL_TOPIC_BYTES_IN, ALL_TOPIC_BYTES_OUT, TOPIC_BYTES_IN, TOPIC_BYTES_OUT, PARTITION_SIZE, BROKER_CPU_UTIL,
- ALL_TOPIC_REPLICATION_BYTES_IN, ALL_TOPIC_REPLICATION_BYTES_OUT, ALL_TOPIC_PRODUCE_REQUEST_RATE,
- ALL_TOPIC_FETCH_REQUEST_RATE, ALL_TOPIC_MESSAGES_IN_PER_SEC, TOPIC_REPLICATION_BYTES_IN, TOPIC_REPLICATION_BYTES_OUT,
- TOPIC_PRODUCE_REQUEST_RATE, TOPIC_FETCH_REQUEST_RATE, TOPIC_MESSAGES_IN_PER_SEC) = range(16)
+(
+    ALL_TOPIC_BYTES_IN,
+    ALL_TOPIC_BYTES_OUT,
+    TOPIC_BYTES_IN,
+    TOPIC_BYTES_OUT,
+    PARTITION_SIZE,
+    BROKER_CPU_UTIL,
+    ALL_TOPIC_REPLICATION_BYTES_IN,
+    ALL_TOPIC_REPLICATION_BYTES_OUT,
+    ALL_TOPIC_PRODUCE_REQUEST_RATE,
+    ALL_TOPIC_FETCH_REQUEST_RATE,
+    ALL_TOPIC_MESSAGES_IN_PER_SEC,
+    TOPIC_REPLICATION_BYTES_IN,
+    TOPIC_REPLICATION_BYTES_OUT,
+    TOPIC_PRODUCE_REQUEST_RATE,
+    TOPIC_FETCH_REQUEST_RATE,
+    TOPIC_MESSAGES_IN_PER_SEC,
+) = range(16)
 METRIC_TYPE_IDS: dict[str, int] = {t.name: i for i, t in enumerate(RAW_METRIC_TYPES)}
 
-CC_VALUE_TYPE = pa.struct([("metric_class", pa.int8()), ("version", pa.int8()), ("metric_type", pa.int8()),
-                           ("ts", pa.int64()), ("broker", pa.int32()), ("topic", pa.string()),
-                           ("partition", pa.int32()), ("value", pa.float64()), ("error", pa.string())])
+CC_VALUE_TYPE = pa.struct(
+    [
+        ("metric_class", pa.int8()),
+        ("version", pa.int8()),
+        ("metric_type", pa.int8()),
+        ("ts", pa.int64()),
+        ("broker", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("value", pa.float64()),
+        ("error", pa.string()),
+    ]
+)
 
 # The class id that must carry each metric type (the Java constructors reject any other pairing).
 _SCOPE_CLASS = np.array([SCOPES.index(t.scope) for t in RAW_METRIC_TYPES], dtype=np.int8)
@@ -137,8 +164,24 @@ _FIXED_BYTES = np.array([23, 27, 31], dtype=np.int64)  # record length without t
 _MAX_STRING_BYTES = 2**31 - 1  # a pa.string() column's data (int32 offsets)
 
 # Error kinds, in the order the rules are applied; a record gets the first that fails.
-(_OK, _NULL, _EMPTY, _SHORT, _CLASS, _VERSION, _TYPE, _SCOPE, _TRUNC_FIXED, _NEG_LEN, _BIG_LEN, _TRUNC_TOPIC,
- _TRAILING, _UTF8, _NAME, _OVERFLOW) = range(16)
+(
+    _OK,
+    _NULL,
+    _EMPTY,
+    _SHORT,
+    _CLASS,
+    _VERSION,
+    _TYPE,
+    _SCOPE,
+    _TRUNC_FIXED,
+    _NEG_LEN,
+    _BIG_LEN,
+    _TRUNC_TOPIC,
+    _TRAILING,
+    _UTF8,
+    _NAME,
+    _OVERFLOW,
+) = range(16)
 
 
 def decode(values: pa.Array) -> pa.StructArray:
@@ -161,7 +204,7 @@ def decode(values: pa.Array) -> pa.StructArray:
 
     buffers = values.buffers()
     offset_type = np.int64 if pa.types.is_large_binary(values.type) else np.int32
-    offsets = np.frombuffer(buffers[1], dtype=offset_type, count=values.offset + n + 1)[values.offset:]
+    offsets = np.frombuffer(buffers[1], dtype=offset_type, count=values.offset + n + 1)[values.offset :]
     offsets = offsets.astype(np.int64)
     starts, ends = offsets[:-1], offsets[1:]
     length = ends - starts
@@ -199,7 +242,9 @@ def decode(values: pa.Array) -> pa.StructArray:
     has_topic = cls != BROKER_METRIC
     # A topic/partition record must hold the topic length; a broker record has a fixed length.
     fail(_TRUNC_FIXED, np.where(has_topic, length < 19, length < 23))
-    topic_len = np.where(pending & has_topic, _be(data, ">i4")[np.where(pending & has_topic, starts + 15, 0)], 0)
+    topic_len = np.where(
+        pending & has_topic, _be(data, ">i4")[np.where(pending & has_topic, starts + 15, 0)], 0
+    )
     topic_len = topic_len.astype(np.int64)
     fail(_NEG_LEN, topic_len < 0)
     fail(_BIG_LEN, topic_len > MAX_TOPIC_BYTES)
@@ -243,20 +288,27 @@ def decode(values: pa.Array) -> pa.StructArray:
     is_partition = ok & (cls == PARTITION_METRIC)
     partition = _be(data, ">i4")[np.where(is_partition, ends - 12, 0)].astype(np.int32)
 
-    topic = pa.Array.from_buffers(pa.string(), n, [_bitmap(with_topic), pa.py_buffer(topic_offsets.astype(np.int32)),
-                                                   pa.py_buffer(topic_bytes)], null_count=n - int(with_topic.sum()))
+    topic = pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [_bitmap(with_topic), pa.py_buffer(topic_offsets.astype(np.int32)), pa.py_buffer(topic_bytes)],
+        null_count=n - int(with_topic.sum()),
+    )
     no_header = ~header
-    return pa.StructArray.from_arrays([
-        pa.array(metric_class, pa.int8(), mask=no_header),
-        pa.array(version, pa.int8(), mask=no_header),
-        pa.array(metric_type, pa.int8(), mask=no_header),
-        pa.array(ts, pa.int64(), mask=no_header),
-        pa.array(broker, pa.int32(), mask=no_header),
-        topic,
-        pa.array(partition, pa.int32(), mask=~is_partition),
-        pa.array(value, pa.float64(), mask=~ok),
-        _errors(kind, length, metric_class, version, metric_type, cls, typ, topic_len, expected),
-    ], fields=list(CC_VALUE_TYPE))
+    return pa.StructArray.from_arrays(
+        [
+            pa.array(metric_class, pa.int8(), mask=no_header),
+            pa.array(version, pa.int8(), mask=no_header),
+            pa.array(metric_type, pa.int8(), mask=no_header),
+            pa.array(ts, pa.int64(), mask=no_header),
+            pa.array(broker, pa.int32(), mask=no_header),
+            topic,
+            pa.array(partition, pa.int32(), mask=~is_partition),
+            pa.array(value, pa.float64(), mask=~ok),
+            _errors(kind, length, metric_class, version, metric_type, cls, typ, topic_len, expected),
+        ],
+        fields=list(CC_VALUE_TYPE),
+    )
 
 
 def _be(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -308,7 +360,9 @@ def _strings(numbers: np.ndarray) -> pa.Array:
     return pa.array(numbers).cast(pa.string())
 
 
-def _errors(kind, length, metric_class, version, metric_type, cls, typ, topic_len, expected) -> pa.StringArray:
+def _errors(
+    kind, length, metric_class, version, metric_type, cls, typ, topic_len, expected
+) -> pa.StringArray:
     """The reason for each row (NULL where ``kind`` is OK), built one error kind at a time."""
     n = len(kind)
     if not kind.any():
@@ -327,39 +381,74 @@ def _errors(kind, length, metric_class, version, metric_type, cls, typ, topic_le
         elif code == _EMPTY:
             text = pa.array(["empty value"] * len(rows), pa.string())
         elif code == _SHORT:
-            text = _join("too short for a header (", _strings(length[rows]), f" bytes; the header is {HEADER_BYTES})")
+            text = _join(
+                "too short for a header (", _strings(length[rows]), f" bytes; the header is {HEADER_BYTES})"
+            )
         elif code == _CLASS:
             text = _join("unknown metric class id ", _strings(metric_class[rows]))
         elif code == _VERSION:
-            text = _join("unknown serde version ", _strings(version[rows]), f" (this job reads {SERDE_VERSION})")
+            text = _join(
+                "unknown serde version ", _strings(version[rows]), f" (this job reads {SERDE_VERSION})"
+            )
         elif code == _TYPE:
             text = _join("unknown metric type id ", _strings(metric_type[rows]))
         elif code == _SCOPE:
-            text = _join("metric type ", type_names.take(pa.array(typ[rows])), " is a ",
-                         scopes.take(pa.array(_SCOPE_CLASS[typ[rows]])), " metric but the record is a ",
-                         classes.take(pa.array(cls[rows])), " metric")
+            text = _join(
+                "metric type ",
+                type_names.take(pa.array(typ[rows])),
+                " is a ",
+                scopes.take(pa.array(_SCOPE_CLASS[typ[rows]])),
+                " metric but the record is a ",
+                classes.take(pa.array(cls[rows])),
+                " metric",
+            )
         elif code == _TRUNC_FIXED:
-            text = _join("truncated (", _strings(length[rows]), " bytes, a ", classes.take(pa.array(cls[rows])),
-                         " metric is ", minimum.take(pa.array(cls[rows])), " bytes)")
+            text = _join(
+                "truncated (",
+                _strings(length[rows]),
+                " bytes, a ",
+                classes.take(pa.array(cls[rows])),
+                " metric is ",
+                minimum.take(pa.array(cls[rows])),
+                " bytes)",
+            )
         elif code == _NEG_LEN:
             text = _join("negative topic length ", _strings(topic_len[rows]))
         elif code == _BIG_LEN:
-            text = _join("oversized topic length ", _strings(topic_len[rows]),
-                         f" (a Kafka topic name is at most {MAX_TOPIC_BYTES} bytes)")
+            text = _join(
+                "oversized topic length ",
+                _strings(topic_len[rows]),
+                f" (a Kafka topic name is at most {MAX_TOPIC_BYTES} bytes)",
+            )
         elif code == _TRUNC_TOPIC:
-            text = _join("truncated (", _strings(length[rows]), " bytes, a ", classes.take(pa.array(cls[rows])),
-                         " metric with a topic of ", _strings(topic_len[rows]), " bytes is ",
-                         _strings(expected[rows]), " bytes)")
+            text = _join(
+                "truncated (",
+                _strings(length[rows]),
+                " bytes, a ",
+                classes.take(pa.array(cls[rows])),
+                " metric with a topic of ",
+                _strings(topic_len[rows]),
+                " bytes is ",
+                _strings(expected[rows]),
+                " bytes)",
+            )
         elif code == _TRAILING:
-            text = _join("trailing bytes (", _strings(length[rows]), " bytes where ", _strings(expected[rows]),
-                         " expected)")
+            text = _join(
+                "trailing bytes (",
+                _strings(length[rows]),
+                " bytes where ",
+                _strings(expected[rows]),
+                " expected)",
+            )
         elif code == _UTF8:
             text = pa.array(["topic is not valid UTF-8"] * len(rows), pa.string())
         elif code == _NAME:
             text = pa.array(["topic is not a valid Kafka metric topic name"] * len(rows), pa.string())
         else:
-            text = pa.array(["batch too large: its topics exceed 2 GiB; decode fewer values at once"] * len(rows),
-                            pa.string())
+            text = pa.array(
+                ["batch too large: its topics exceed 2 GiB; decode fewer values at once"] * len(rows),
+                pa.string(),
+            )
         position[rows] = filled + np.arange(len(rows))
         pieces.append(text)
         filled += len(rows)
@@ -374,16 +463,23 @@ def _join(*parts) -> pa.Array:
 
 def _check_type(metric_type: int, metric_class: int) -> None:
     if not isinstance(metric_type, int) or not 0 <= metric_type < len(RAW_METRIC_TYPES):
-        raise ValueError(f"metric_type: expected a RawMetricType id in [0, {len(RAW_METRIC_TYPES)}), "
-                         f"got {metric_type!r}")
+        raise ValueError(
+            f"metric_type: expected a RawMetricType id in [0, {len(RAW_METRIC_TYPES)}), got {metric_type!r}"
+        )
     scope = RAW_METRIC_TYPES[metric_type].scope
     if scope != SCOPES[metric_class]:
-        raise ValueError(f"metric_type: {RAW_METRIC_TYPES[metric_type].name} is a {scope} metric, "
-                         f"not a {SCOPES[metric_class]} metric")
+        raise ValueError(
+            f"metric_type: {RAW_METRIC_TYPES[metric_type].name} is a {scope} metric, "
+            f"not a {SCOPES[metric_class]} metric"
+        )
 
 
 def _check_int(name: str, value: int, bits: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    ):
         raise ValueError(f"{name}: expected a {bits}-bit signed integer, got {value!r}")
 
 
@@ -414,9 +510,14 @@ def encode_topic_metric(metric_type: int, time_ms: int, broker: int, topic: str,
     return _header(TOPIC_METRIC, metric_type, time_ms, broker) + _topic(topic) + struct.pack(">d", value)
 
 
-def encode_partition_metric(metric_type: int, time_ms: int, broker: int, topic: str, partition: int,
-                            value: float) -> bytes:
+def encode_partition_metric(
+    metric_type: int, time_ms: int, broker: int, topic: str, partition: int, value: float
+) -> bytes:
     """A PartitionMetric's value, byte for byte as ``MetricSerde.toBytes`` writes it."""
     _check_int("partition", partition, 32)
-    return (_header(PARTITION_METRIC, metric_type, time_ms, broker) + _topic(topic)
-            + struct.pack(">i", partition) + struct.pack(">d", value))
+    return (
+        _header(PARTITION_METRIC, metric_type, time_ms, broker)
+        + _topic(topic)
+        + struct.pack(">i", partition)
+        + struct.pack(">d", value)
+    )

@@ -65,6 +65,7 @@ class ClusterMetadata:
 
 # --- the snapshot file -------------------------------------------------------------------------------
 
+
 def read_metadata_file(path: str | Path, cluster: str | None = None) -> ClusterMetadata:
     """The topology in a snapshot JSON file. ``cluster``, when given, names the cluster: the file's own
     ``cluster`` may then be absent, and must match when present (a file of another cluster is a mistake)."""
@@ -80,7 +81,9 @@ def read_metadata_file(path: str | Path, cluster: str | None = None) -> ClusterM
 def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadata:
     """The topology a parsed snapshot document describes (see :func:`read_metadata_file`)."""
     if not isinstance(doc, dict):
-        raise MetadataError(f"expected a JSON object with 'brokers' and 'partitions', got {type(doc).__name__}")
+        raise MetadataError(
+            f"expected a JSON object with 'brokers' and 'partitions', got {type(doc).__name__}"
+        )
     named = doc.get("cluster")
     if named is not None and (not isinstance(named, str) or not named.strip()):
         raise MetadataError(f"'cluster': expected a non-empty string, got {named!r}")
@@ -88,11 +91,13 @@ def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadat
         raise MetadataError(f"'cluster' is {named!r}, but this job reads cluster {cluster!r}")
     name = cluster if cluster is not None else named
     if name is None:
-        raise MetadataError("'cluster': missing (name the cluster in the file or in the job's source.cluster)")
+        raise MetadataError(
+            "'cluster': missing (name the cluster in the file or in the job's source.cluster)"
+        )
 
     brokers_doc = doc.get("brokers")
     if not isinstance(brokers_doc, list):
-        raise MetadataError("'brokers': expected a list of {\"id\", \"rack\"}")
+        raise MetadataError('\'brokers\': expected a list of {"id", "rack"}')
     brokers: dict[int, str | None] = {}
     for i, item in enumerate(brokers_doc):
         where = f"brokers[{i}]"
@@ -108,7 +113,7 @@ def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadat
 
     partitions_doc = doc.get("partitions")
     if not isinstance(partitions_doc, list):
-        raise MetadataError("'partitions': expected a list of {\"topic\", \"partition\", \"replicas\", \"leader\"}")
+        raise MetadataError('\'partitions\': expected a list of {"topic", "partition", "replicas", "leader"}')
     partitions: dict[tuple[str, int], PartitionInfo] = {}
     for i, item in enumerate(partitions_doc):
         where = f"partitions[{i}]"
@@ -116,7 +121,9 @@ def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadat
             raise MetadataError(f"{where}: expected an object")
         topic = item.get("topic")
         if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic):
-            raise MetadataError(f"{where}.topic: expected a Kafka topic name ([a-zA-Z0-9._-], 1 to 249), got {topic!r}")
+            raise MetadataError(
+                f"{where}.topic: expected a Kafka topic name ([a-zA-Z0-9._-], 1 to 249), got {topic!r}"
+            )
         partition = _id(item.get("partition"), f"{where}.partition")
         where = f"{where} ({topic}-{partition})"
         if (topic, partition) in partitions:
@@ -134,8 +141,9 @@ def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadat
         if strays:
             raise MetadataError(f"{where}.isr: {strays[0]} is not one of its replicas {list(replicas)}")
         partitions[(topic, partition)] = PartitionInfo(topic, partition, replicas, leader, isr)
-    return ClusterMetadata(cluster=name, brokers=brokers,
-                           partitions=tuple(partitions[k] for k in sorted(partitions)))
+    return ClusterMetadata(
+        cluster=name, brokers=brokers, partitions=tuple(partitions[k] for k in sorted(partitions))
+    )
 
 
 def _id(value: object, where: str) -> int:
@@ -147,7 +155,9 @@ def _id(value: object, where: str) -> int:
 
 def _ids(value: object, where: str, *, empty: bool) -> tuple[int, ...]:
     if not isinstance(value, list) or (not value and not empty):
-        raise MetadataError(f"{where}: expected a {'' if empty else 'non-empty '}list of broker ids, got {value!r}")
+        raise MetadataError(
+            f"{where}: expected a {'' if empty else 'non-empty '}list of broker ids, got {value!r}"
+        )
     ids = tuple(_id(v, f"{where}[{i}]") for i, v in enumerate(value))
     if len(set(ids)) != len(ids):
         raise MetadataError(f"{where}: a broker is listed twice in {list(ids)}")
@@ -156,8 +166,10 @@ def _ids(value: object, where: str, *, empty: bool) -> tuple[int, ...]:
 
 # --- the Admin API -----------------------------------------------------------------------------------
 
-def poll_metadata(bootstrap_servers: str, options: Mapping[str, str], cluster: str, *,
-                  timeout_s: float = 30) -> ClusterMetadata:
+
+def poll_metadata(
+    bootstrap_servers: str, options: Mapping[str, str], cluster: str, *, timeout_s: float = 30
+) -> ClusterMetadata:
     """The cluster's topology from its Admin API.
 
     Partitions, replicas (assignment order), leaders and ISRs come from a metadata request
@@ -167,15 +179,23 @@ def poll_metadata(bootstrap_servers: str, options: Mapping[str, str], cluster: s
     (``security.protocol``, ``sasl.*``, ``ssl.*``); the values of secret ones never appear in errors.
     """
     if not isinstance(bootstrap_servers, str) or not bootstrap_servers.strip():
-        raise MetadataError(f"bootstrap_servers: expected 'host:port[,host:port...]', got {bootstrap_servers!r}")
+        raise MetadataError(
+            f"bootstrap_servers: expected 'host:port[,host:port...]', got {bootstrap_servers!r}"
+        )
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise MetadataError("options: expected a mapping of Kafka client property names to values")
     if "bootstrap.servers" in options:
-        raise MetadataError("options: 'bootstrap.servers' is given by the bootstrap_servers argument, not options")
+        raise MetadataError(
+            "options: 'bootstrap.servers' is given by the bootstrap_servers argument, not options"
+        )
     if not isinstance(cluster, str) or not cluster.strip():
         raise MetadataError(f"cluster: expected a non-empty name, got {cluster!r}")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) \
-            or timeout_s <= 0:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
         raise MetadataError(f"timeout_s: expected a number of seconds > 0, got {timeout_s!r}")
 
     from confluent_kafka import KafkaException
@@ -191,7 +211,9 @@ def poll_metadata(bootstrap_servers: str, options: Mapping[str, str], cluster: s
 
     deadline = time.monotonic() + timeout_s
     try:
-        admin = AdminClient({**{k: str(v) for k, v in options.items()}, "bootstrap.servers": bootstrap_servers})
+        admin = AdminClient(
+            {**{k: str(v) for k, v in options.items()}, "bootstrap.servers": bootstrap_servers}
+        )
     except (KafkaException, ValueError, TypeError) as exc:  # a bad client property: retrying cannot help
         raise failure("invalid client options", exc) from None
     try:
@@ -207,16 +229,24 @@ def poll_metadata(bootstrap_servers: str, options: Mapping[str, str], cluster: s
         for partition, p in meta.partitions.items():
             replicas = tuple(int(b) for b in p.replicas)
             leader = int(p.leader) if p.leader is not None and p.leader >= 0 else None
-            partitions.append(PartitionInfo(topic=topic, partition=int(partition), replicas=replicas, leader=leader,
-                                            isr=tuple(int(b) for b in p.isrs)))
+            partitions.append(
+                PartitionInfo(
+                    topic=topic,
+                    partition=int(partition),
+                    replicas=replicas,
+                    leader=leader,
+                    isr=tuple(int(b) for b in p.isrs),
+                )
+            )
     partitions.sort(key=lambda p: (p.topic, p.partition))
 
     hosts = {int(b): m.host for b, m in listed.brokers.items()}
     racks: dict[int, str | None] = dict.fromkeys(hosts)
     remaining = max(1.0, deadline - time.monotonic())
     try:
-        described = admin.describe_cluster(include_authorized_operations=False, request_timeout=remaining) \
-            .result(timeout=remaining)
+        described = admin.describe_cluster(
+            include_authorized_operations=False, request_timeout=remaining
+        ).result(timeout=remaining)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
         name = error.name() if hasattr(error, "name") else str(exc)
@@ -232,9 +262,17 @@ def poll_metadata(bootstrap_servers: str, options: Mapping[str, str], cluster: s
 
 # --- rows of cluster_metadata ------------------------------------------------------------------------
 
+
 def _row(cluster: str, observed_at: datetime, p: PartitionInfo) -> dict:
-    return {"cluster": cluster, "observed_at": observed_at, "topic": p.topic, "partition": p.partition,
-            "replicas": list(p.replicas), "leader": p.leader, "isr": list(p.isr)}
+    return {
+        "cluster": cluster,
+        "observed_at": observed_at,
+        "topic": p.topic,
+        "partition": p.partition,
+        "replicas": list(p.replicas),
+        "leader": p.leader,
+        "isr": list(p.isr),
+    }
 
 
 def _check_time(observed_at: object) -> None:
@@ -253,7 +291,9 @@ def topology_rows(meta: ClusterMetadata, observed_at: datetime) -> list[dict]:
     return [_row(meta.cluster, observed_at, p) for p in meta.partitions]
 
 
-def changed_rows(previous: ClusterMetadata | None, current: ClusterMetadata, observed_at: datetime) -> list[dict]:
+def changed_rows(
+    previous: ClusterMetadata | None, current: ClusterMetadata, observed_at: datetime
+) -> list[dict]:
     """``cluster_metadata`` rows for what changed from ``previous`` to ``current``: a partition that is new
     or whose replicas (order included: it names the preferred leader), leader or ISR (as a set) changed; a deleted
     partition as a row with no replicas, no leader and no ISR. Everything when ``previous`` is None."""
@@ -265,8 +305,18 @@ def changed_rows(previous: ClusterMetadata | None, current: ClusterMetadata, obs
     before = {(p.topic, p.partition): p for p in previous.partitions}
     now = {(p.topic, p.partition): p for p in current.partitions}
     rows = [_row(current.cluster, observed_at, p) for key, p in now.items() if not _same(before.get(key), p)]
-    rows += [{"cluster": current.cluster, "observed_at": observed_at, "topic": topic, "partition": partition,
-              "replicas": [], "leader": None, "isr": []}
-             for (topic, partition) in before if (topic, partition) not in now]
+    rows += [
+        {
+            "cluster": current.cluster,
+            "observed_at": observed_at,
+            "topic": topic,
+            "partition": partition,
+            "replicas": [],
+            "leader": None,
+            "isr": [],
+        }
+        for (topic, partition) in before
+        if (topic, partition) not in now
+    ]
     rows.sort(key=lambda r: (r["topic"], r["partition"]))
     return rows

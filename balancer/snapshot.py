@@ -24,7 +24,7 @@ from balancer.planner.model import RESOURCES, ColumnarSnapshot
 
 @dataclass(frozen=True)
 class SnapshotResult:
-    snapshot: Mapping   # a dict, or a ColumnarSnapshot (a Mapping with the same content)
+    snapshot: Mapping  # a dict, or a ColumnarSnapshot (a Mapping with the same content)
     problems: tuple[str, ...]  # non-empty: do not plan from this window
 
 
@@ -56,8 +56,10 @@ def _brokers(brokers: Iterable[Mapping]) -> tuple[list[dict], list[int]]:
 def _problems(silent: list[int], n_partitions: int, n_brokers: int) -> tuple[str, ...]:
     problems: list[str] = []
     if silent:
-        problems.append(f"no capacity report from broker(s) {', '.join(map(str, silent))} in this window "
-                        f"(broker silent or telemetry lost)")
+        problems.append(
+            f"no capacity report from broker(s) {', '.join(map(str, silent))} in this window "
+            f"(broker silent or telemetry lost)"
+        )
     if not n_partitions:
         problems.append("no partition reports in this window")
     if not n_brokers:
@@ -74,18 +76,28 @@ def build_snapshot(cluster: str, partitions: Iterable[Mapping], brokers: Iterabl
         leader = int(row["leader"]) if row.get("leader") is not None else replicas[0]
         if leader not in replicas:  # leadership moved between reports; trust the replica list
             leader = replicas[0]
-        partition_list.append({"topic": row["topic"], "partition": int(row["partition"]), "replicas": replicas,
-                               "leader": leader, "bytes_in": _num(row.get("bytes_in")),
-                               "bytes_out": _num(row.get("bytes_out")), "size": _num(row.get("size"))})
-    return SnapshotResult({"cluster": cluster, "brokers": broker_list, "partitions": partition_list},
-                          _problems(silent, len(partition_list), len(broker_list)))
+        partition_list.append(
+            {
+                "topic": row["topic"],
+                "partition": int(row["partition"]),
+                "replicas": replicas,
+                "leader": leader,
+                "bytes_in": _num(row.get("bytes_in")),
+                "bytes_out": _num(row.get("bytes_out")),
+                "size": _num(row.get("size")),
+            }
+        )
+    return SnapshotResult(
+        {"cluster": cluster, "brokers": broker_list, "partitions": partition_list},
+        _problems(silent, len(partition_list), len(broker_list)),
+    )
 
 
 def _rates(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame:
         return np.zeros(len(frame))
     values = pd.to_numeric(frame[column]).to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.where(np.isnan(values), 0.0, values)   # _num: missing is 0
+    return np.where(np.isnan(values), 0.0, values)  # _num: missing is 0
 
 
 def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.DataFrame) -> SnapshotResult:
@@ -99,14 +111,18 @@ def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.Da
     broker_list, silent = _brokers(frame_records(brokers))
     n = len(partitions)
     pid_col, reps = partitions["partition"], partitions["replicas"].to_numpy(dtype=object)
-    codes, uniques = pd.factorize(partitions["topic"], sort=False)   # a missing topic: code -1
+    codes, uniques = pd.factorize(partitions["topic"], sort=False)  # a missing topic: code -1
     uniques = list(uniques)
     try:
         counts = np.fromiter(map(len, reps), dtype=np.int64, count=n)
-        readable = (not pid_col.isna().any() and not (counts < 1).any() and not (codes < 0).any()
-                    and all(isinstance(t, str) for t in uniques))
+        readable = (
+            not pid_col.isna().any()
+            and not (counts < 1).any()
+            and not (codes < 0).any()
+            and all(isinstance(t, str) for t in uniques)
+        )
         flat = np.concatenate(reps) if n and readable else np.zeros(0, dtype=np.int64)
-    except (TypeError, ValueError):   # a replica list that is missing or not a list
+    except (TypeError, ValueError):  # a replica list that is missing or not a list
         readable = False
     if not readable or flat.dtype.kind not in "iu":
         return build_snapshot(cluster, frame_records(partitions), frame_records(brokers))
@@ -126,8 +142,11 @@ def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.Da
     first = flat[starts_o] if n else flat
 
     # Leader: the reported one if among the replicas, else the first replica.
-    lead = (pd.to_numeric(partitions["leader"]).to_numpy(dtype=np.float64, na_value=np.nan)[order]
-            if "leader" in partitions else np.full(n, np.nan))
+    lead = (
+        pd.to_numeric(partitions["leader"]).to_numpy(dtype=np.float64, na_value=np.nan)[order]
+        if "leader" in partitions
+        else np.full(n, np.nan)
+    )
     missing = np.isnan(lead)
     lead = np.where(missing, first, np.where(missing, 0, lead).astype(np.int64))
     among = np.add.reduceat((flat == np.repeat(lead, counts_o)).astype(np.int64), starts_o) > 0 if n else lead
@@ -137,9 +156,17 @@ def build_snapshot_frames(cluster: str, partitions: pd.DataFrame, brokers: pd.Da
         cluster=cluster,
         broker_ids=np.array([b["id"] for b in broker_list], dtype=np.int64),
         racks=[b.get("rack") for b in broker_list],
-        capacity=np.array([[b["capacity"][r] for r in RESOURCES] for b in broker_list],
-                          dtype=np.float64).reshape(len(broker_list), len(RESOURCES)),
-        topic_names=[uniques[i] for i in by_name], topic_codes=codes[order], partition_ids=pid[order], replica_counts=counts_o, replicas_flat=flat,
-        leader=lead, bytes_in=_rates(partitions, "bytes_in")[order], bytes_out=_rates(partitions, "bytes_out")[order],
-        size=_rates(partitions, "size")[order])
+        capacity=np.array(
+            [[b["capacity"][r] for r in RESOURCES] for b in broker_list], dtype=np.float64
+        ).reshape(len(broker_list), len(RESOURCES)),
+        topic_names=[uniques[i] for i in by_name],
+        topic_codes=codes[order],
+        partition_ids=pid[order],
+        replica_counts=counts_o,
+        replicas_flat=flat,
+        leader=lead,
+        bytes_in=_rates(partitions, "bytes_in")[order],
+        bytes_out=_rates(partitions, "bytes_out")[order],
+        size=_rates(partitions, "size")[order],
+    )
     return SnapshotResult(snapshot, _problems(silent, n, len(broker_list)))

@@ -45,7 +45,9 @@ def normalize_root(root: str | Path) -> str:
             raise ValueError(f"lakehouse.path: unsupported scheme {scheme!r} (a local path, s3:// or s3a://)")
         parsed = urlparse(text)
         if parsed.username or parsed.password:
-            raise ValueError("lakehouse.path must not carry credentials; put them in lakehouse.storage_options")
+            raise ValueError(
+                "lakehouse.path must not carry credentials; put them in lakehouse.storage_options"
+            )
         if not parsed.netloc:
             raise ValueError(f"lakehouse.path {text!r} names no bucket")
         return f"{scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
@@ -70,11 +72,12 @@ class Storage:
     options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, root: str | Path, options: dict[str, str] | None = None) -> "Storage":
+    def of(cls, root: str | Path, options: dict[str, str] | None = None) -> Storage:
         root = normalize_root(root)
         options = {str(k): str(v) for k, v in (options or {}).items()}
-        if is_uri(root) and not any(_plain(k) in ("conditional_put", "s3_locking_provider", "s3_allow_unsafe_rename")
-                                    for k in options):
+        if is_uri(root) and not any(
+            _plain(k) in ("conditional_put", "s3_locking_provider", "s3_allow_unsafe_rename") for k in options
+        ):
             options["aws_conditional_put"] = "etag"
         return cls(root, options)
 
@@ -113,8 +116,12 @@ class Storage:
             parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
             kwargs["endpoint_override"] = parsed.netloc
             kwargs["scheme"] = parsed.scheme
-        for name, aliases in (("access_key", ("access_key_id",)), ("secret_key", ("secret_access_key",)),
-                              ("session_token", ("session_token", "token")), ("region", ("region", "default_region"))):
+        for name, aliases in (
+            ("access_key", ("access_key_id",)),
+            ("secret_key", ("secret_access_key",)),
+            ("session_token", ("session_token", "token")),
+            ("region", ("region", "default_region")),
+        ):
             value = self._setting(*aliases)
             if value:
                 kwargs[name] = value
@@ -138,18 +145,24 @@ class Storage:
         endpoint = self._setting("endpoint", "endpoint_url")
         if endpoint:
             conf["fs.s3a.endpoint"] = endpoint
-            conf["fs.s3a.path.style.access"] = "true"  # a custom endpoint (MinIO, ...) rarely has per-bucket DNS
+            conf["fs.s3a.path.style.access"] = (
+                "true"  # a custom endpoint (MinIO, ...) rarely has per-bucket DNS
+            )
             if endpoint.startswith("http://"):
                 conf["fs.s3a.connection.ssl.enabled"] = "false"
-        for hadoop, aliases in (("fs.s3a.access.key", ("access_key_id",)),
-                                ("fs.s3a.secret.key", ("secret_access_key",)),
-                                ("fs.s3a.session.token", ("session_token", "token")),
-                                ("fs.s3a.endpoint.region", ("region", "default_region"))):
+        for hadoop, aliases in (
+            ("fs.s3a.access.key", ("access_key_id",)),
+            ("fs.s3a.secret.key", ("secret_access_key",)),
+            ("fs.s3a.session.token", ("session_token", "token")),
+            ("fs.s3a.endpoint.region", ("region", "default_region")),
+        ):
             value = self._setting(*aliases)
             if value:
                 conf[hadoop] = value
         if "fs.s3a.session.token" in conf:
-            conf["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+            conf["fs.s3a.aws.credentials.provider"] = (
+                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+            )
         allow_http = self._setting("allow_http")
         if allow_http is not None and allow_http.lower() == "true":
             conf["fs.s3a.connection.ssl.enabled"] = "false"

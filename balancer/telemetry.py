@@ -63,18 +63,56 @@ MAX_BROKER_ID = 2**31 - 1
 TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 
 
-def partition_record(*, ts: int, cluster: str, broker: int, topic: str, partition: int, leader: bool,
-                     replicas: list[int], bytes_in: float, bytes_out: float, messages_in: float,
-                     size: float) -> dict:
-    return {"v": VERSION, "type": "partition", "ts": ts, "cluster": cluster, "broker": broker, "topic": topic,
-            "partition": partition, "leader": leader, "replicas": list(replicas), "bytes_in": bytes_in,
-            "bytes_out": bytes_out, "messages_in": messages_in, "size": size}
+def partition_record(
+    *,
+    ts: int,
+    cluster: str,
+    broker: int,
+    topic: str,
+    partition: int,
+    leader: bool,
+    replicas: list[int],
+    bytes_in: float,
+    bytes_out: float,
+    messages_in: float,
+    size: float,
+) -> dict:
+    return {
+        "v": VERSION,
+        "type": "partition",
+        "ts": ts,
+        "cluster": cluster,
+        "broker": broker,
+        "topic": topic,
+        "partition": partition,
+        "leader": leader,
+        "replicas": list(replicas),
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "messages_in": messages_in,
+        "size": size,
+    }
 
 
-def broker_record(*, ts: int, cluster: str, broker: int, rack: str | None, network_in: float,
-                  network_out: float, disk: float, cpu: float | None = None) -> dict:
-    record = {"v": VERSION, "type": "broker", "ts": ts, "cluster": cluster, "broker": broker,
-              "capacity": {"network_in": network_in, "network_out": network_out, "disk": disk}}
+def broker_record(
+    *,
+    ts: int,
+    cluster: str,
+    broker: int,
+    rack: str | None,
+    network_in: float,
+    network_out: float,
+    disk: float,
+    cpu: float | None = None,
+) -> dict:
+    record = {
+        "v": VERSION,
+        "type": "broker",
+        "ts": ts,
+        "cluster": cluster,
+        "broker": broker,
+        "capacity": {"network_in": network_in, "network_out": network_out, "disk": disk},
+    }
     if rack is not None:
         record["rack"] = rack
     if cpu is not None:

@@ -16,8 +16,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from balancer.planner.model import DISK, IN, OUT, ClusterModel
 from balancer.demo.scenarios import assign_replicas
+from balancer.planner.model import DISK, IN, OUT, ClusterModel
 
 
 def kafka_generate(snapshot: dict, seed: int = 0) -> tuple[list[list[int]], list[int]]:
@@ -63,7 +63,7 @@ def count_balance(snapshot: dict) -> tuple[list[list[int]], list[int]]:
     for src in order.tolist():
         if counts[src] <= target[src]:
             continue
-        for p in plist[bounds[src]:bounds[src + 1]].tolist():
+        for p in plist[bounds[src] : bounds[src + 1]].tolist():
             if counts[src] <= target[src]:
                 break
             row = reps[p]
@@ -112,13 +112,28 @@ def evaluate(snapshot: dict, replicas: list[list[int]], leaders: list[int]) -> d
     after_parts = []
     for p, new, ld in zip(parts, replicas, leaders):
         old = p["replicas"]
-        if len(new) != len(old) or len(set(new)) != len(new) or any(b not in known for b in new) or ld not in new:
-            raise AssertionError(f"baseline produced an invalid assignment for {p['topic']}-{p['partition']}: {new}")
+        if (
+            len(new) != len(old)
+            or len(set(new)) != len(new)
+            or any(b not in known for b in new)
+            or ld not in new
+        ):
+            raise AssertionError(
+                f"baseline produced an invalid assignment for {p['topic']}-{p['partition']}: {new}"
+            )
         added = len(set(new) - set(old))
         moved_bytes += added * p["size"]
         replica_moves += added
         leader_moves += ld != p["leader"] and not added  # same meaning as Plan.leader_moves
         after_parts.append({**p, "replicas": list(new), "leader": ld})
     after = ClusterModel({**snapshot, "partitions": after_parts})
-    return {"after": {"network_in": after.balance(IN), "network_out": after.balance(OUT), "disk": after.balance(DISK)},
-            "bytes_to_move": int(moved_bytes), "replica_moves": replica_moves, "leader_moves": int(leader_moves)}
+    return {
+        "after": {
+            "network_in": after.balance(IN),
+            "network_out": after.balance(OUT),
+            "disk": after.balance(DISK),
+        },
+        "bytes_to_move": int(moved_bytes),
+        "replica_moves": replica_moves,
+        "leader_moves": int(leader_moves),
+    }

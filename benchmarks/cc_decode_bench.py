@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pyarrow as pa  # noqa: E402
+from ingest_bench import QUICK, T0  # noqa: E402
 
 from balancer import cruise_control as cc  # noqa: E402
 from balancer import telemetry as tm  # noqa: E402
 from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
 from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from ingest_bench import QUICK, T0  # noqa: E402
 
 
 def cruise_control_values(records: list[dict]) -> list[bytes]:
@@ -50,8 +50,11 @@ def cruise_control_values(records: list[dict]) -> list[bytes]:
         if r["type"] != "partition":
             continue
         name = r["topic"].replace(".", "_")  # Kafka's metric scope does this
-        out.append(cc.encode_partition_metric(cc.PARTITION_SIZE, r["ts"], r["broker"], name, r["partition"],
-                                              float(r["size"])))
+        out.append(
+            cc.encode_partition_metric(
+                cc.PARTITION_SIZE, r["ts"], r["broker"], name, r["partition"], float(r["size"])
+            )
+        )
         if r["leader"]:
             key = (r["broker"], name)
             topic_in[key] += r["bytes_in"]
@@ -62,20 +65,26 @@ def cruise_control_values(records: list[dict]) -> list[bytes]:
     for (broker, name), rate in topic_in.items():
         out.append(cc.encode_topic_metric(cc.TOPIC_BYTES_IN, T0, broker, name, rate))
         out.append(cc.encode_topic_metric(cc.TOPIC_BYTES_OUT, T0, broker, name, topic_out[(broker, name)]))
-        out.append(cc.encode_topic_metric(cc.TOPIC_MESSAGES_IN_PER_SEC, T0, broker, name, topic_msgs[(broker, name)]))
+        out.append(
+            cc.encode_topic_metric(cc.TOPIC_MESSAGES_IN_PER_SEC, T0, broker, name, topic_msgs[(broker, name)])
+        )
     for r in records:
         if r["type"] == "broker":
             b = r["broker"]
-            for metric, value in ((cc.ALL_TOPIC_BYTES_IN, broker_in[b]), (cc.ALL_TOPIC_BYTES_OUT, broker_out[b]),
-                                  (cc.ALL_TOPIC_REPLICATION_BYTES_IN, 0.0), (cc.ALL_TOPIC_REPLICATION_BYTES_OUT, 0.0),
-                                  (cc.BROKER_CPU_UTIL, r.get("cpu") or 0.3)):
+            for metric, value in (
+                (cc.ALL_TOPIC_BYTES_IN, broker_in[b]),
+                (cc.ALL_TOPIC_BYTES_OUT, broker_out[b]),
+                (cc.ALL_TOPIC_REPLICATION_BYTES_IN, 0.0),
+                (cc.ALL_TOPIC_REPLICATION_BYTES_OUT, 0.0),
+                (cc.BROKER_CPU_UTIL, r.get("cpu") or 0.3),
+            ):
                 out.append(cc.encode_broker_metric(metric, r["ts"], b, value))
     return out
 
 
 def batches(values: list[bytes], records: int, batch: int) -> list[pa.Array]:
     repeated = (values * (records // len(values) + 1))[:records]
-    return [pa.array(repeated[i:i + batch], pa.binary()) for i in range(0, records, batch)]
+    return [pa.array(repeated[i : i + batch], pa.binary()) for i in range(0, records, batch)]
 
 
 def best_ns(decode, arrays: list[pa.Array], runs: int) -> float:
@@ -106,9 +115,11 @@ def main() -> None:
     mix = defaultdict(int)
     for v in ccv:
         mix[v[0]] += 1
-    print(f"one instant of the cluster: {len(v1):,} v1 records ({sum(map(len, v1)) / len(v1):.0f} B avg); "
-          f"{len(ccv):,} Cruise Control records ({sum(map(len, ccv)) / len(ccv):.0f} B avg: "
-          f"{mix[2]:,} partition, {mix[1]:,} topic, {mix[0]:,} broker)")
+    print(
+        f"one instant of the cluster: {len(v1):,} v1 records ({sum(map(len, v1)) / len(v1):.0f} B avg); "
+        f"{len(ccv):,} Cruise Control records ({sum(map(len, ccv)) / len(ccv):.0f} B avg: "
+        f"{mix[2]:,} partition, {mix[1]:,} topic, {mix[0]:,} broker)"
+    )
 
     cc_arrays = batches(ccv, args.records, args.batch)
     decoded = pa.concat_arrays([cc.decode(a) for a in cc_arrays])

@@ -40,9 +40,9 @@ def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, 
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from planning_bench import cluster_frames
 
     from balancer.demo.scenarios import ScenarioSpec, generate
-    from planning_bench import cluster_frames
 
     rng = np.random.default_rng(seed)
     parts, brokers, sizes = [], [], []
@@ -52,8 +52,16 @@ def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, 
         n_brokers = int(rng.integers(24, 61))
         topics = max(10, replicas // rf // 400)
         per_topic = max(1, replicas // rf // topics)
-        spec = ScenarioSpec(brokers=n_brokers, racks=3, topics=topics, partitions_per_topic=(per_topic, per_topic),
-                            replication_factor=rf, new_empty_brokers=2, seed=seed + i, cluster=f"fleet-{i:02d}")
+        spec = ScenarioSpec(
+            brokers=n_brokers,
+            racks=3,
+            topics=topics,
+            partitions_per_topic=(per_topic, per_topic),
+            replication_factor=rf,
+            new_empty_brokers=2,
+            seed=seed + i,
+            cluster=f"fleet-{i:02d}",
+        )
         snapshot = generate(spec)
         _, prows, brows = cluster_frames(snapshot, noise=0.03, seed=seed + i)
         prows["replicas"] = prows["replicas"].map(lambda r: r.tolist())
@@ -64,9 +72,18 @@ def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, 
     for name, frames in (("partitions", parts), ("brokers", brokers)):
         table = pa.Table.from_pandas(pd.concat(frames, ignore_index=True), preserve_index=False)
         # The job's types: timestamps in UTC microseconds, replicas ARRAY<INT>.
-        table = table.cast(pa.schema([f.with_type(pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type)
-                                      else f.with_type(pa.list_(pa.int32())) if pa.types.is_list(f.type)
-                                      else f for f in table.schema]))
+        table = table.cast(
+            pa.schema(
+                [
+                    f.with_type(pa.timestamp("us", tz="UTC"))
+                    if pa.types.is_timestamp(f.type)
+                    else f.with_type(pa.list_(pa.int32()))
+                    if pa.types.is_list(f.type)
+                    else f
+                    for f in table.schema
+                ]
+            )
+        )
         pq.write_table(table, out / f"{name}.parquet")
     return {"clusters": clusters, "replicas": sizes}
 
@@ -97,23 +114,28 @@ def tree_cpu_seconds(root: int) -> float:
 
 def child(args) -> dict:
     """One application on ``args.master``: plan the fleet ``args.repeats`` times."""
-    from pyspark.sql import functions as F
 
     from balancer.config import BalancerConfig
+    from balancer.demo.cluster import free_port, get_json
     from balancer.spark import planning
     from balancer.spark.session import build_session
 
-    from balancer.demo.cluster import free_port, get_json
-
     ui_port = free_port()
-    spark = build_session(master=args.master, app_name=f"fleet-bench-{args.label}", conf={
-        # The UI's REST API gives each executor's task time (how the work was split).
-        "spark.ui.enabled": "true", "spark.ui.port": str(ui_port), "spark.ui.host": "127.0.0.1",
-        "spark.sql.shuffle.partitions": str(args.clusters),
-        "spark.executor.memory": args.executor_memory,
-        # Plan only once every executor is up, so the two-worker run uses both from the start.
-        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-        "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"})
+    spark = build_session(
+        master=args.master,
+        app_name=f"fleet-bench-{args.label}",
+        conf={
+            # The UI's REST API gives each executor's task time (how the work was split).
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
+            "spark.ui.host": "127.0.0.1",
+            "spark.sql.shuffle.partitions": str(args.clusters),
+            "spark.executor.memory": args.executor_memory,
+            # Plan only once every executor is up, so the two-worker run uses both from the start.
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+        },
+    )
     parts = spark.read.parquet(str(Path(args.input) / "partitions.parquet")).cache()
     brokers = spark.read.parquet(str(Path(args.input) / "brokers.parquet")).cache()
     rows = parts.count(), brokers.count()
@@ -129,8 +151,11 @@ def child(args) -> dict:
         before = task_ms()
         cpu_before = [tree_cpu_seconds(g) for g in pgids]
         start = time.perf_counter()
-        plans = planning.plans(parts, brokers, BalancerConfig()).select("cluster", "status", "leader_moves",
-                                                                         "replica_moves").collect()
+        plans = (
+            planning.plans(parts, brokers, BalancerConfig())
+            .select("cluster", "status", "leader_moves", "replica_moves")
+            .collect()
+        )
         times.append(time.perf_counter() - start)
         after = task_ms()
         split.append(sorted(round((after[k] - before.get(k, 0)) / 1000, 1) for k in after))
@@ -138,21 +163,43 @@ def child(args) -> dict:
     assert len(plans) == args.clusters, plans
     statuses = sorted({p["status"] for p in plans})
     spark.stop()
-    return {"label": args.label, "executors": executors, "rows": rows, "seconds": times, "task_seconds": split,
-            "worker_cpu_seconds": cpu,
-            "statuses": statuses,
-            "moves": sum((p["leader_moves"] or 0) + (p["replica_moves"] or 0) for p in plans)}
+    return {
+        "label": args.label,
+        "executors": executors,
+        "rows": rows,
+        "seconds": times,
+        "task_seconds": split,
+        "worker_cpu_seconds": cpu,
+        "statuses": statuses,
+        "moves": sum((p["leader_moves"] or 0) + (p["replica_moves"] or 0) for p in plans),
+    }
 
 
 def measure(workers: int, args, workdir: Path) -> dict:
     from balancer.demo.cluster import StandaloneCluster
 
-    with StandaloneCluster(workdir / f"cluster-{workers}", workers=workers, cores=args.cores,
-                           memory=args.worker_memory) as cluster:
-        cmd = [sys.executable, __file__, "--child", "--master", cluster.master_url, "--input", str(workdir / "fleet"),
-               "--label", f"{workers}w", "--clusters", str(args.clusters), "--repeats", str(args.repeats),
-               "--executor-memory", args.executor_memory,
-               "--worker-pgids", ",".join(str(g) for g in cluster.pgids[1:])]
+    with StandaloneCluster(
+        workdir / f"cluster-{workers}", workers=workers, cores=args.cores, memory=args.worker_memory
+    ) as cluster:
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--master",
+            cluster.master_url,
+            "--input",
+            str(workdir / "fleet"),
+            "--label",
+            f"{workers}w",
+            "--clusters",
+            str(args.clusters),
+            "--repeats",
+            str(args.repeats),
+            "--executor-memory",
+            args.executor_memory,
+            "--worker-pgids",
+            ",".join(str(g) for g in cluster.pgids[1:]),
+        ]
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
         if done.returncode != 0:
@@ -186,26 +233,37 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         start = time.perf_counter()
         fleet = build_fleet(workdir / "fleet", args.clusters, args.min_replicas, args.max_replicas, args.seed)
-        print(f"fleet: {fleet['clusters']} clusters, {sum(fleet['replicas']):,} replicas "
-              f"({min(fleet['replicas']):,}-{max(fleet['replicas']):,} each), built in "
-              f"{time.perf_counter() - start:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"fleet: {fleet['clusters']} clusters, {sum(fleet['replicas']):,} replicas "
+            f"({min(fleet['replicas']):,}-{max(fleet['replicas']):,} each), built in "
+            f"{time.perf_counter() - start:.1f} s; load average {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         results = []
         for workers in (1, 2):
             result = measure(workers, args, workdir)
             results.append(result)
-            print(f"{workers} worker(s) x {args.cores} core, {result['executors']} executor(s): plan runs "
-                  + ", ".join(f"{s:.1f} s (task time per executor {t}, CPU s per worker {c})"
-                              for s, t, c in zip(result["seconds"], result["task_seconds"],
-                                                 result["worker_cpu_seconds"]))
-                  + f"; plans {result['statuses']}, {result['moves']:,} moves; "
-                  f"load average {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"{workers} worker(s) x {args.cores} core, {result['executors']} executor(s): plan runs "
+                + ", ".join(
+                    f"{s:.1f} s (task time per executor {t}, CPU s per worker {c})"
+                    for s, t, c in zip(
+                        result["seconds"], result["task_seconds"], result["worker_cpu_seconds"]
+                    )
+                )
+                + f"; plans {result['statuses']}, {result['moves']:,} moves; "
+                f"load average {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
         one, two = min(results[0]["seconds"]), min(results[1]["seconds"])
         print(f"wall, best run: 1 worker {one:.1f} s, 2 workers {two:.1f} s; ratio {one / two:.2f}x")
         # On dedicated cores a CPU-bound run takes as long as its busiest worker's CPU time.
         cpu_one = min(sum(c) for c in results[0]["worker_cpu_seconds"])
         cpu_two = min(max(c) for c in results[1]["worker_cpu_seconds"])
-        print(f"CPU, best run: 1 worker {cpu_one:.1f} s; 2 workers: busiest worker {cpu_two:.1f} s; "
-              f"ratio {cpu_one / cpu_two:.2f}x")
+        print(
+            f"CPU, best run: 1 worker {cpu_one:.1f} s; 2 workers: busiest worker {cpu_two:.1f} s; "
+            f"ratio {cpu_one / cpu_two:.2f}x"
+        )
     return 0
 
 

@@ -27,16 +27,17 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from balancer.demo.cc_reporter import from_telemetry  # noqa: E402
+from ingest_bench import QUICK, T0, Round  # noqa: E402
+from landing_bench import measure, produce_minutes  # noqa: E402
+
 from balancer.config import load_config  # noqa: E402
+from balancer.demo.cc_reporter import from_telemetry  # noqa: E402
 from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
 from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
 from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 from balancer.spark.job import parse_stream, python_source_options  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
-from ingest_bench import MINUTE_MS, QUICK, T0, Round  # noqa: E402
-from landing_bench import measure, produce_minutes  # noqa: E402
 
 
 def main() -> None:
@@ -54,21 +55,32 @@ def main() -> None:
         stamp = struct.pack(">q", ts)
         return ((key, value[:3] + stamp + value[11:]) for key, value in cc_pairs)
 
-    spark = build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
+    spark = build_session(
+        master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+    )
     spark.dataSource.register(KafkaSource)
     with EmbeddedBroker() as broker:
         counts = {}
         for name, pairs_at in (("v1", lambda ts: zip(v1.keys, v1.at(ts))), ("cruise-control", cc_at)):
             broker.create_topic(f"formats-{name}", partitions=args.partitions)
-            counts[name] = produce_minutes(broker.bootstrap_servers, f"formats-{name}", args.minutes, pairs_at)
+            counts[name] = produce_minutes(
+                broker.bootstrap_servers, f"formats-{name}", args.minutes, pairs_at
+            )
         replica_minutes = v1.replicas * args.minutes
-        print(f"{v1.replicas:,} replicas x {args.minutes} sim minutes: v1 {counts['v1']:,} records, "
-              f"Cruise Control {counts['cruise-control']:,} records; load "
-              f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n", flush=True)
+        print(
+            f"{v1.replicas:,} replicas x {args.minutes} sim minutes: v1 {counts['v1']:,} records, "
+            f"Cruise Control {counts['cruise-control']:,} records; load "
+            f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n",
+            flush=True,
+        )
         rows = []
         for name in ("v1", "cruise-control"):
-            overrides = [f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic=formats-{name}",
-                         f"source.format={name}", "lakehouse.engine=delta-rs"]
+            overrides = [
+                f"source.bootstrap_servers={broker.bootstrap_servers}",
+                f"source.topic=formats-{name}",
+                f"source.format={name}",
+                "lakehouse.engine=delta-rs",
+            ]
             if name == "cruise-control":
                 overrides += ["source.cluster=bench", "metadata.source=file", "metadata.path=unused.json"]
             config = load_config(None, overrides)
@@ -78,17 +90,30 @@ def main() -> None:
                 reader = reader.option(key, value)
             parsed = parse_stream(reader.load(), config)
             label = f"{name:<15}"
-            row = measure(spark, f"{label} read + parse → noop",
-                          lambda p=parsed: p.write.format("noop").mode("overwrite").save(), counts[name], args.runs)
+            row = measure(
+                spark,
+                f"{label} read + parse → noop",
+                lambda p=parsed: p.write.format("noop").mode("overwrite").save(),
+                counts[name],
+                args.runs,
+            )
             rows.append((name, "parse", row))
-            row = measure(spark, f"{label} land (the sink's landing step)", _land(spark, parsed, config),
-                          counts[name], args.runs)
+            row = measure(
+                spark,
+                f"{label} land (the sink's landing step)",
+                _land(spark, parsed, config),
+                counts[name],
+                args.runs,
+            )
             rows.append((name, "land", row))
         print()
         for name, step, row in rows:
-            print(f"{name:<15} {step:<6} {row['rate']:>10,.0f} records/s  "
-                  f"{replica_minutes / row['seconds']:>10,.0f} replica-minutes/s  "
-                  f"({counts[name] / replica_minutes:.2f} records per replica-minute)", flush=True)
+            print(
+                f"{name:<15} {step:<6} {row['rate']:>10,.0f} records/s  "
+                f"{replica_minutes / row['seconds']:>10,.0f} replica-minutes/s  "
+                f"({counts[name] / replica_minutes:.2f} records per replica-minute)",
+                flush=True,
+            )
     spark.stop()
 
 
@@ -102,8 +127,9 @@ def _land(spark, parsed, config):
     def run():
         workdir = Path(tempfile.mkdtemp(prefix="formats-bench-"))
         try:
-            local = config.model_copy(update={"lakehouse": config.lakehouse.model_copy(
-                update={"path": str(workdir / "lakehouse")})})
+            local = config.model_copy(
+                update={"lakehouse": config.lakehouse.model_copy(update={"path": str(workdir / "lakehouse")})}
+            )
             lakehouse = Lakehouse(spark, local.lakehouse.path, engine="delta-rs")
             lakehouse.create_all()
             sink = BalancerSink(lakehouse, local, workdir / "checkpoints")
@@ -111,6 +137,7 @@ def _land(spark, parsed, config):
             assert sink._land(parsed, 0, None) is not None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
     return run
 
 

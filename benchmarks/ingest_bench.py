@@ -37,9 +37,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from cpu import process_cpu_seconds, spark_cpu_seconds  # noqa: E402
 
 from balancer import telemetry as tm  # noqa: E402
-from cpu import process_cpu_seconds, spark_cpu_seconds  # noqa: E402
 from balancer.config import load_config  # noqa: E402
 from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
 from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
@@ -47,8 +47,16 @@ from balancer.demo.simulator import SimulatedCluster  # noqa: E402
 
 MINUTE_MS = 60_000
 T0 = 1_790_000_000_000 // 300_000 * 300_000
-FULL = dict(brokers=270, racks=6, topics=3000, partitions_per_topic=(16, 272), total_bytes_in=5e9, skew=1.2,
-            seed=106, cluster="bench-270")
+FULL = dict(
+    brokers=270,
+    racks=6,
+    topics=3000,
+    partitions_per_topic=(16, 272),
+    total_bytes_in=5e9,
+    skew=1.2,
+    seed=106,
+    cluster="bench-270",
+)
 QUICK = dict(FULL, topics=300)
 
 
@@ -57,6 +65,7 @@ def loadavg() -> str:
 
 
 # -- telemetry ------------------------------------------------------------------------------
+
 
 class Round:
     """One telemetry round encoded once; ``at(ts)`` re-stamps it without re-encoding."""
@@ -84,10 +93,17 @@ class Feeder(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, rnd: Round, stages: list[tuple[int, int]]):
         super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                                  "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 20,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 2_000_000,
+                "compression.type": "none",
+            }
+        )
         self.topic, self.round, self.stages = topic, rnd, stages
-        self.minutes: dict[int, tuple[float, float]] = {}   # minute → (first, last produce wall time)
+        self.minutes: dict[int, tuple[float, float]] = {}  # minute → (first, last produce wall time)
         self.stage_log: list[dict] = []
         self.produced = 0
         self.error: BaseException | None = None
@@ -118,14 +134,22 @@ class Feeder(threading.Thread):
                     self.produced += len(values)
                     minute += 1
                 elapsed = time.perf_counter() - stage_start
-                self.stage_log.append({"rate": rate, "rows": stage_rows, "start": stage_start,
-                                       "end": time.perf_counter(), "offered": stage_rows / elapsed,
-                                       "minutes": count})
+                self.stage_log.append(
+                    {
+                        "rate": rate,
+                        "rows": stage_rows,
+                        "start": stage_start,
+                        "end": time.perf_counter(),
+                        "offered": stage_rows / elapsed,
+                        "minutes": count,
+                    }
+                )
         except BaseException as exc:  # reported by the main thread
             self.error = exc
 
 
 # -- part 1: write path ---------------------------------------------------------------------
+
 
 def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -137,11 +161,15 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
         cols = []
         for field in lh.spark_schema("telemetry_raw"):
             name, kind = field.name, field.dataType.simpleString()
-            expr = {"string": F.concat(F.lit(f"{name}-"), (F.col("id") % 3000).cast("string")),
-                    "int": (F.col("id") % 1000).cast("int"), "bigint": F.col("id"),
-                    "double": F.col("id") * 1.5, "boolean": F.col("id") % 2 == 0,
-                    "timestamp": F.timestamp_millis(F.lit(T0) + F.col("id")),
-                    "array<int>": F.array((F.col("id") % 270).cast("int"), (F.col("id") % 7).cast("int"))}[kind]
+            expr = {
+                "string": F.concat(F.lit(f"{name}-"), (F.col("id") % 3000).cast("string")),
+                "int": (F.col("id") % 1000).cast("int"),
+                "bigint": F.col("id"),
+                "double": F.col("id") * 1.5,
+                "boolean": F.col("id") % 2 == 0,
+                "timestamp": F.timestamp_millis(F.lit(T0) + F.col("id")),
+                "array<int>": F.array((F.col("id") % 270).cast("int"), (F.col("id") % 7).cast("int")),
+            }[kind]
             cols.append(expr.alias(name))
         # Two partitions, like a batch from a 2-partition topic on local[2]; cached, so only the
         # write is timed (the ingest sink writes from a persisted batch too).
@@ -155,34 +183,47 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
         for name in ("driver-collect", "executor files", "executor, inline < 4 MiB"):
             times = []
             for rep in range(2):
-                house = lh.Lakehouse(spark, workdir / f"w{n}-{len(results)}-{name[:4]}-{rep}", engine="delta-rs")
+                house = lh.Lakehouse(
+                    spark, workdir / f"w{n}-{len(results)}-{name[:4]}-{rep}", engine="delta-rs"
+                )
                 house.create_all()
                 path = house.path("telemetry_raw")
                 started = time.perf_counter()
-                if name == "driver-collect":   # the previous implementation, verbatim
+                if name == "driver-collect":  # the previous implementation, verbatim
                     arrow = lh.conform(data.toArrow(), lh.arrow_schema("telemetry_raw"), "telemetry_raw")
                     row["driver MB"] = arrow.nbytes / 1e6
-                    write_deltalake(DeltaTable(path), arrow, mode="append",
-                                    commit_properties=CommitProperties(app_transactions=[Transaction("a", 0)]))
+                    write_deltalake(
+                        DeltaTable(path),
+                        arrow,
+                        mode="append",
+                        commit_properties=CommitProperties(app_transactions=[Transaction("a", 0)]),
+                    )
                 else:
                     limit = 0 if name == "executor files" else lh.INLINE_MAX_BYTES
                     actions = lh.write_files(data, path, "telemetry_raw", prefix="b0", inline_max_bytes=limit)
                     DeltaTable(path).create_write_transaction(
-                        actions, mode="append", schema=lh.arrow_schema("telemetry_raw"),
-                        commit_properties=CommitProperties(app_transactions=[Transaction("a", 0)]))
+                        actions,
+                        mode="append",
+                        schema=lh.arrow_schema("telemetry_raw"),
+                        commit_properties=CommitProperties(app_transactions=[Transaction("a", 0)]),
+                    )
                 times.append(time.perf_counter() - started)
                 assert DeltaTable(path).to_pyarrow_table(columns=["kafka_offset"]).num_rows == n
                 shutil.rmtree(house.root)
             row[name] = min(times)
         data.unpersist()
         results.append(row)
-        print(f"  write {n:>9,} rows: driver-collect {row['driver-collect']:.2f}s "
-              f"(driver holds {row['driver MB']:.0f} MB) | executor files {row['executor files']:.2f}s | "
-              f"executor+inline {row['executor, inline < 4 MiB']:.2f}s   load {loadavg()}", flush=True)
+        print(
+            f"  write {n:>9,} rows: driver-collect {row['driver-collect']:.2f}s "
+            f"(driver holds {row['driver MB']:.0f} MB) | executor files {row['executor files']:.2f}s | "
+            f"executor+inline {row['executor, inline < 4 MiB']:.2f}s   load {loadavg()}",
+            flush=True,
+        )
     return results
 
 
 # -- part 2: pipeline -----------------------------------------------------------------------
+
 
 class SinkRecorder:
     """Keeps the job's BalancerSink (it runs in this driver process) to read its step timings."""
@@ -232,12 +273,22 @@ class AppendTimer:
 def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path, broker_pid: int) -> dict:
     from balancer.spark import job
 
-    config = load_config(None, [
-        f"source.bootstrap_servers={bootstrap}", f"source.topic={topic}",
-        f"lakehouse.path={workdir / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={workdir / 'checkpoints'}", "windows.size=1 minute", "windows.slide=1 minute",
-        "windows.watermark=1 minute", f"trigger.interval={args.trigger}",
-        f"source.max_records_per_batch={args.max_batch}", *args.set])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={bootstrap}",
+            f"source.topic={topic}",
+            f"lakehouse.path={workdir / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={workdir / 'checkpoints'}",
+            "windows.size=1 minute",
+            "windows.slide=1 minute",
+            "windows.watermark=1 minute",
+            f"trigger.interval={args.trigger}",
+            f"source.max_records_per_batch={args.max_batch}",
+            *args.set,
+        ],
+    )
     timer = AppendTimer()
     sinks_made = SinkRecorder()
     plans: list[tuple[float, dict]] = []
@@ -246,7 +297,9 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path,
 
     cpu_before = (*spark_cpu_seconds(), process_cpu_seconds(broker_pid))
     started = time.perf_counter()
-    queries = job.start(spark, config, on_plans=lambda rows: plans.extend((time.perf_counter(), r) for r in rows))
+    queries = job.start(
+        spark, config, on_plans=lambda rows: plans.extend((time.perf_counter(), r) for r in rows)
+    )
     feeder.start()
     (query,) = queries  # one query lands telemetry and plans the windows it closes
     total = len(rnd) * args.minutes * len(stages)
@@ -266,8 +319,9 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path,
             landed_at.append((time.perf_counter(), landed))
             if not feeder.is_alive():
                 deadline = deadline or time.perf_counter() + args.drain_timeout
-                if (landed >= total and len({r["window_end"] for _, r in plans}) >= expected_plans) \
-                        or time.perf_counter() > deadline:
+                if (
+                    landed >= total and len({r["window_end"] for _, r in plans}) >= expected_plans
+                ) or time.perf_counter() > deadline:
                     break
             time.sleep(1.0)
     finally:
@@ -286,8 +340,13 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path,
         # Landed rate over the stage, and what was still unlanded when it ended.
         before, after = landed_by(stage["start"]), landed_by(stage["end"])
         produced_by_end = sum(s["rows"] for s in feeder.stage_log if s["end"] <= stage["end"])
-        stage_rows.append({**stage, "landed": (after - before) / (stage["end"] - stage["start"]),
-                           "backlog": produced_by_end - after})
+        stage_rows.append(
+            {
+                **stage,
+                "landed": (after - before) / (stage["end"] - stage["start"]),
+                "backlog": produced_by_end - after,
+            }
+        )
     first_plan = min((t for t, _ in plans), default=None)
     latencies = []
     for wall, row in plans:
@@ -295,17 +354,36 @@ def pipeline(spark, args, bootstrap: str, topic: str, rnd: Round, workdir: Path,
         if minute in feeder.minutes:
             first, last = feeder.minutes[minute]
             closer = feeder.minutes.get(minute + 2, (None,))[0]
-            latencies.append({"minute": minute, "oldest": wall - first, "newest": wall - last,
-                              "after_close": wall - closer if closer else None, "status": row["status"]})
+            latencies.append(
+                {
+                    "minute": minute,
+                    "oldest": wall - first,
+                    "newest": wall - last,
+                    "after_close": wall - closer if closer else None,
+                    "status": row["status"],
+                }
+            )
     landed_total = landed_by(ended)
-    return {"stages": stage_rows, "plans": latencies, "first_plan": first_plan - started if first_plan else None,
-            "first_data_closing_window0": (feeder.minutes.get(2, (None,))[0] or started) - started,
-            "landed": landed_total, "total": total, "elapsed": ended - started,
-            "cpu": dict(zip(("Spark JVM", "Spark's Python workers", "driver + producer (this process)",
-                             "broker (Tansu)"), cpu)),
-            "progress": progress, "append_s": dict(timer.seconds), "append_calls": dict(timer.calls),
-            "sink_steps": sinks_made.seconds(),
-            "config": config}
+    return {
+        "stages": stage_rows,
+        "plans": latencies,
+        "first_plan": first_plan - started if first_plan else None,
+        "first_data_closing_window0": (feeder.minutes.get(2, (None,))[0] or started) - started,
+        "landed": landed_total,
+        "total": total,
+        "elapsed": ended - started,
+        "cpu": dict(
+            zip(
+                ("Spark JVM", "Spark's Python workers", "driver + producer (this process)", "broker (Tansu)"),
+                cpu,
+            )
+        ),
+        "progress": progress,
+        "append_s": dict(timer.seconds),
+        "append_calls": dict(timer.calls),
+        "sink_steps": sinks_made.seconds(),
+        "config": config,
+    }
 
 
 def breakdown(progress: list[dict]) -> dict:
@@ -321,10 +399,18 @@ def breakdown(progress: list[dict]) -> dict:
 
 # -- part 3: ceiling ------------------------------------------------------------------------
 
+
 def plain_consumer(bootstrap: str, topic: str, partitions: int, n: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-                         "queued.max.messages.kbytes": 65536})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-plain",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen, eofs = 0, set()
     started = time.perf_counter()
@@ -345,18 +431,30 @@ def plain_consumer(bootstrap: str, topic: str, partitions: int, n: int) -> float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~130k replicas, fewer sizes and rates")
-    parser.add_argument("--rates", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                        help="offered records/s per stage, comma-separated")
+    parser.add_argument(
+        "--rates",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=None,
+        help="offered records/s per stage, comma-separated",
+    )
     parser.add_argument("--minutes", type=int, default=None, help="sim minutes per stage")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the telemetry topic")
     parser.add_argument("--trigger", default="5 seconds")
     parser.add_argument("--max-batch", type=int, default=1_000_000)
-    parser.add_argument("--drain-timeout", type=float, default=600.0,
-                        help="seconds to wait, once all is produced, for the last plan")
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait, once all is produced, for the last plan",
+    )
     parser.add_argument("--skip-write", action="store_true", help="skip part 1 (write path)")
     parser.add_argument("--write-only", action="store_true", help="run part 1 only")
-    parser.add_argument("--write-sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                        help="rows per write-path case, comma-separated")
+    parser.add_argument(
+        "--write-sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=None,
+        help="rows per write-path case, comma-separated",
+    )
     parser.add_argument("--set", action="append", default=[], help="config override key=value")
     args = parser.parse_args()
     args.rates = args.rates or ([25_000, 50_000] if args.quick else [25_000, 50_000, 100_000, 150_000])
@@ -365,39 +463,64 @@ def main() -> None:
     from balancer.spark.session import build_session
 
     print(f"load average at start: {loadavg()} ({os.cpu_count()} cores, shared)", flush=True)
-    spark = build_session(master="local[2]", app_name="ingest-bench", conf={
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "6g",
-        "spark.sql.streaming.numRecentProgressUpdates": "2000",
-        "spark.python.authenticate.socketTimeout": "120s"})
+    spark = build_session(
+        master="local[2]",
+        app_name="ingest-bench",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "6g",
+            "spark.sql.streaming.numRecentProgressUpdates": "2000",
+            "spark.python.authenticate.socketTimeout": "120s",
+        },
+    )
     workdir = Path(tempfile.mkdtemp(prefix="ingest-bench-"))
     try:
         if not args.skip_write:
             print("write path (telemetry_raw rows, 2 partitions, best of 2):", flush=True)
-            write_path(spark, args.write_sizes or ([1_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]),
-                       workdir)
+            write_path(
+                spark,
+                args.write_sizes or ([1_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]),
+                workdir,
+            )
         if args.write_only:
             return
 
         rnd = Round(ScenarioSpec(**(QUICK if args.quick else FULL)))
-        print(f"cluster: 270 brokers, {rnd.replicas:,} replicas -> {len(rnd):,} records per sim minute "
-              f"(encoded once in {rnd.seconds:.1f}s)", flush=True)
+        print(
+            f"cluster: 270 brokers, {rnd.replicas:,} replicas -> {len(rnd):,} records per sim minute "
+            f"(encoded once in {rnd.seconds:.1f}s)",
+            flush=True,
+        )
         with EmbeddedBroker() as broker:
             topic = "telemetry-bench"
             broker.create_topic(topic, partitions=args.partitions)
             result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir, broker._process.pid)
-            print(f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 sim-minute; "
-                  f"load {loadavg()}):", flush=True)
-            print("| offered rec/s (target) | offered rec/s (reached) | landed rec/s | backlog at stage end |")
+            print(
+                f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 sim-minute; "
+                f"load {loadavg()}):",
+                flush=True,
+            )
+            print(
+                "| offered rec/s (target) | offered rec/s (reached) | landed rec/s | backlog at stage end |"
+            )
             print("|---:|---:|---:|---:|")
             for s in result["stages"]:
                 print(f"| {s['rate']:,} | {s['offered']:,.0f} | {s['landed']:,.0f} | {s['backlog']:,} |")
-            print(f"landed {result['landed']:,} of {result['total']:,} records in {result['elapsed']:.0f}s "
-                  f"(overall {result['landed'] / result['elapsed']:,.0f} rec/s)")
+            print(
+                f"landed {result['landed']:,} of {result['total']:,} records in {result['elapsed']:.0f}s "
+                f"(overall {result['landed'] / result['elapsed']:,.0f} rec/s)"
+            )
             fp = result["first_plan"]
-            print(f"first plan {fp:.1f}s after job start" if fp else "no plan", "; the data that closes window 0 "
-                  f"(sim minute 2) started {result['first_data_closing_window0']:.1f}s after start")
-            print("| window (sim minute) | plan status | latency from oldest record s | from newest record s | "
-                  "from first record that closes it s |")
+            print(
+                f"first plan {fp:.1f}s after job start" if fp else "no plan",
+                "; the data that closes window 0 "
+                f"(sim minute 2) started {result['first_data_closing_window0']:.1f}s after start",
+            )
+            print(
+                "| window (sim minute) | plan status | latency from oldest record s | from newest record s | "
+                "from first record that closes it s |"
+            )
             print("|---:|---|---:|---:|---:|")
             for p in result["plans"]:
                 close = f"{p['after_close']:.1f}" if p["after_close"] is not None else "-"
@@ -405,22 +528,42 @@ def main() -> None:
             print("\nwhere the time goes (sum of durationMs over all batches, s):")
             for name, progress in result["progress"].items():
                 b = breakdown(progress)
-                print(f"  {name}: " + ", ".join(f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v:,}"
-                                                   for k, v in b.items()))
-            print("  Lakehouse.append wall s per table (calls): " + ", ".join(
-                f"{t}={s:.1f} ({result['append_calls'][t]})" for t, s in sorted(result["append_s"].items())))
-            print("  sink steps, wall s summed over batches: " + ", ".join(
-                f"{step} {sec:.1f}" for step, sec in result["sink_steps"].items()))
-            print(f"  CPU over the run ({result['elapsed']:.0f} s wall, {os.cpu_count()} cores), per landed record:")
+                print(
+                    f"  {name}: "
+                    + ", ".join(
+                        f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v:,}" for k, v in b.items()
+                    )
+                )
+            print(
+                "  Lakehouse.append wall s per table (calls): "
+                + ", ".join(
+                    f"{t}={s:.1f} ({result['append_calls'][t]})"
+                    for t, s in sorted(result["append_s"].items())
+                )
+            )
+            print(
+                "  sink steps, wall s summed over batches: "
+                + ", ".join(f"{step} {sec:.1f}" for step, sec in result["sink_steps"].items())
+            )
+            print(
+                f"  CPU over the run ({result['elapsed']:.0f} s wall, {os.cpu_count()} cores), per landed record:"
+            )
             for name, sec in result["cpu"].items():
-                print(f"    {name}: {sec:.0f} s = {sec / result['elapsed']:.2f} cores, "
-                      f"{sec / max(result['landed'], 1) * 1e6:.1f} µs/record")
+                print(
+                    f"    {name}: {sec:.0f} s = {sec / result['elapsed']:.2f} cores, "
+                    f"{sec / max(result['landed'], 1) * 1e6:.1f} µs/record"
+                )
             busy = sum(result["cpu"].values())
-            print(f"    all: {busy:.0f} s = {busy / result['elapsed']:.2f} cores, "
-                  f"{busy / max(result['landed'], 1) * 1e6:.1f} µs/record")
+            print(
+                f"    all: {busy:.0f} s = {busy / result['elapsed']:.2f} cores, "
+                f"{busy / max(result['landed'], 1) * 1e6:.1f} µs/record"
+            )
             ceiling = plain_consumer(broker.bootstrap_servers, topic, args.partitions, result["total"])
-            print(f"\nplain confluent-kafka consumer on the same topic: {ceiling:,.0f} rec/s (ceiling); "
-                  f"load {loadavg()}", flush=True)
+            print(
+                f"\nplain confluent-kafka consumer on the same topic: {ceiling:,.0f} rec/s (ceiling); "
+                f"load {loadavg()}",
+                flush=True,
+            )
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Producer  # noqa: E402
+from cpu import spark_cpu_seconds  # noqa: E402
+from ingest_bench import MINUTE_MS, QUICK, T0, Round, plain_consumer  # noqa: E402
 from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
@@ -45,8 +47,6 @@ from balancer.demo.scenarios import ScenarioSpec  # noqa: E402
 from balancer.spark.kafka_source import KafkaSource  # noqa: E402
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
-from cpu import spark_cpu_seconds  # noqa: E402
-from ingest_bench import MINUTE_MS, QUICK, T0, Round, plain_consumer  # noqa: E402
 
 TOPIC = "landing-bench"
 
@@ -57,8 +57,15 @@ def produce(bootstrap: str, rnd: Round, minutes: int) -> int:
 
 def produce_minutes(bootstrap: str, topic: str, minutes: int, pairs_at) -> int:
     """Sim minutes of (key, value) pairs (``pairs_at(ts)``) into ``topic``; returns the records sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000, "compression.type": "none"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "compression.type": "none",
+        }
+    )
     count = 0
     for minute in range(minutes):
         for key, value in pairs_at(T0 + minute * MINUTE_MS):
@@ -90,16 +97,26 @@ def measure(spark, label: str, action, records: int, runs: int) -> dict:
         cpu.append((jvm1 - jvm0, py1 - py0))
     jvm = min(c[0] for c in cpu)
     py = min(c[1] for c in cpu)
-    row = {"step": label, "rate": records / best, "seconds": best, "jvm_us": jvm / records * 1e6,
-           "py_us": py / records * 1e6}
-    print(f"{label:<58} {row['rate']:>10,.0f} rec/s  {best:6.1f} s   JVM {row['jvm_us']:5.2f} µs/rec   "
-          f"Python workers {row['py_us']:5.2f} µs/rec", flush=True)
+    row = {
+        "step": label,
+        "rate": records / best,
+        "seconds": best,
+        "jvm_us": jvm / records * 1e6,
+        "py_us": py / records * 1e6,
+    }
+    print(
+        f"{label:<58} {row['rate']:>10,.0f} rec/s  {best:6.1f} s   JVM {row['jvm_us']:5.2f} µs/rec   "
+        f"Python workers {row['py_us']:5.2f} µs/rec",
+        flush=True,
+    )
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=int, default=4, help="sim minutes of telemetry (~128k records each)")
+    parser.add_argument(
+        "--minutes", type=int, default=4, help="sim minutes of telemetry (~128k records each)"
+    )
     parser.add_argument("--runs", type=int, default=2, help="runs per step; the best is reported")
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
@@ -110,18 +127,24 @@ def main() -> None:
     with EmbeddedBroker() as broker:
         broker.create_topic(TOPIC, partitions=args.partitions)
         records = produce(broker.bootstrap_servers, rnd, args.minutes)
-        print(f"{records:,} records ({rnd.replicas:,} replicas x {args.minutes} sim minutes, "
-              f"{sum(map(len, rnd.values)) / len(rnd):.0f} bytes each) on {args.partitions} partitions; "
-              f"load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n", flush=True)
+        print(
+            f"{records:,} records ({rnd.replicas:,} replicas x {args.minutes} sim minutes, "
+            f"{sum(map(len, rnd.values)) / len(rnd):.0f} bytes each) on {args.partitions} partitions; "
+            f"load {' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n",
+            flush=True,
+        )
 
         def kafka(decode: bool):
-            reader = (spark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                      .option("subscribe", TOPIC).option("startingOffsets", "earliest"))
+            reader = (
+                spark.read.format("kafka_py")
+                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                .option("subscribe", TOPIC)
+                .option("startingOffsets", "earliest")
+            )
             return (reader.option("valueJsonSchema", TYPED_SCHEMA.json()) if decode else reader).load()
 
         def noop(frame):
             return lambda: frame.write.format("noop").mode("overwrite").save()
-
 
         def land(frame):
             def run():
@@ -130,16 +153,26 @@ def main() -> None:
 
                 workdir = Path(tempfile.mkdtemp(prefix="landing-bench-"))
                 try:
-                    config = load_config(None, [f"lakehouse.path={workdir / 'lakehouse'}", "lakehouse.engine=delta-rs",
-                                                f"checkpoint.path={workdir / 'checkpoints'}"])
+                    config = load_config(
+                        None,
+                        [
+                            f"lakehouse.path={workdir / 'lakehouse'}",
+                            "lakehouse.engine=delta-rs",
+                            f"checkpoint.path={workdir / 'checkpoints'}",
+                        ],
+                    )
                     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
                     lakehouse.create_all()
                     sink = BalancerSink(lakehouse, config, workdir / "checkpoints")
                     sink.__dict__["app_id"] = "landing-bench"  # no streaming checkpoint to read it from
                     assert sink._land(frame, 0, None) is not None
-                    print("      steps: " + ", ".join(f"{t} {s:.1f} s" for t, s in sink._batch_seconds.items()), flush=True)
+                    print(
+                        "      steps: " + ", ".join(f"{t} {s:.1f} s" for t, s in sink._batch_seconds.items()),
+                        flush=True,
+                    )
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
+
             return run
 
         def cached(frame):
@@ -148,21 +181,38 @@ def main() -> None:
                 batch.count()
                 batch.where(F.col("quarantine_reason").isNull()).agg(F.max("ts")).first()
                 batch.unpersist()
+
             return run
 
-        parsed = {decode: parse_telemetry(kafka(decode), max_value_bytes=65536, max_rate=1e13, max_size=1e15)
-                  for decode in (False, True)}
-        best_ceiling = max(plain_consumer(broker.bootstrap_servers, TOPIC, args.partitions, records)
-                           for _ in range(args.runs))
+        parsed = {
+            decode: parse_telemetry(kafka(decode), max_value_bytes=65536, max_rate=1e13, max_size=1e15)
+            for decode in (False, True)
+        }
+        best_ceiling = max(
+            plain_consumer(broker.bootstrap_servers, TOPIC, args.partitions, records)
+            for _ in range(args.runs)
+        )
         print(f"{'plain confluent-kafka consumer (ceiling)':<58} {best_ceiling:>10,.0f} rec/s", flush=True)
         measure(spark, "read (kafka_py) → noop", noop(kafka(False)), records, args.runs)
         measure(spark, "read with valueJsonSchema → noop", noop(kafka(True)), records, args.runs)
         measure(spark, "read + parse, JSON decoded by Spark → noop", noop(parsed[False]), records, args.runs)
-        measure(spark, "read + parse, JSON decoded by the source → noop", noop(parsed[True]), records, args.runs)
-        measure(spark, "read + parse (Spark decodes) + cache + count + max(ts)", cached(parsed[False]),
-                records, args.runs)
-        measure(spark, "read + parse (source decodes) + cache + count + max(ts)", cached(parsed[True]),
-                records, args.runs)
+        measure(
+            spark, "read + parse, JSON decoded by the source → noop", noop(parsed[True]), records, args.runs
+        )
+        measure(
+            spark,
+            "read + parse (Spark decodes) + cache + count + max(ts)",
+            cached(parsed[False]),
+            records,
+            args.runs,
+        )
+        measure(
+            spark,
+            "read + parse (source decodes) + cache + count + max(ts)",
+            cached(parsed[True]),
+            records,
+            args.runs,
+        )
         measure(spark, "land (Spark decodes)", land(parsed[False]), records, args.runs)
         measure(spark, "land (source decodes)", land(parsed[True]), records, args.runs)
     spark.stop()

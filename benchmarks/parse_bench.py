@@ -36,13 +36,29 @@ def two_pass(kafka, max_value_bytes: int):
     """The previous design, kept here as the baseline: both from_json passes on every record."""
     value = F.col("value").cast("string")
     guarded = F.when(F.octet_length(F.col("value")) <= max_value_bytes, value)
-    parsed = kafka.select(value.alias("value"),
-                          F.from_json(guarded, parse.RAW_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record"}).alias("_raw"),
-                          F.from_json(guarded, parse.TYPED_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record",
-                                                                   "allowNonNumericNumbers": "true"}).alias("_typed"))
+    parsed = kafka.select(
+        value.alias("value"),
+        F.from_json(guarded, parse.RAW_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record"}).alias(
+            "_raw"
+        ),
+        F.from_json(
+            guarded,
+            parse.TYPED_SCHEMA,
+            {"columnNameOfCorruptRecord": "_corrupt_record", "allowNonNumericNumbers": "true"},
+        ).alias("_typed"),
+    )
     now_ms = F.unix_millis(F.current_timestamp())
-    reason = F.coalesce(*parse._rules(F.col("_raw"), F.col("_typed"), F.col("value"), max_value_bytes, now_ms,
-                                        max_rate=1e13, max_size=1e15))
+    reason = F.coalesce(
+        *parse._rules(
+            F.col("_raw"),
+            F.col("_typed"),
+            F.col("value"),
+            max_value_bytes,
+            now_ms,
+            max_rate=1e13,
+            max_size=1e15,
+        )
+    )
     return parsed.select(F.col("_typed")["broker"], reason.alias("quarantine_reason"))
 
 
@@ -51,14 +67,21 @@ def rules_on_every_record(kafka, max_value_bytes: int):
     value = F.col("value").cast("string")
     guarded = F.when(F.octet_length(F.col("value")) <= max_value_bytes, value)
     options = {"columnNameOfCorruptRecord": "_corrupt_record"}
-    parsed = kafka.select(value.alias("value"), F.from_json(guarded, parse.TYPED_SCHEMA, {
-        **options, "allowNonNumericNumbers": "true"}).alias("_typed"))
+    parsed = kafka.select(
+        value.alias("value"),
+        F.from_json(guarded, parse.TYPED_SCHEMA, {**options, "allowNonNumericNumbers": "true"}).alias(
+            "_typed"
+        ),
+    )
     typed = F.col("_typed")
     failed = typed.isNull() | typed["_corrupt_record"].isNotNull()
     parsed = parsed.withColumn("_raw", F.when(failed, F.from_json(guarded, parse.RAW_SCHEMA, options)))
     now_ms = F.unix_millis(F.current_timestamp())
-    reason = F.coalesce(*parse._rules(F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms,
-                                        max_rate=1e13, max_size=1e15))
+    reason = F.coalesce(
+        *parse._rules(
+            F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms, max_rate=1e13, max_size=1e15
+        )
+    )
     return parsed.select(typed["broker"], reason.alias("quarantine_reason"))
 
 
@@ -86,8 +109,11 @@ def best_of(label: str, frame, records: int, runs: int = 3) -> float:
         times.append(time.perf_counter() - started)
     cpu = (children_cpu() - cpu) / runs
     rate = records / min(times)
-    print(f"{label:<48} {rate:>10,.0f} records/s ({min(times):.2f} s)   CPU {1e6 * cpu / records:5.2f} µs/record"
-          f"   load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{label:<48} {rate:>10,.0f} records/s ({min(times):.2f} s)   CPU {1e6 * cpu / records:5.2f} µs/record"
+        f"   load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     return rate
 
 
@@ -97,7 +123,9 @@ def main() -> int:
     parser.add_argument("--bad-share", type=float, default=0.01, help="share of malformed records")
     args = parser.parse_args()
 
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=30, topics=60, partitions_per_topic=(8, 32))), seed=1)
+    cluster = SimulatedCluster(
+        generate(ScenarioSpec(brokers=30, topics=60, partitions_per_topic=(8, 32))), seed=1
+    )
     values, minute = [], 0
     while len(values) < args.records:
         values += [tm.encode(r) for r in cluster.telemetry(1_790_000_000_000 + minute * 60_000)]
@@ -105,28 +133,48 @@ def main() -> int:
     values = values[: args.records]
     bad_every = int(1 / args.bad_share) if args.bad_share > 0 else 0
     if bad_every:
-        values = [json.dumps({"v": 1, "type": "partition", "ts": "soon"}).encode() if i % bad_every == 0 else v
-                  for i, v in enumerate(values)]
+        values = [
+            json.dumps({"v": 1, "type": "partition", "ts": "soon"}).encode() if i % bad_every == 0 else v
+            for i, v in enumerate(values)
+        ]
 
-    spark = build_session(master="local[2]", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
-    kafka = spark.createDataFrame([(None, v, "metrics", 0, i, None) for i, v in enumerate(values)],
-                                  "key binary, value binary, topic string, partition int, offset long, "
-                                  "timestamp timestamp").repartition(2).cache()
+    spark = build_session(
+        master="local[2]", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+    )
+    kafka = (
+        spark.createDataFrame(
+            [(None, v, "metrics", 0, i, None) for i, v in enumerate(values)],
+            "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
+        )
+        .repartition(2)
+        .cache()
+    )
     kafka.count()
-    print(f"{len(values):,} records of ~{sum(map(len, values)) // len(values)} bytes, "
-          f"{args.bad_share:.0%} malformed, local[2], load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{len(values):,} records of ~{sum(map(len, values)) // len(values)} bytes, "
+        f"{args.bad_share:.0%} malformed, local[2], load average {os.getloadavg()[0]:.1f}"
+    )
     best_of("scan (floor)", kafka.select(F.length("value")), len(values))
-    best_of("one typed pass, no validation (floor)",
-            kafka.select(F.from_json(F.col("value").cast("string"), parse.TYPED_SCHEMA).alias("t")).select("t.broker"),
-            len(values))
+    best_of(
+        "one typed pass, no validation (floor)",
+        kafka.select(F.from_json(F.col("value").cast("string"), parse.TYPED_SCHEMA).alias("t")).select(
+            "t.broker"
+        ),
+        len(values),
+    )
     before = best_of("two passes on every record (older)", two_pass(kafka, 65536), len(values))
     unguarded = best_of("rules on every record (previous)", rules_on_every_record(kafka, 65536), len(values))
-    after = best_of("parse_telemetry (rules behind the valid guard)",
-                    parse.parse_telemetry(kafka, max_value_bytes=65536, max_rate=1e13, max_size=1e15)
-                    .select("broker", "quarantine_reason"),
-                    len(values))
-    print(f"speed-up: {after / unguarded:.2f}x over rules on every record, {after / before:.2f}x over two passes"
-          f"   (load average now {os.getloadavg()[0]:.1f})")
+    after = best_of(
+        "parse_telemetry (rules behind the valid guard)",
+        parse.parse_telemetry(kafka, max_value_bytes=65536, max_rate=1e13, max_size=1e15).select(
+            "broker", "quarantine_reason"
+        ),
+        len(values),
+    )
+    print(
+        f"speed-up: {after / unguarded:.2f}x over rules on every record, {after / before:.2f}x over two passes"
+        f"   (load average now {os.getloadavg()[0]:.1f})"
+    )
     spark.stop()
     return 0
 

@@ -32,38 +32,75 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # name -> ScenarioSpec kwargs
 SCENARIOS: dict[str, dict] = {
-    "scale_out": dict(brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), new_empty_brokers=3, seed=101),
-    "restarted": dict(brokers=9, racks=3, topics=120, partitions_per_topic=(6, 48), skew=0.5, restarted_broker=4, seed=102),
+    "scale_out": dict(
+        brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), new_empty_brokers=3, seed=101
+    ),
+    "restarted": dict(
+        brokers=9, racks=3, topics=120, partitions_per_topic=(6, 48), skew=0.5, restarted_broker=4, seed=102
+    ),
     "hot_partitions": dict(brokers=12, racks=0, topics=200, partitions_per_topic=(4, 40), skew=0.9, seed=103),
     "racks_uneven": dict(brokers=10, racks=4, topics=150, partitions_per_topic=(6, 48), seed=104),
-    "heterogeneous": dict(brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), heterogeneous_capacity=True, seed=105),
+    "heterogeneous": dict(
+        brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), heterogeneous_capacity=True, seed=105
+    ),
     # Like the 7-broker LinkedIn cluster of the cruise-control wiki (cccli-Command-Line-Usage.md,
     # `rebalance --dry-run`): one rack, ~63k partitions of ~3,800 topics at RF ~2, heavy-tailed
     # traffic; before 1.431 network_in, 1.608 network_out. Planned at CC's reached balance.
-    "linkedin_7": dict(brokers=7, racks=0, topics=3800, partitions_per_topic=(1, 32), replication_factor=2,
-                       total_bytes_in=3.5e6, skew=1.0, hot_key_sigma=1.0, seed=1),
-    "scale_270": dict(brokers=270, racks=6, topics=3000, partitions_per_topic=(16, 272), total_bytes_in=5e9,
-                      skew=1.2, seed=106),
+    "linkedin_7": dict(
+        brokers=7,
+        racks=0,
+        topics=3800,
+        partitions_per_topic=(1, 32),
+        replication_factor=2,
+        total_bytes_in=3.5e6,
+        skew=1.0,
+        hot_key_sigma=1.0,
+        seed=1,
+    ),
+    "scale_270": dict(
+        brokers=270,
+        racks=6,
+        topics=3000,
+        partitions_per_topic=(16, 272),
+        total_bytes_in=5e9,
+        skew=1.2,
+        seed=106,
+    ),
     # A heavily skewed fleet (issue 13): Zipf-like topic traffic (s = 1.15) over 8,000 topics of
     # 10-98 partitions, sizes with a tail of their own (lognormal sigma 1 beside retention).
-    "skewed_270": dict(brokers=270, racks=6, topics=8000, partitions_per_topic=(10, 98), total_bytes_in=5e9,
-                       zipf_exponent=1.15, size_sigma=1.0, seed=113),
+    "skewed_270": dict(
+        brokers=270,
+        racks=6,
+        topics=8000,
+        partitions_per_topic=(10, 98),
+        total_bytes_in=5e9,
+        zipf_exponent=1.15,
+        size_sigma=1.0,
+        seed=113,
+    ),
     # Decommission two brokers of a 12-broker, 3-rack cluster while balancing the rest.
     "drain_2": dict(brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), seed=107),
 }
 # name -> PlannerOptions kwargs (default options otherwise). Cruise Control reached 1.045 on
 # network in/out with its default thresholds (disk 1.10): ask for that, disk as CC's.
-OPTIONS: dict[str, dict] = {"linkedin_7": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
-                            "drain_2": dict(drain_brokers=(4, 9))}
+OPTIONS: dict[str, dict] = {
+    "linkedin_7": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
+    "drain_2": dict(drain_brokers=(4, 9)),
+}
 # Cruise Control's own result on the real cluster (same wiki page): before -> after, moves, data.
-REFERENCE = {"linkedin_7": {
-    "algo": "CC (real cluster)", "before": {"network_in": 718.74 / 502.25, "network_out": 1124.97 / 699.50,
-                                            "disk": 2.27 / 2.22},
-    "after": {"network_in": 525.05 / 502.25, "network_out": 730.98 / 699.50, "disk": 2.26 / 2.22},
-    "bytes_to_move": 87290e6, "share": 87290 / (7 * 513930.64), "replica_moves": 85, "leader_moves": 501,
-}}
+REFERENCE = {
+    "linkedin_7": {
+        "algo": "CC (real cluster)",
+        "before": {"network_in": 718.74 / 502.25, "network_out": 1124.97 / 699.50, "disk": 2.27 / 2.22},
+        "after": {"network_in": 525.05 / 502.25, "network_out": 730.98 / 699.50, "disk": 2.26 / 2.22},
+        "bytes_to_move": 87290e6,
+        "share": 87290 / (7 * 513930.64),
+        "replica_moves": 85,
+        "leader_moves": 501,
+    }
+}
 QUICK_SKIP = {"scale_270", "skewed_270"}
-BUDGETED = {"scale_270", "skewed_270"}   # held to the time and memory budget below
+BUDGETED = {"scale_270", "skewed_270"}  # held to the time and memory budget below
 SCALE_TIME_LIMIT_S = 60.0
 SCALE_MEMORY_LIMIT_MB = 4096.0
 
@@ -71,9 +108,9 @@ SCALE_MEMORY_LIMIT_MB = 4096.0
 def run_one(name: str) -> dict:
     from baselines import count_balance, evaluate, kafka_generate
 
+    from balancer.demo.scenarios import ScenarioSpec, generate
     from balancer.planner import PlannerOptions, plan
     from balancer.planner.validate import check_plan
-    from balancer.demo.scenarios import ScenarioSpec, generate
 
     spec = ScenarioSpec(**SCENARIOS[name])
     snapshot = generate(spec)
@@ -84,27 +121,56 @@ def run_one(name: str) -> dict:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     problems = check_plan(snapshot, result)
     total = result.total_bytes
-    rows = [{
-        "algo": "planner", "before": result.before, "after": result.after, "bound": result.lower_bound,
-        "bytes_to_move": result.bytes_to_move, "share": result.bytes_to_move / total, "replica_moves": result.replica_moves,
-        "leader_moves": result.leader_moves, "seconds": seconds, "peak_mb": peak_mb,
-        "unsatisfied": list(result.unsatisfied),
-    }]
-    for algo, fn in (("kafka --generate", lambda s: kafka_generate(s, seed=spec.seed)), ("count-based", count_balance)):
+    rows = [
+        {
+            "algo": "planner",
+            "before": result.before,
+            "after": result.after,
+            "bound": result.lower_bound,
+            "bytes_to_move": result.bytes_to_move,
+            "share": result.bytes_to_move / total,
+            "replica_moves": result.replica_moves,
+            "leader_moves": result.leader_moves,
+            "seconds": seconds,
+            "peak_mb": peak_mb,
+            "unsatisfied": list(result.unsatisfied),
+        }
+    ]
+    for algo, fn in (
+        ("kafka --generate", lambda s: kafka_generate(s, seed=spec.seed)),
+        ("count-based", count_balance),
+    ):
         t0 = time.perf_counter()
         try:
             ev = evaluate(snapshot, *fn(snapshot))
         except AssertionError as exc:
             problems.append(f"{algo}: {exc}")
             continue
-        rows.append({"algo": algo, "before": result.before, "bound": result.lower_bound, **ev,
-                     "share": ev["bytes_to_move"] / total, "seconds": time.perf_counter() - t0, "peak_mb": None})
+        rows.append(
+            {
+                "algo": algo,
+                "before": result.before,
+                "bound": result.lower_bound,
+                **ev,
+                "share": ev["bytes_to_move"] / total,
+                "seconds": time.perf_counter() - t0,
+                "peak_mb": None,
+            }
+        )
     reference_bound = None
     if name in REFERENCE:
         ref = REFERENCE[name]
         rows.append({**ref, "bound": None, "seconds": None, "peak_mb": None, "reference": True})
-        reference_bound = {"moves": ref["replica_moves"], "share": ref["share"], **network_in_move_bound(
-            snapshot, options.balance_threshold, max_moves=ref["replica_moves"], max_bytes=ref["share"] * total)}
+        reference_bound = {
+            "moves": ref["replica_moves"],
+            "share": ref["share"],
+            **network_in_move_bound(
+                snapshot,
+                options.balance_threshold,
+                max_moves=ref["replica_moves"],
+                max_bytes=ref["share"] * total,
+            ),
+        }
     for row in rows:
         row.update(judge(row, options.balance_threshold))
         if options.drain_brokers and row["algo"] in ("kafka --generate", "count-based"):
@@ -113,10 +179,17 @@ def run_one(name: str) -> dict:
             row["reached"] = False
     data_bound = data_lower_bound(snapshot, result.after, options)
     replicas = sum(len(p["replicas"]) for p in snapshot["partitions"])
-    return {"scenario": name, "brokers": len(snapshot["brokers"]), "replicas": replicas, "rows": rows,
-            "problems": problems, "threshold": options.balance_threshold,
-            "disk_floor": disk_floor(snapshot, options.disk_threshold, options), "reference_bound": reference_bound,
-            "data_bound": data_bound}
+    return {
+        "scenario": name,
+        "brokers": len(snapshot["brokers"]),
+        "replicas": replicas,
+        "rows": rows,
+        "problems": problems,
+        "threshold": options.balance_threshold,
+        "disk_floor": disk_floor(snapshot, options.disk_threshold, options),
+        "reference_bound": reference_bound,
+        "data_bound": data_bound,
+    }
 
 
 def data_lower_bound(snapshot: dict, after: dict, options) -> dict:
@@ -127,7 +200,9 @@ def data_lower_bound(snapshot: dict, after: dict, options) -> dict:
     from balancer.planner.model import ClusterModel
 
     in_line = max(after["network_in"], 1.0) + 1e-9
-    net_in = network_in_move_bound(snapshot, in_line, max_moves=10**9, max_bytes=math.inf, options=options)["least_share"]
+    net_in = network_in_move_bound(snapshot, in_line, max_moves=10**9, max_bytes=math.inf, options=options)[
+        "least_share"
+    ]
     disk = disk_floor(snapshot, max(after["disk"], 1.0) + 1e-9, options)
     drained = 0.0
     if getattr(options, "drain_brokers", ()):
@@ -163,7 +238,9 @@ def _fractional_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> floa
     return paid + float(cost[order][k]) * short / float(relief[order][k])
 
 
-def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_bytes: float, options=None) -> dict:
+def network_in_move_bound(
+    snapshot, threshold: float, *, max_moves: int, max_bytes: float, options=None
+) -> dict:
     """Lower bounds for ANY plan that brings network_in within ``threshold`` of the cluster average.
 
     network_in changes only by replica moves (a leadership transfer leaves it as it is), and a
@@ -182,7 +259,7 @@ def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_byt
     excess = model.load[:, IN] - line
     items = []
     live = getattr(model, "live", np.ones(model.n_brokers, dtype=bool))
-    for b in np.nonzero((excess > 0) & live)[0].tolist():   # drained brokers: counted apart
+    for b in np.nonzero((excess > 0) & live)[0].tolist():  # drained brokers: counted apart
         ps = model.partitions_on(b)
         ps = ps[model.movable[ps] & (model.bytes_in[ps] > 0)]
         # Relief beyond the excess is worth nothing (capping it tightens the relaxation: half of
@@ -193,16 +270,24 @@ def network_in_move_bound(snapshot, threshold: float, *, max_moves: int, max_byt
         return {"least_share": 0.0, "fewest_moves": 0}
     mean = float(model.size.mean())
     grid = np.concatenate([[0.0], mean * np.logspace(-4, 4, 161)])
-    if max_moves >= 10**9:   # no move limit: the plain fractional cover, no multiplier needed
-        return {"least_share": sum(_fractional_cover(s, r, need) for r, s, need in items) / total,
-                "fewest_moves": None}
-    least = max(sum(_fractional_cover(s + lam, r, need) for r, s, need in items) - lam * max_moves for lam in grid)
+    if max_moves >= 10**9:  # no move limit: the plain fractional cover, no multiplier needed
+        return {
+            "least_share": sum(_fractional_cover(s, r, need) for r, s, need in items) / total,
+            "fewest_moves": None,
+        }
+    least = max(
+        sum(_fractional_cover(s + lam, r, need) for r, s, need in items) - lam * max_moves for lam in grid
+    )
     # A replica bigger than the whole byte budget is in no such plan.
     items = [(r[s <= max_bytes], s[s <= max_bytes], need) for r, s, need in items]
-    fewest = max(sum(_fractional_cover(1.0 + mu * s, r, need) for r, s, need in items) - mu * max_bytes
-                 for mu in grid / mean ** 2)
-    return {"least_share": least / total,   # inf where no plan can (within the moves or bytes)
-            "fewest_moves": int(math.ceil(fewest - 1e-6)) if math.isfinite(fewest) else math.inf}
+    fewest = max(
+        sum(_fractional_cover(1.0 + mu * s, r, need) for r, s, need in items) - mu * max_bytes
+        for mu in grid / mean**2
+    )
+    return {
+        "least_share": least / total,  # inf where no plan can (within the moves or bytes)
+        "fewest_moves": int(math.ceil(fewest - 1e-6)) if math.isfinite(fewest) else math.inf,
+    }
 
 
 def judge(row: dict, threshold: float) -> dict:
@@ -213,8 +298,10 @@ def judge(row: dict, threshold: float) -> dict:
     algorithms that stop at different places; it is None where imbalance did not fall.
     """
     bound = row["bound"] or {"network_in": 1.0, "network_out": 1.0}
-    tol = 5e-4 if row.get("reference") else 1e-9   # the reference is published to 3 decimals
-    reached = all(row["after"][r] <= max(threshold, 1.02 * bound[r]) + tol for r in ("network_in", "network_out"))
+    tol = 5e-4 if row.get("reference") else 1e-9  # the reference is published to 3 decimals
+    reached = all(
+        row["after"][r] <= max(threshold, 1.02 * bound[r]) + tol for r in ("network_in", "network_out")
+    )
     before = max(row["before"]["network_in"], row["before"]["network_out"])
     after = max(row["after"]["network_in"], row["after"]["network_out"])
     removed = before - after
@@ -242,25 +329,41 @@ def verdict(report: dict) -> list[str]:
             notes.append(f"{r} {ours['after'][r]:.3f} > target {limit:.3f}")
     for row in report["rows"][1:]:
         if row.get("reference"):
-            worse = [k for k, a, b in (("balance", max(ours["after"]["network_in"], ours["after"]["network_out"]),
-                                        max(row["after"]["network_in"], row["after"]["network_out"]) + 1e-9),
-                                       ("leadership moves", ours["leader_moves"], row["leader_moves"]),
-                                       ("replica moves", ours["replica_moves"], row["replica_moves"]),
-                                       ("data share", ours["share"], row["share"])) if a > b]
+            worse = [
+                k
+                for k, a, b in (
+                    (
+                        "balance",
+                        max(ours["after"]["network_in"], ours["after"]["network_out"]),
+                        max(row["after"]["network_in"], row["after"]["network_out"]) + 1e-9,
+                    ),
+                    ("leadership moves", ours["leader_moves"], row["leader_moves"]),
+                    ("replica moves", ours["replica_moves"], row["replica_moves"]),
+                    ("data share", ours["share"], row["share"]),
+                )
+                if a > b
+            ]
             if worse:
                 notes.append(f"worse than {row['algo']} on {', '.join(worse)}")
         elif row["reached"]:
             if ours["bytes_to_move"] > row["bytes_to_move"]:
                 notes.append(f"moves more data than {row['algo']}, which also reaches the target")
-        elif ours["share_per_0.01"] is not None and row["share_per_0.01"] is not None \
-                and ours["share_per_0.01"] > row["share_per_0.01"]:
-            notes.append(f"more data per 0.01 of imbalance removed than {row['algo']} (which misses the target)")
+        elif (
+            ours["share_per_0.01"] is not None
+            and row["share_per_0.01"] is not None
+            and ours["share_per_0.01"] > row["share_per_0.01"]
+        ):
+            notes.append(
+                f"more data per 0.01 of imbalance removed than {row['algo']} (which misses the target)"
+            )
     return notes
 
 
 def print_table(reports: list[dict]) -> None:
-    head = (f"{'scenario':<15} {'algo':<17} {'net_in':>13} {'net_out':>13} {'disk':>13} {'bound i/o':>11} "
-            f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'peak MB':>8}")
+    head = (
+        f"{'scenario':<15} {'algo':<17} {'net_in':>13} {'net_out':>13} {'disk':>13} {'bound i/o':>11} "
+        f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'peak MB':>8}"
+    )
     print(head)
     print("-" * len(head))
     for rep in reports:
@@ -268,29 +371,43 @@ def print_table(reports: list[dict]) -> None:
             b, a = row["before"], row["after"]
             label = f"{rep['scenario']}" if i == 0 else ""
             peak = f"{row['peak_mb']:.0f}" if row["peak_mb"] else "-"
-            bound = f"{row['bound']['network_in']:>5.2f}/{row['bound']['network_out']:<5.2f}" if row["bound"] else f"{'':>11}"
+            bound = (
+                f"{row['bound']['network_in']:>5.2f}/{row['bound']['network_out']:<5.2f}"
+                if row["bound"]
+                else f"{'':>11}"
+            )
             per = f"{row['share_per_0.01']:.3%}" if row["share_per_0.01"] is not None else "-"
             secs = f"{row['seconds']:.2f}" if row["seconds"] is not None else "-"
-            print(f"{label:<15} {row['algo']:<17} {b['network_in']:>5.3f}->{a['network_in']:<6.3f} "
-                  f"{b['network_out']:>5.3f}->{a['network_out']:<6.3f} {b['disk']:>5.3f}->{a['disk']:<6.3f} "
-                  f"{bound} {_fmt_bytes(row['bytes_to_move']):>8} {row['share']:>6.2%} {row['replica_moves']:>6} "
-                  f"{row['leader_moves']:>6} {'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {peak:>8}")
+            print(
+                f"{label:<15} {row['algo']:<17} {b['network_in']:>5.3f}->{a['network_in']:<6.3f} "
+                f"{b['network_out']:>5.3f}->{a['network_out']:<6.3f} {b['disk']:>5.3f}->{a['disk']:<6.3f} "
+                f"{bound} {_fmt_bytes(row['bytes_to_move']):>8} {row['share']:>6.2%} {row['replica_moves']:>6} "
+                f"{row['leader_moves']:>6} {'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {peak:>8}"
+            )
         notes = verdict(rep)
-        extra = (f"  [{rep['brokers']} brokers, {rep['replicas']} replicas, balance threshold {rep['threshold']}; "
-                 f"disk alone needs >= {rep['disk_floor']:.2%} of the data moved]")
+        extra = (
+            f"  [{rep['brokers']} brokers, {rep['replicas']} replicas, balance threshold {rep['threshold']}; "
+            f"disk alone needs >= {rep['disk_floor']:.2%} of the data moved]"
+        )
         print(f"{'':<15} targets: {'met' if not notes else '; '.join(notes)}{extra}")
         db = rep.get("data_bound")
         if db:
             ours = rep["rows"][0]
-            multiple = ours["share"] / db["bound"] if db["bound"] > 0 else math.inf if ours["share"] > 0 else 1.0
-            print(f"{'':<15} data bound for the planner's figures: network_in LP {db['network_in']:.2%}, disk floor "
-                  f"{db['disk']:.2%}, drained {db['drained']:.2%} -> >= {db['bound']:.2%}; planner moved "
-                  f"{ours['share']:.2%} = {multiple:.2f}x the bound")
+            multiple = (
+                ours["share"] / db["bound"] if db["bound"] > 0 else math.inf if ours["share"] > 0 else 1.0
+            )
+            print(
+                f"{'':<15} data bound for the planner's figures: network_in LP {db['network_in']:.2%}, disk floor "
+                f"{db['disk']:.2%}, drained {db['drained']:.2%} -> >= {db['bound']:.2%}; planner moved "
+                f"{ours['share']:.2%} = {multiple:.2f}x the bound"
+            )
         rb = rep.get("reference_bound")
         if rb:
-            print(f"{'':<15} any plan with network_in <= {rep['threshold']}: with <= {rb['moves']} replica moves it moves "
-                  f">= {rb['least_share']:.2%} of the data; with <= {rb['share']:.2%} of the data it needs "
-                  f">= {rb['fewest_moves']} replica moves")
+            print(
+                f"{'':<15} any plan with network_in <= {rep['threshold']}: with <= {rb['moves']} replica moves it moves "
+                f">= {rb['least_share']:.2%} of the data; with <= {rb['share']:.2%} of the data it needs "
+                f">= {rb['fewest_moves']} replica moves"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
             ours = report["rows"][0]
             if ours["seconds"] > SCALE_TIME_LIMIT_S or ours["peak_mb"] > SCALE_MEMORY_LIMIT_MB:
                 failed = True
-                print(f"{name}: over budget: {ours['seconds']:.1f}s, {ours['peak_mb']:.0f} MB", file=sys.stderr)
+                print(
+                    f"{name}: over budget: {ours['seconds']:.1f}s, {ours['peak_mb']:.0f} MB", file=sys.stderr
+                )
     print_table(reports)
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=2))

@@ -42,12 +42,20 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-if "--root" in sys.argv:   # measure another checkout's code (e.g. a git worktree of the previous commit)
+if "--root" in sys.argv:  # measure another checkout's code (e.g. a git worktree of the previous commit)
     ROOT = Path(sys.argv[sys.argv.index("--root") + 1]).resolve()
 sys.path.insert(0, str(ROOT))
 
-FULL = dict(brokers=270, racks=6, topics=3000, partitions_per_topic=(16, 272), total_bytes_in=5e9, skew=1.2,
-            seed=106, cluster="bench-270")
+FULL = dict(
+    brokers=270,
+    racks=6,
+    topics=3000,
+    partitions_per_topic=(16, 272),
+    total_bytes_in=5e9,
+    skew=1.2,
+    seed=106,
+    cluster="bench-270",
+)
 QUICK = dict(FULL, topics=300)
 T0 = pd.Timestamp("2026-09-22 00:00:00")
 
@@ -62,7 +70,10 @@ def peak_mb() -> float:
 
 # -- frames as applyInPandas delivers them -----------------------------------------------------
 
-def cluster_frames(snapshot: dict, *, noise: float, seed: int, window: int = 0) -> tuple[tuple, pd.DataFrame, pd.DataFrame]:
+
+def cluster_frames(
+    snapshot: dict, *, noise: float, seed: int, window: int = 0
+) -> tuple[tuple, pd.DataFrame, pd.DataFrame]:
     """(key, partition_rows, broker_rows) of one window: a noisy measurement of ``snapshot``."""
     rng = np.random.default_rng([seed, window])
     parts = snapshot["partitions"]
@@ -83,22 +94,24 @@ def cluster_frames(snapshot: dict, *, noise: float, seed: int, window: int = 0) 
     ws, we = T0 + pd.Timedelta(minutes=window), T0 + pd.Timedelta(minutes=window + 5)
     cluster = snapshot["cluster"]
     order = rng.permutation(n)
-    prows = pd.DataFrame({
-        "cluster": pd.Series([cluster] * n, dtype="str"),
-        "window_start": pd.Series(np.full(n, ws.to_datetime64(), dtype="datetime64[ns]")),
-        "window_end": pd.Series(np.full(n, we.to_datetime64(), dtype="datetime64[ns]")),
-        "topic": pd.Series(topic[order], dtype="str"),
-        "partition": pid[order],
-        "leader": leader[order],
-        "replicas": pd.Series([reps[i] for i in order.tolist()], dtype=object),
-        "replication_factor": rf[order],
-        "bytes_in": bytes_in[order],
-        "bytes_out": bytes_out[order],
-        "messages_in": bytes_in[order] / 200.0,
-        "size": size[order],
-        "samples": (rf[order] * 5).astype(np.int64),
-        "reporting_replicas": rf[order],
-    })
+    prows = pd.DataFrame(
+        {
+            "cluster": pd.Series([cluster] * n, dtype="str"),
+            "window_start": pd.Series(np.full(n, ws.to_datetime64(), dtype="datetime64[ns]")),
+            "window_end": pd.Series(np.full(n, we.to_datetime64(), dtype="datetime64[ns]")),
+            "topic": pd.Series(topic[order], dtype="str"),
+            "partition": pid[order],
+            "leader": leader[order],
+            "replicas": pd.Series([reps[i] for i in order.tolist()], dtype=object),
+            "replication_factor": rf[order],
+            "bytes_in": bytes_in[order],
+            "bytes_out": bytes_out[order],
+            "messages_in": bytes_in[order] / 200.0,
+            "size": size[order],
+            "samples": (rf[order] * 5).astype(np.int64),
+            "reporting_replicas": rf[order],
+        }
+    )
     # broker_load: Cruise Control's model over the same partitions, joined with capacity reports.
     brokers = sorted(snapshot["brokers"], key=lambda b: b["id"])
     nb = len(brokers)
@@ -109,30 +122,46 @@ def cluster_frames(snapshot: dict, *, noise: float, seed: int, window: int = 0) 
     net_in = np.bincount(flat, weights=bytes_in[per], minlength=nb)
     net_out = np.bincount(lead_ix, weights=bytes_out + bytes_in * (rf - 1), minlength=nb)
     disk = np.bincount(flat, weights=size[per], minlength=nb)
-    cap = {k: np.array([b["capacity"][k] for b in brokers], dtype=np.float64) for k in ("network_in", "network_out", "disk")}
-    brows = pd.DataFrame({
-        "cluster": pd.Series([cluster] * nb, dtype="str"),
-        "window_start": pd.Series(np.full(nb, ws.to_datetime64(), dtype="datetime64[ns]")),
-        "window_end": pd.Series(np.full(nb, we.to_datetime64(), dtype="datetime64[ns]")),
-        "broker": np.array([b["id"] for b in brokers], dtype=np.int32),
-        "rack": pd.Series([b.get("rack") for b in brokers], dtype="str"),
-        "network_in": net_in, "network_out": net_out, "disk": disk,
-        "replicas": np.bincount(flat, minlength=nb).astype(np.int32),
-        "leaders": np.bincount(lead_ix, minlength=nb).astype(np.int32),
-        "capacity_network_in": cap["network_in"], "capacity_network_out": cap["network_out"],
-        "capacity_disk": cap["disk"],
-        "util_network_in": net_in / cap["network_in"], "util_network_out": net_out / cap["network_out"],
-        "util_disk": disk / cap["disk"],
-        "cpu": np.full(nb, 0.4), "samples": np.full(nb, 5, dtype=np.int64),
-        "_blocked": pd.Series([None] * nb, dtype="str"),
-    }).iloc[rng.permutation(nb)].reset_index(drop=True)
+    cap = {
+        k: np.array([b["capacity"][k] for b in brokers], dtype=np.float64)
+        for k in ("network_in", "network_out", "disk")
+    }
+    brows = (
+        pd.DataFrame(
+            {
+                "cluster": pd.Series([cluster] * nb, dtype="str"),
+                "window_start": pd.Series(np.full(nb, ws.to_datetime64(), dtype="datetime64[ns]")),
+                "window_end": pd.Series(np.full(nb, we.to_datetime64(), dtype="datetime64[ns]")),
+                "broker": np.array([b["id"] for b in brokers], dtype=np.int32),
+                "rack": pd.Series([b.get("rack") for b in brokers], dtype="str"),
+                "network_in": net_in,
+                "network_out": net_out,
+                "disk": disk,
+                "replicas": np.bincount(flat, minlength=nb).astype(np.int32),
+                "leaders": np.bincount(lead_ix, minlength=nb).astype(np.int32),
+                "capacity_network_in": cap["network_in"],
+                "capacity_network_out": cap["network_out"],
+                "capacity_disk": cap["disk"],
+                "util_network_in": net_in / cap["network_in"],
+                "util_network_out": net_out / cap["network_out"],
+                "util_disk": disk / cap["disk"],
+                "cpu": np.full(nb, 0.4),
+                "samples": np.full(nb, 5, dtype=np.int64),
+                "_blocked": pd.Series([None] * nb, dtype="str"),
+            }
+        )
+        .iloc[rng.permutation(nb)]
+        .reset_index(drop=True)
+    )
     return (cluster, ws, we), prows, brows
 
 
 # -- stages ----------------------------------------------------------------------------------
 
-def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
-               end_to_end: bool = True) -> tuple[dict, dict, list]:
+
+def run_stages(
+    path: str, key, prows, brows, balancer, profile: str | None, end_to_end: bool = True
+) -> tuple[dict, dict, list]:
     """Times each stage of ``plan_group`` on one window; returns (seconds, peak MB, actions)."""
     from balancer.planner import ClusterModel, PlannerOptions
     from balancer.snapshot import build_snapshot
@@ -156,12 +185,14 @@ def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
 
     cluster = key[0]
     if path == "dict":
-        parts, brks = stage("frames", lambda: (planning._records(prows),
-                                               planning._records(brows.drop(columns=["_blocked"]))))
+        parts, brks = stage(
+            "frames", lambda: (planning._records(prows), planning._records(brows.drop(columns=["_blocked"])))
+        )
         built = stage("snapshot", lambda: build_snapshot(cluster, parts, brks))
         del parts, brks
     else:
         from balancer.snapshot import build_snapshot_frames
+
         brks = stage("frames", lambda: brows.drop(columns=["_blocked"]))
         built = stage("snapshot", lambda: build_snapshot_frames(cluster, prows, brks))
     assert not built.problems, built.problems
@@ -171,6 +202,7 @@ def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
         # plan() itself on the model just built (its ClusterModel call handed the prebuilt one):
         # whatever plan() does (goal order, sweeps), without building the model twice.
         import balancer.planner as planner_pkg
+
         planner_pkg.ClusterModel = lambda snapshot, options=None: model
         try:
             return planner_pkg.plan(built.snapshot, options)
@@ -180,7 +212,7 @@ def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
     result = stage("goals", goals)
     fill_row = getattr(planning, "_fill_row", None) or _legacy_fill_row
     row = stage("rows", lambda: fill_row({}, result))
-    model = built = None   # free them before the end-to-end run
+    model = built = None  # free them before the end-to-end run
     # End to end: the real plan_group (frames -> columns), or for the dict path the original
     # plan_group (records -> dict snapshot -> model), which is what the job ran before.
     if not end_to_end:
@@ -195,10 +227,15 @@ def run_stages(path: str, key, prows, brows, balancer, profile: str | None,
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(30)
         print(out.getvalue(), file=sys.stderr)
-    summary = {"status": row["status"], "imbalance_before": row["imbalance_before"],
-               "imbalance_after": row["imbalance_after"], "leader_moves": row["leader_moves"],
-               "replica_moves": row["replica_moves"], "bytes_to_move": row["bytes_to_move"],
-               "goals": {g["goal"]: g["moves"] for g in result.goals if g["moves"]}}
+    summary = {
+        "status": row["status"],
+        "imbalance_before": row["imbalance_before"],
+        "imbalance_after": row["imbalance_after"],
+        "leader_moves": row["leader_moves"],
+        "replica_moves": row["replica_moves"],
+        "bytes_to_move": row["bytes_to_move"],
+        "goals": {g["goal"]: g["moves"] for g in result.goals if g["moves"]},
+    }
     return seconds, peaks, [summary, row["actions"]]
 
 
@@ -206,9 +243,15 @@ def _legacy_plan_group(planning, key, partition_rows, broker_rows, balancer) -> 
     """plan_group as it was (commit af2094f): every row a dict, then build_snapshot, then plan."""
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
-    row = planning.plan_window(cluster, window_start, window_end, planning._records(partition_rows),
-                               planning._records(broker_rows.drop(columns=["_blocked"], errors="ignore")), balancer,
-                               blocked_reason="; ".join(sorted(reasons)) or None)
+    row = planning.plan_window(
+        cluster,
+        window_start,
+        window_end,
+        planning._records(partition_rows),
+        planning._records(broker_rows.drop(columns=["_blocked"], errors="ignore")),
+        balancer,
+        blocked_reason="; ".join(sorted(reasons)) or None,
+    )
     return pd.DataFrame([row], columns=planning.PLAN_RESULT_SCHEMA.names)
 
 
@@ -217,15 +260,28 @@ def _legacy_fill_row(row: dict, result) -> dict:
     election = result.to_election()
     row.update(
         status="proposed" if result.actions else "balanced",
-        imbalance_before=result.imbalance_before, imbalance_after=result.imbalance_after,
-        bytes_to_move=int(result.bytes_to_move), leader_moves=int(result.leader_moves),
+        imbalance_before=result.imbalance_before,
+        imbalance_after=result.imbalance_after,
+        bytes_to_move=int(result.bytes_to_move),
+        leader_moves=int(result.leader_moves),
         replica_moves=int(result.replica_moves),
         reassignment_json=json.dumps(result.to_reassignment()) if result.actions else None,
         election_json=json.dumps(election) if election["partitions"] else None,
-        actions=[{"seq": seq, "action": a.kind, "topic": a.topic, "partition": a.partition,
-                  "old_replicas": list(a.old_replicas), "new_replicas": list(a.new_replicas),
-                  "old_leader": a.old_leader, "new_leader": a.new_leader, "bytes_to_move": int(a.bytes_to_move)}
-                 for seq, a in enumerate(result.actions)])
+        actions=[
+            {
+                "seq": seq,
+                "action": a.kind,
+                "topic": a.topic,
+                "partition": a.partition,
+                "old_replicas": list(a.old_replicas),
+                "new_replicas": list(a.new_replicas),
+                "old_leader": a.old_leader,
+                "new_leader": a.new_leader,
+                "bytes_to_move": int(a.bytes_to_move),
+            }
+            for seq, a in enumerate(result.actions)
+        ],
+    )
     return row
 
 
@@ -244,17 +300,34 @@ def child(args) -> dict:
     windows = []
     for w in range(args.windows):
         key, prows, brows = frames
-        seconds, peaks, (summary, actions) = run_stages(args.path, key, prows, brows, balancer,
-                                                        args.profile if w == 0 else None, end_to_end=w == 0)
-        windows.append({"window": w, "seconds": seconds, "peak_mb": peaks, **summary,
-                        "actions_digest": _digest(actions), "loadavg": loadavg()})
-        if args.executed:   # the executor carried the plan out before the next window was measured
+        seconds, peaks, (summary, actions) = run_stages(
+            args.path, key, prows, brows, balancer, args.profile if w == 0 else None, end_to_end=w == 0
+        )
+        windows.append(
+            {
+                "window": w,
+                "seconds": seconds,
+                "peak_mb": peaks,
+                **summary,
+                "actions_digest": _digest(actions),
+                "loadavg": loadavg(),
+            }
+        )
+        if args.executed:  # the executor carried the plan out before the next window was measured
             snapshot = _executed(snapshot, actions)
         if w + 1 < args.windows:
-            frames = None   # free the old frames first
+            frames = None  # free the old frames first
             frames = cluster_frames(snapshot, noise=args.noise, seed=args.seed, window=w + 1)
-    return {"path": args.path, "executed": args.executed, "replicas": n_replicas, "partitions": len(prows),
-            "brokers": len(brows), "setup_s": setup, "frames_mb": base_mb, "windows": windows}
+    return {
+        "path": args.path,
+        "executed": args.executed,
+        "replicas": n_replicas,
+        "partitions": len(prows),
+        "brokers": len(brows),
+        "setup_s": setup,
+        "frames_mb": base_mb,
+        "windows": windows,
+    }
 
 
 def _executed(snapshot: dict, actions: list[dict]) -> dict:
@@ -263,12 +336,15 @@ def _executed(snapshot: dict, actions: list[dict]) -> dict:
     parts = []
     for p in snapshot["partitions"]:
         a = changed.get((p["topic"], p["partition"]))
-        parts.append(p if a is None else {**p, "replicas": list(a["new_replicas"]), "leader": a["new_leader"]})
+        parts.append(
+            p if a is None else {**p, "replicas": list(a["new_replicas"]), "leader": a["new_leader"]}
+        )
     return {**snapshot, "partitions": parts}
 
 
 def _digest(actions: list[dict]) -> str:
     import hashlib
+
     return hashlib.sha256(json.dumps(actions, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -276,34 +352,50 @@ STAGES = ("frames", "snapshot", "model", "goals", "rows", "plan_group")
 
 
 def print_report(rep: dict) -> None:
-    print(f"path={rep['path']}{' (plans executed between windows)' if rep['executed'] else ''}: {rep['brokers']} brokers, {rep['partitions']:,} partitions, "
-          f"{rep['replicas']:,} replicas (cluster + frames built in {rep['setup_s']:.1f} s, "
-          f"{rep['frames_mb']:.0f} MB)")
-    head = f"{'window':>6} " + " ".join(f"{s:>10}" for s in STAGES) + f" {'peak MB':>8} {'imbalance':>13} " \
+    print(
+        f"path={rep['path']}{' (plans executed between windows)' if rep['executed'] else ''}: {rep['brokers']} brokers, {rep['partitions']:,} partitions, "
+        f"{rep['replicas']:,} replicas (cluster + frames built in {rep['setup_s']:.1f} s, "
+        f"{rep['frames_mb']:.0f} MB)"
+    )
+    head = (
+        f"{'window':>6} " + " ".join(f"{s:>10}" for s in STAGES) + f" {'peak MB':>8} {'imbalance':>13} "
         f"{'lead':>5} {'repl':>5} {'digest':>16}  load avg"
+    )
     print(head)
     for w in rep["windows"]:
         s = w["seconds"]
-        print(f"{w['window']:>6} " + " ".join(f"{s[k]:>10.2f}" if k in s else f"{'-':>10}" for k in STAGES)
-              + f" {max(w['peak_mb'].values()):>8.0f} {w['imbalance_before']:>5.3f}->{w['imbalance_after']:<6.3f} "
-              f"{w['leader_moves']:>5} {w['replica_moves']:>5} {w['actions_digest']:>16}  {w['loadavg']}")
+        print(
+            f"{w['window']:>6} "
+            + " ".join(f"{s[k]:>10.2f}" if k in s else f"{'-':>10}" for k in STAGES)
+            + f" {max(w['peak_mb'].values()):>8.0f} {w['imbalance_before']:>5.3f}->{w['imbalance_after']:<6.3f} "
+            f"{w['leader_moves']:>5} {w['replica_moves']:>5} {w['actions_digest']:>16}  {w['loadavg']}"
+        )
     print("  moves per goal (window 0):", rep["windows"][0]["goals"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 topics: ~128k replicas instead of 1.32M")
-    parser.add_argument("--path", choices=("dict", "columnar", "both"), default="both",
-                        help="dict: records -> snapshot dicts -> model (the CLI's path); columnar: frames -> arrays")
+    parser.add_argument(
+        "--path",
+        choices=("dict", "columnar", "both"),
+        default="both",
+        help="dict: records -> snapshot dicts -> model (the CLI's path); columnar: frames -> arrays",
+    )
     parser.add_argument("--windows", type=int, default=3, help="noisy re-measurements of the same cluster")
     parser.add_argument("--noise", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--executed", action="store_true",
-                        help="carry each window's plan out before the next window (the job with an executor)")
+    parser.add_argument(
+        "--executed",
+        action="store_true",
+        help="carry each window's plan out before the next window (the job with an executor)",
+    )
     parser.add_argument("--profile", choices=STAGES, help="cProfile this stage of window 0 (to stderr)")
     parser.add_argument("--check", action="store_true", help="fail unless both paths give identical actions")
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
-    parser.add_argument("--root", help="import balancer from this checkout instead (e.g. a worktree of an older commit)")
+    parser.add_argument(
+        "--root", help="import balancer from this checkout instead (e.g. a worktree of an older commit)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -313,8 +405,19 @@ def main(argv: list[str] | None = None) -> int:
     paths = ("dict", "columnar") if args.path == "both" else (args.path,)
     reports = []
     for path in paths:
-        cmd = [sys.executable, __file__, "--child", "--path", path, "--windows", str(args.windows),
-               "--noise", str(args.noise), "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--path",
+            path,
+            "--windows",
+            str(args.windows),
+            "--noise",
+            str(args.noise),
+            "--seed",
+            str(args.seed),
+        ]
         cmd += ["--quick"] if args.quick else []
         cmd += ["--executed"] if args.executed else []
         cmd += ["--root", args.root] if args.root else []
@@ -329,7 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=2))
     if args.check and len(reports) == 2:
-        same = [a["actions_digest"] == b["actions_digest"] for a, b in zip(reports[0]["windows"], reports[1]["windows"])]
+        same = [
+            a["actions_digest"] == b["actions_digest"]
+            for a, b in zip(reports[0]["windows"], reports[1]["windows"])
+        ]
         print("identical actions on every window:", all(same))
         return 0 if all(same) else 1
     return 0

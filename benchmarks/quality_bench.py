@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -52,8 +52,16 @@ from balancer.spark.session import build_session  # noqa: E402
 
 MINUTE_MS = 60_000
 T0 = 1_790_000_000_000 // 300_000 * 300_000
-SPEC = dict(brokers=270, racks=6, topics=300, partitions_per_topic=(16, 272), total_bytes_in=5e9, skew=1.2,
-            seed=106, cluster="bench-270")
+SPEC = dict(
+    brokers=270,
+    racks=6,
+    topics=300,
+    partitions_per_topic=(16, 272),
+    total_bytes_in=5e9,
+    skew=1.2,
+    seed=106,
+    cluster="bench-270",
+)
 SILENT = 1
 BASELINE = "af2094f"  # the last commit before the one-aggregation contract
 
@@ -64,9 +72,11 @@ def loadavg() -> str:
 
 def old_module(rev: str, workdir: Path):
     """quality.py and its suites as of ``rev``, importable beside the current one."""
+
     def show(path: str) -> str:
-        return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
 
     folder = workdir / f"quality_{rev}"
     (folder / "expectations").mkdir(parents=True)
@@ -83,16 +93,21 @@ def old_module(rev: str, workdir: Path):
 
 
 def kafka_frame(spark, records: list[dict]):
-    rows = [(f"{r['cluster']}/{r['broker']}".encode(), tm.encode(r), "metrics", 0, i, None)
-            for i, r in enumerate(records)]
-    return spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
-                                       "timestamp timestamp")
+    rows = [
+        (f"{r['cluster']}/{r['broker']}".encode(), tm.encode(r), "metrics", 0, i, None)
+        for i, r in enumerate(records)
+    ]
+    return spark.createDataFrame(
+        rows, "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+    )
 
 
 def replica_windows(valid, config):
     # The signature gained the closed-window range when windows moved to a batch query.
     if "ends_until_ms" in inspect.signature(loads.replica_windows).parameters:
-        return loads.replica_windows(valid, config.windows, ends_after_ms=None, ends_until_ms=T0 + 10 * MINUTE_MS)
+        return loads.replica_windows(
+            valid, config.windows, ends_after_ms=None, ends_until_ms=T0 + 10 * MINUTE_MS
+        )
     return loads.replica_windows(valid, config.windows)
 
 
@@ -107,16 +122,25 @@ def scenario(spark, config, cluster: SimulatedCluster, failing: bool, batch_id: 
     cluster.silent_brokers.discard(SILENT)
     current = cluster.telemetry(T0 + 2 * MINUTE_MS)
     if failing:
-        current = [{**r, "bytes_in": -1.0} if r["type"] == "partition" and i % 10 == 0 else r
-                   for i, r in enumerate(current)]
-    parsed = parse.parse_telemetry(kafka_frame(spark, current).repartition(2),
-                                   max_value_bytes=65536, max_rate=1e13, max_size=1e15
-                                   ).persist(StorageLevel.MEMORY_AND_DISK)
-    now = F.lit(datetime.now(timezone.utc)).cast("timestamp")
-    valid = parse.valid_records(parsed).select("*", F.lit(False).alias("is_late"),
-                                               F.lit(batch_id).cast("long").alias("batch_id"), now.alias("ingested_at"))
-    history = parse.valid_records(parse.parse_telemetry(kafka_frame(spark, earlier).repartition(2),
-                                                        max_value_bytes=65536, max_rate=1e13, max_size=1e15))
+        current = [
+            {**r, "bytes_in": -1.0} if r["type"] == "partition" and i % 10 == 0 else r
+            for i, r in enumerate(current)
+        ]
+    parsed = parse.parse_telemetry(
+        kafka_frame(spark, current).repartition(2), max_value_bytes=65536, max_rate=1e13, max_size=1e15
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    now = F.lit(datetime.now(UTC)).cast("timestamp")
+    valid = parse.valid_records(parsed).select(
+        "*",
+        F.lit(False).alias("is_late"),
+        F.lit(batch_id).cast("long").alias("batch_id"),
+        now.alias("ingested_at"),
+    )
+    history = parse.valid_records(
+        parse.parse_telemetry(
+            kafka_frame(spark, earlier).repartition(2), max_value_bytes=65536, max_rate=1e13, max_size=1e15
+        )
+    )
     windows = replica_windows(history, config).persist(StorageLevel.MEMORY_AND_DISK)
     partitions = loads.partition_load(windows).persist(StorageLevel.MEMORY_AND_DISK)
     counts = (parsed.count(), windows.count(), partitions.count())
@@ -153,9 +177,13 @@ def main() -> int:
         impls[f"old ({args.baseline})"] = old_module(args.baseline, workdir)
     if args.only != "old":
         impls["new"] = new
-    spark = build_session(master="local[2]", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-                                                   "spark.driver.memory": "2g"})
-    config = load_config(None, ["windows.size=1 minute", "windows.slide=1 minute", "windows.watermark=1 minute"])
+    spark = build_session(
+        master="local[2]",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"},
+    )
+    config = load_config(
+        None, ["windows.size=1 minute", "windows.slide=1 minute", "windows.watermark=1 minute"]
+    )
     contracts = {}
     for i, (name, module) in enumerate(impls.items()):
         lakehouse = Lakehouse(spark, workdir / f"lakehouse{i}", engine="delta-rs")
@@ -173,37 +201,53 @@ def main() -> int:
         setup = time.perf_counter()
         parsed, valid, windows, partitions, counts = scenario(spark, config, cluster, failing, batch_id)
         kind = "failing" if failing else "healthy"
-        print(f"\n{kind}: batch of {counts[0]:,} records, {counts[1]:,} window rows, {counts[2]:,} partition "
-              f"windows (setup {time.perf_counter() - setup:.0f} s, load average {loadavg()})")
+        print(
+            f"\n{kind}: batch of {counts[0]:,} records, {counts[1]:,} window rows, {counts[2]:,} partition "
+            f"windows (setup {time.perf_counter() - setup:.0f} s, load average {loadavg()})"
+        )
         times = {(name, call): [] for name in contracts for call in ("ingest", "windows")}
         jobs = dict.fromkeys(times, 0)
         outcome = {}
         for run in range(args.runs + 1):  # run 0 warms up (GX import and context, JIT)
             batch_id += 1
             for name, contract in contracts.items():
-                t, j, rows = measure(spark, f"{name}-ingest", lambda: contract.check_ingest(
-                    parsed, valid, app_id="bench", batch_id=batch_id))
-                t2, j2, blocked = measure(spark, f"{name}-windows", lambda: contract.check_windows(
-                    windows, partitions, app_id="bench", batch_id=batch_id))
+                t, j, rows = measure(
+                    spark,
+                    f"{name}-ingest",
+                    lambda: contract.check_ingest(parsed, valid, app_id="bench", batch_id=batch_id),
+                )
+                t2, j2, blocked = measure(
+                    spark,
+                    f"{name}-windows",
+                    lambda: contract.check_windows(windows, partitions, app_id="bench", batch_id=batch_id),
+                )
                 blocked_rows = sorted(tuple(r) for r in blocked.collect()) if blocked is not None else []
-                outcome[name] = ([(r["cluster"], r["success"], r["failed_expectations"]) for r in rows],
-                                 blocked_rows)
+                outcome[name] = (
+                    [(r["cluster"], r["success"], r["failed_expectations"]) for r in rows],
+                    blocked_rows,
+                )
                 if run:
                     times[(name, "ingest")].append(t)
                     times[(name, "windows")].append(t2)
                     jobs[(name, "ingest")], jobs[(name, "windows")] = j, j2
-                print(f"  run {run}{' (warm-up)' if not run else ''} {name:<14} ingest {t:6.2f} s {j:3d} jobs"
-                      f"   windows {t2:6.2f} s {j2:3d} jobs   load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"  run {run}{' (warm-up)' if not run else ''} {name:<14} ingest {t:6.2f} s {j:3d} jobs"
+                    f"   windows {t2:6.2f} s {j2:3d} jobs   load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
         for name, (ingest_rows, blocked_rows) in outcome.items():
             print(f"  {name}: ingest {ingest_rows}")
             print(f"  {name}: blocked {[(c, str(e), r[:160]) for c, _, e, r in blocked_rows]}")
         if len(outcome) == 2:
             (a_ingest, a_blocked), (b_ingest, b_blocked) = outcome.values()
-            same = ([(c, s) for c, s, _ in a_ingest] == [(c, s) for c, s, _ in b_ingest]
-                    and [r[:3] for r in a_blocked] == [r[:3] for r in b_blocked])
-            print(f"  same verdicts (clusters passed/failed, windows blocked): {same}; "
-                  f"same texts (failed_expectations, blocked reasons): "
-                  f"{a_ingest == b_ingest and a_blocked == b_blocked}")
+            same = [(c, s) for c, s, _ in a_ingest] == [(c, s) for c, s, _ in b_ingest] and [
+                r[:3] for r in a_blocked
+            ] == [r[:3] for r in b_blocked]
+            print(
+                f"  same verdicts (clusters passed/failed, windows blocked): {same}; "
+                f"same texts (failed_expectations, blocked reasons): "
+                f"{a_ingest == b_ingest and a_blocked == b_blocked}"
+            )
         for (name, call), values in times.items():
             table.append((kind, call, name, statistics.median(values), jobs[(name, call)]))
         for frame in (partitions, windows, parsed):

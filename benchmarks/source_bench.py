@@ -73,8 +73,11 @@ class Meter:
         self.broker_pid = broker_pid
 
     def __enter__(self):
-        self.t0, self.ours0, self.broker0 = (time.perf_counter(), tree_cpu(os.getpid(), self.broker_pid),
-                                             _stat(self.broker_pid)[1])
+        self.t0, self.ours0, self.broker0 = (
+            time.perf_counter(),
+            tree_cpu(os.getpid(), self.broker_pid),
+            _stat(self.broker_pid)[1],
+        )
         return self
 
     def __exit__(self, *exc):
@@ -85,24 +88,47 @@ class Meter:
 
     def report(self, label: str, n: int) -> float:
         rate = n / self.wall
-        print(f"{label:<40} {rate:>10,.0f} msgs/s   CPU {1e6 * self.ours / n:5.2f} µs/msg ours, "
-              f"{1e6 * self.broker / n:5.2f} broker   load {self.load:.1f}", flush=True)
+        print(
+            f"{label:<40} {rate:>10,.0f} msgs/s   CPU {1e6 * self.ours / n:5.2f} µs/msg ours, "
+            f"{1e6 * self.broker / n:5.2f} broker   load {self.load:.1f}",
+            flush=True,
+        )
         return rate
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+        }
+    )
     rng = random.Random(7)
-    payloads = [json.dumps({"host": f"kafka-{rng.randrange(12):02d}.prod.example.internal", "broker": rng.randrange(12), "partition": rng.randrange(4096),
-                            "topic": f"orders-{rng.randrange(40)}", "bytes_in": rng.random() * 1e6,
-                            "bytes_out": rng.random() * 1e6, "msgs_in": rng.randrange(100000),
-                            "ts": 1_700_000_000_000 + i}).encode() for i in range(1000)]
+    payloads = [
+        json.dumps(
+            {
+                "host": f"kafka-{rng.randrange(12):02d}.prod.example.internal",
+                "broker": rng.randrange(12),
+                "partition": rng.randrange(4096),
+                "topic": f"orders-{rng.randrange(40)}",
+                "bytes_in": rng.random() * 1e6,
+                "bytes_out": rng.random() * 1e6,
+                "msgs_in": rng.randrange(100000),
+                "ts": 1_700_000_000_000 + i,
+            }
+        ).encode()
+        for i in range(1000)
+    ]
     size = sum(map(len, payloads)) / len(payloads)
     for i in range(n):
         while True:
             try:
-                producer.produce(topic, value=payloads[i % 1000], key=b"%d" % (i % 4096), partition=i % partitions)
+                producer.produce(
+                    topic, value=payloads[i % 1000], key=b"%d" % (i % 4096), partition=i % partitions
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -111,9 +137,16 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int) -> int:
 
 
 def plain_consumer(bootstrap: str, topic: str, n: int, partitions: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-                         "queued.max.messages.kbytes": 65536})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-plain",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen, nbytes, eofs = 0, 0, set()
     while seen < n:
@@ -134,11 +167,17 @@ def load_source(rev: str | None):
     so Spark's Python workers get that code, not the installed one)."""
     if rev is None:
         from balancer.spark import kafka_source
+
         return kafka_source
     from pyspark import cloudpickle
 
-    code = subprocess.run(["git", "show", f"{rev}:balancer/spark/kafka_source.py"], check=True,
-                          capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout
+    code = subprocess.run(
+        ["git", "show", f"{rev}:balancer/spark/kafka_source.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    ).stdout
     name = "kafka_source_baseline"
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)
@@ -154,17 +193,27 @@ def source_in_process(module, bootstrap: str, topic: str, n: int, partitions: in
     per = {p: 0 for p in range(partitions)}
     for i in range(n):
         per[i % partitions] += 1
-    rows = sum(batch.num_rows for p in range(partitions)
-               for batch in module.read_range(opts, module.KafkaInputPartition(topic, p, 0, per[p])))
+    rows = sum(
+        batch.num_rows
+        for p in range(partitions)
+        for batch in module.read_range(opts, module.KafkaInputPartition(topic, p, 0, per[p]))
+    )
     assert rows == n, (rows, n)
 
 
 def spark_run(spark, fmt: str, bootstrap: str, topic: str, n: int) -> None:
     checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
-    query = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest").load()
-             .writeStream.format("noop").option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     assert rows == n, (rows, n)
@@ -174,7 +223,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--baseline", metavar="GIT_REV", help="also run the source as it was at this revision")
+    parser.add_argument(
+        "--baseline", metavar="GIT_REV", help="also run the source as it was at this revision"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="measured runs per variant, alternating")
     args = parser.parse_args()
     import numpy  # noqa: F401  imported up front, not inside the first measured run
@@ -188,8 +239,11 @@ def main() -> None:
         broker.create_topic(topic, partitions=args.partitions)
         t0 = time.perf_counter()
         size = produce(bootstrap, topic, n, args.partitions)
-        print(f"produced {n:,} msgs (~{size} B) to {args.partitions} partitions "
-              f"in {time.perf_counter() - t0:.1f}s", flush=True)
+        print(
+            f"produced {n:,} msgs (~{size} B) to {args.partitions} partitions "
+            f"in {time.perf_counter() - t0:.1f}s",
+            flush=True,
+        )
         meter = Meter(broker._process.pid)
         for _ in range(args.rounds):
             with meter:
@@ -202,12 +256,22 @@ def main() -> None:
 
         from balancer.spark.session import build_session
 
-        spark = build_session(master="local[2]", app_name="source-bench", conf={
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})
+        spark = build_session(
+            master="local[2]",
+            app_name="source-bench",
+            conf={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.driver.memory": "4g",
+            },
+        )
         formats = {}
         for label, module in variants.items():
-            source = type(f"Bench{len(formats)}", (module.KafkaSource,),
-                          {"name": classmethod(lambda cls, i=len(formats): f"kafka_py_bench{i}")})
+            source = type(
+                f"Bench{len(formats)}",
+                (module.KafkaSource,),
+                {"name": classmethod(lambda cls, i=len(formats): f"kafka_py_bench{i}")},
+            )
             spark.dataSource.register(source)
             formats[label] = source.name()
             with meter:  # includes Spark's and the Python workers' start-up: not comparable

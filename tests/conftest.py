@@ -18,13 +18,17 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark():
     from balancer.spark.session import build_session
 
-    session = build_session(master="local[2]", app_name="balancer-tests", conf={
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.driver.memory": "2g",
-    })
+    session = build_session(
+        master="local[2]",
+        app_name="balancer-tests",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "2g",
+        },
+    )
     yield session
     session.stop()
 

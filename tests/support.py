@@ -26,7 +26,9 @@ def produce(bootstrap: str, topic: str, values: Iterable[bytes | dict], **client
     count = 0
     for value in values:
         if isinstance(value, dict):
-            producer.produce(topic, key=f"{value['cluster']}/{value['broker']}".encode(), value=tm.encode(value))
+            producer.produce(
+                topic, key=f"{value['cluster']}/{value['broker']}".encode(), value=tm.encode(value)
+            )
         else:
             producer.produce(topic, value=value)
         count += 1
@@ -42,15 +44,25 @@ def minutes_of(cluster, first: int, last: int) -> list[dict]:
 def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path:
     """A --config file for a subprocess job: fast triggers, small batches, a light local[2] Spark."""
     config = {
-        "source": {"bootstrap_servers": bootstrap, "topic": topic, "max_records_per_batch": 40,
-                   "unavailable_timeout": "20 seconds"},
+        "source": {
+            "bootstrap_servers": bootstrap,
+            "topic": topic,
+            "max_records_per_batch": 40,
+            "unavailable_timeout": "20 seconds",
+        },
         "lakehouse": {"path": str(tmp_path / "lakehouse"), "engine": "delta-rs"},
         "checkpoint": {"path": str(tmp_path / "checkpoints")},
         "windows": {"size": "5 minutes", "slide": "5 minutes", "watermark": "1 minute"},
         "trigger": {"interval": "1 second"},
         "quality": {"enabled": False},  # the data contract has its own tests; it costs seconds per batch
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                                 "spark.driver.memory": "1g"}},
+        "spark": {
+            "master": "local[2]",
+            "conf": {
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.enabled": "false",
+                "spark.driver.memory": "1g",
+            },
+        },
     }
     for section, values in sections.items():
         config.setdefault(section, {}).update(values)
@@ -62,8 +74,13 @@ def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path
 def start_job(config: Path, log: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(log, "ab") as out:  # the child keeps its own handle
-        return subprocess.Popen([BALANCER, "run", "--config", str(config), *args], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        return subprocess.Popen(
+            [BALANCER, "run", "--config", str(config), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
 
 
 def kill_group(proc: subprocess.Popen) -> None:

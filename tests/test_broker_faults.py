@@ -8,6 +8,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
+from support import BALANCER, T0, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.config import load_config
@@ -16,19 +17,20 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from support import BALANCER, T0, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 5  # source.unavailable_timeout in these tests
 
 
-@pytest.mark.parametrize("override, key", [("windows.size=banana", "windows.size"),
-                                           ("source.nope=1", "source.nope")])
+@pytest.mark.parametrize(
+    "override, key", [("windows.size=banana", "windows.size"), ("source.nope=1", "source.nope")]
+)
 def test_bad_config_exits_2_naming_the_key_before_spark_starts(override, key):
     started = time.monotonic()
-    result = subprocess.run([BALANCER, "run", "--once", "--set", override], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [BALANCER, "run", "--once", "--set", override], capture_output=True, text=True, timeout=60
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 2, result.stderr
     assert key in result.stderr
@@ -39,7 +41,9 @@ def test_bad_config_exits_2_naming_the_key_before_spark_starts(override, key):
 
 def test_no_reachable_kafka_at_start_fails_once_in_bounded_time(tmp_path):
     bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens here
-    config = write_config(tmp_path, bootstrap, "metrics", source={"unavailable_timeout": f"{TIMEOUT_S} seconds"})
+    config = write_config(
+        tmp_path, bootstrap, "metrics", source={"unavailable_timeout": f"{TIMEOUT_S} seconds"}
+    )
     log = tmp_path / "job.log"
     started = time.monotonic()
     proc = start_job(config, log, "--once")
@@ -56,11 +60,23 @@ def test_no_reachable_kafka_at_start_fails_once_in_bounded_time(tmp_path):
 
 
 def _config(tmp_path, bootstrap, topic, **extra):
-    return load_config(None, [
-        f"source.bootstrap_servers={bootstrap}", f"source.topic={topic}", f"lakehouse.path={tmp_path / 'lakehouse'}",
-        "lakehouse.engine=delta-rs", f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes",
-        "windows.slide=5 minutes", "windows.watermark=1 minute", f"source.unavailable_timeout={TIMEOUT_S} seconds",
-        "trigger.interval=1 second", "quality.enabled=false", *(f"{k}={v}" for k, v in extra.items())])
+    return load_config(
+        None,
+        [
+            f"source.bootstrap_servers={bootstrap}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            f"source.unavailable_timeout={TIMEOUT_S} seconds",
+            "trigger.interval=1 second",
+            "quality.enabled=false",
+            *(f"{k}={v}" for k, v in extra.items()),
+        ],
+    )
 
 
 def _produce(bootstrap, topic, cluster, minutes) -> int:
@@ -79,8 +95,19 @@ def _committed(query) -> bool:
 
 
 def test_broker_lost_mid_stream_then_wiped_is_reported_not_skipped(spark, tmp_path):
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
-                                                     replication_factor=2, cluster="faults")), noise=0.0)
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 2),
+                replication_factor=2,
+                cluster="faults",
+            )
+        ),
+        noise=0.0,
+    )
     topic = "metrics"
     with EmbeddedBroker() as broker:
         broker.create_topic(topic, partitions=2)

@@ -102,9 +102,12 @@ def test_capacity_json(tmp_path):
     path = tmp_path / "capacity.json"
     path.write_text(CAPACITY)
     caps = read_capacities(path)
-    assert caps.default == BrokerCapacity(network_in=10000 * KB, network_out=10000 * KB, disk=100000 * MB, cores=None)
-    assert dict(caps.brokers) == {0: BrokerCapacity(network_in=50000 * KB, network_out=50000 * KB,
-                                                    disk=500000 * MB, cores=None)}
+    assert caps.default == BrokerCapacity(
+        network_in=10000 * KB, network_out=10000 * KB, disk=100000 * MB, cores=None
+    )
+    assert dict(caps.brokers) == {
+        0: BrokerCapacity(network_in=50000 * KB, network_out=50000 * KB, disk=500000 * MB, cores=None)
+    }
     assert caps.for_broker(0).disk == 500000 * MB == 524_288_000_000
     assert caps.for_broker(7) == caps.default  # unlisted: the default
 
@@ -130,41 +133,72 @@ def test_without_a_default_an_unlisted_broker_has_none():
     doc["brokerCapacities"] = doc["brokerCapacities"][1:]
     caps = parse_capacities(doc)
     assert caps.default is None and caps.for_broker(1) is None and caps.for_broker(0) is not None
-    assert parse_capacities({"brokerCapacities": [
-        {"brokerId": 3, "capacity": {"DISK": 1, "CPU": 100, "NW_IN": 2.5, "NW_OUT": "1e3"}}]}).for_broker(3) == \
-        BrokerCapacity(network_in=2.5 * KB, network_out=1000 * KB, disk=MB, cores=None)  # JSON numbers too
+    assert parse_capacities(
+        {
+            "brokerCapacities": [
+                {"brokerId": 3, "capacity": {"DISK": 1, "CPU": 100, "NW_IN": 2.5, "NW_OUT": "1e3"}}
+            ]
+        }
+    ).for_broker(3) == BrokerCapacity(
+        network_in=2.5 * KB, network_out=1000 * KB, disk=MB, cores=None
+    )  # JSON numbers too
 
 
 def entry(broker="1", **capacity):
-    return {"brokerId": broker, "capacity": {"DISK": "100", "CPU": "100", "NW_IN": "10", "NW_OUT": "10", **capacity}}
+    return {
+        "brokerId": broker,
+        "capacity": {"DISK": "100", "CPU": "100", "NW_IN": "10", "NW_OUT": "10", **capacity},
+    }
 
 
-@pytest.mark.parametrize("doc, message", [
-    ([], "expected a JSON object with 'brokerCapacities'"),
-    ({}, "'brokerCapacities': expected a list of broker entries, got nothing"),
-    ({"brokerCapacities": ["x"]}, r"brokerCapacities\[0\]: expected an object"),
-    ({"brokerCapacities": [{"capacity": {}}]}, r"brokerCapacities\[0\]: brokerId: expected an integer"),
-    ({"brokerCapacities": [entry("b1")]}, r"brokerCapacities\[0\]: brokerId: expected an integer .*'b1'"),
-    ({"brokerCapacities": [entry("-2")]}, "brokerId: expected -1 .* got -2"),
-    ({"brokerCapacities": [entry("1"), entry(1)]}, r"brokerCapacities\[1\] \(brokerId 1\): broker 1 is listed twice"),
-    ({"brokerCapacities": [{"brokerId": "1"}]}, r"\(brokerId 1\): 'capacity': expected an object"),
-    ({"brokerCapacities": [entry(NW_INN="5")]}, r"\(brokerId 1\): capacity.NW_INN: unknown resource"),
-    ({"brokerCapacities": [{"brokerId": "1", "capacity": {"DISK": "1", "CPU": "1", "NW_IN": "1"}}]},
-     "capacity.NW_OUT: missing"),
-    ({"brokerCapacities": [entry(NW_IN="fast")]}, r"\(brokerId 1\): capacity.NW_IN: expected a number .*'fast'"),
-    ({"brokerCapacities": [entry(NW_OUT="0")]}, "capacity.NW_OUT: expected a finite number > 0"),
-    ({"brokerCapacities": [entry(DISK="NaN")]}, "capacity.DISK: expected a finite number > 0"),
-    ({"brokerCapacities": [entry(DISK="-5")]}, "capacity.DISK: expected a finite number > 0"),
-    ({"brokerCapacities": [entry(DISK={"logs": "5"})]}, "capacity.DISK: log directory 'logs' must be an absolute"),
-    ({"brokerCapacities": [entry(DISK={"/a": "x"})]}, r"capacity.DISK\['/a'\]: expected a number"),
-    ({"brokerCapacities": [entry(DISK={})]}, "capacity.DISK: a JBOD map needs at least one log directory"),
-    ({"brokerCapacities": [entry(DISK=True)]}, "capacity.DISK: expected a number as a string, got True"),
-    ({"brokerCapacities": [entry(CPU={"cores": "4"})]}, r"capacity.CPU: a CPU map needs 'num.cores'"),
-    ({"brokerCapacities": [entry(CPU={"num.cores": "4", "x": "1"})]}, "capacity.CPU: unknown key 'x'"),
-    ({"brokerCapacities": [entry(CPU={"num.cores": "0"})]}, r"capacity.CPU\['num.cores'\]: expected a finite"),
-    ({"brokerCapacities": [entry("-1", CPU={"num.cores": "4"}), entry("2")]},
-     r"brokerCapacities\[1\] \(brokerId 2\): capacity.CPU: num.cores must be given by every entry or by none"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ([], "expected a JSON object with 'brokerCapacities'"),
+        ({}, "'brokerCapacities': expected a list of broker entries, got nothing"),
+        ({"brokerCapacities": ["x"]}, r"brokerCapacities\[0\]: expected an object"),
+        ({"brokerCapacities": [{"capacity": {}}]}, r"brokerCapacities\[0\]: brokerId: expected an integer"),
+        ({"brokerCapacities": [entry("b1")]}, r"brokerCapacities\[0\]: brokerId: expected an integer .*'b1'"),
+        ({"brokerCapacities": [entry("-2")]}, "brokerId: expected -1 .* got -2"),
+        (
+            {"brokerCapacities": [entry("1"), entry(1)]},
+            r"brokerCapacities\[1\] \(brokerId 1\): broker 1 is listed twice",
+        ),
+        ({"brokerCapacities": [{"brokerId": "1"}]}, r"\(brokerId 1\): 'capacity': expected an object"),
+        ({"brokerCapacities": [entry(NW_INN="5")]}, r"\(brokerId 1\): capacity.NW_INN: unknown resource"),
+        (
+            {"brokerCapacities": [{"brokerId": "1", "capacity": {"DISK": "1", "CPU": "1", "NW_IN": "1"}}]},
+            "capacity.NW_OUT: missing",
+        ),
+        (
+            {"brokerCapacities": [entry(NW_IN="fast")]},
+            r"\(brokerId 1\): capacity.NW_IN: expected a number .*'fast'",
+        ),
+        ({"brokerCapacities": [entry(NW_OUT="0")]}, "capacity.NW_OUT: expected a finite number > 0"),
+        ({"brokerCapacities": [entry(DISK="NaN")]}, "capacity.DISK: expected a finite number > 0"),
+        ({"brokerCapacities": [entry(DISK="-5")]}, "capacity.DISK: expected a finite number > 0"),
+        (
+            {"brokerCapacities": [entry(DISK={"logs": "5"})]},
+            "capacity.DISK: log directory 'logs' must be an absolute",
+        ),
+        ({"brokerCapacities": [entry(DISK={"/a": "x"})]}, r"capacity.DISK\['/a'\]: expected a number"),
+        (
+            {"brokerCapacities": [entry(DISK={})]},
+            "capacity.DISK: a JBOD map needs at least one log directory",
+        ),
+        ({"brokerCapacities": [entry(DISK=True)]}, "capacity.DISK: expected a number as a string, got True"),
+        ({"brokerCapacities": [entry(CPU={"cores": "4"})]}, r"capacity.CPU: a CPU map needs 'num.cores'"),
+        ({"brokerCapacities": [entry(CPU={"num.cores": "4", "x": "1"})]}, "capacity.CPU: unknown key 'x'"),
+        (
+            {"brokerCapacities": [entry(CPU={"num.cores": "0"})]},
+            r"capacity.CPU\['num.cores'\]: expected a finite",
+        ),
+        (
+            {"brokerCapacities": [entry("-1", CPU={"num.cores": "4"}), entry("2")]},
+            r"brokerCapacities\[1\] \(brokerId 2\): capacity.CPU: num.cores must be given by every entry or by none",
+        ),
+    ],
+)
 def test_errors_name_the_entry_and_field(doc, message):
     with pytest.raises(CapacityError, match=message):
         parse_capacities(doc)
@@ -178,6 +212,8 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(CapacityError, match="bad.json: not valid JSON"):
         read_capacities(bad)
     bad.write_text(json.dumps({"brokerCapacities": [entry(NW_IN="x")]}))
-    with pytest.raises(CapacityError, match=r"bad.json: brokerCapacities\[0\] \(brokerId 1\): capacity.NW_IN"):
+    with pytest.raises(
+        CapacityError, match=r"bad.json: brokerCapacities\[0\] \(brokerId 1\): capacity.NW_IN"
+    ):
         read_capacities(bad)
     assert issubclass(CapacityError, ValueError)

@@ -7,6 +7,7 @@ classpath, these tests skip and say so.
 from __future__ import annotations
 
 import pytest
+from support import minutes_of, produce
 
 from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
@@ -14,25 +15,48 @@ from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.session import delta_jar_available, kafka_jar_available
-from support import minutes_of, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path):
     if not kafka_jar_available(spark):
-        pytest.skip("Spark's Kafka connector (spark-sql-kafka-0-10) is not on the classpath: no Maven repository "
-                    "is reachable here; spark-submit.sh adds it with --packages on a cluster")
+        pytest.skip(
+            "Spark's Kafka connector (spark-sql-kafka-0-10) is not on the classpath: no Maven repository "
+            "is reachable here; spark-submit.sh adds it with --packages on a cluster"
+        )
     if not delta_jar_available(spark):
-        pytest.skip("Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
-                    "reachable here; spark-submit.sh adds it with --packages on a cluster")
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
-                                                     replication_factor=2, cluster="native")), noise=0.0)
+        pytest.skip(
+            "Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
+            "reachable here; spark-submit.sh adds it with --packages on a cluster"
+        )
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 2),
+                replication_factor=2,
+                cluster="native",
+            )
+        ),
+        noise=0.0,
+    )
     records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}", "source.connector=native",
-        "lakehouse.engine=delta-spark", f"lakehouse.path={tmp_path / 'lh'}", f"checkpoint.path={tmp_path / 'cp'}",
-        "windows.slide=5 minutes", "windows.watermark=1 minute"])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            "source.connector=native",
+            "lakehouse.engine=delta-spark",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            f"checkpoint.path={tmp_path / 'cp'}",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+        ],
+    )
     job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-spark")
     assert lakehouse.read("telemetry_raw").count() == records
@@ -42,8 +66,15 @@ def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path)
 def test_native_connector_without_its_jar_fails_with_a_clear_message(spark, tmp_path):
     if kafka_jar_available(spark):
         pytest.skip("the Kafka connector jar is loaded; the missing-jar message cannot be shown")
-    config = load_config(None, ["source.connector=native", f"lakehouse.path={tmp_path / 'lh'}",
-                                "lakehouse.engine=delta-rs", f"checkpoint.path={tmp_path / 'cp'}"])
+    config = load_config(
+        None,
+        [
+            "source.connector=native",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'cp'}",
+        ],
+    )
     with pytest.raises(RuntimeError, match="spark-sql-kafka.*or set source.connector=python"):
         job.start(spark, config, once=True)
 

@@ -14,42 +14,54 @@ def test_defaults_load():
 
 
 def test_set_overrides_are_typed():
-    config = load_config(None, ["balancer.balance_threshold=1.05", "balancer.excluded_brokers=[1, 2]",
-                                "source.options.security.protocol=SASL_SSL"])
+    config = load_config(
+        None,
+        [
+            "balancer.balance_threshold=1.05",
+            "balancer.excluded_brokers=[1, 2]",
+            "source.options.security.protocol=SASL_SSL",
+        ],
+    )
     assert config.balancer.balance_threshold == 1.05
     assert config.balancer.excluded_brokers == [1, 2]
     assert config.source.options == {"security.protocol": "SASL_SSL"}  # client keys keep their dots
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("source.nope=1", "source.nope: unknown key; allowed: bootstrap_servers"),
-    ("nope.key=1", "nope: unknown key"),
-    ("windows.size=banana", "windows.size"),
-    ("balancer.balance_threshold=0.9", "balancer.balance_threshold"),
-    ("source.connector=java", "source.connector"),
-    ("lakehouse.engine=spark", "lakehouse.engine"),
-    ("balancer.excluded_topics=[unclosed", "balancer.excluded_topics"),
-    ("balancer.drain_brokers=[-1]", "balancer.drain_brokers"),
-    ("balancer.drain_brokers=seven", "balancer.drain_brokers"),
-    ("balancer.thresholds.disk.balance=0.9", "balancer.thresholds.disk.balance"),
-    ("balancer.thresholds.network_in.low_utilization=1.5", "balancer.thresholds.network_in.low_utilization"),
-    ("balancer.thresholds.leaders.low_utilization=0.3", "balancer.thresholds.leaders"),
-    ("balancer.thresholds.cpu.balance=1.2", "balancer.thresholds.cpu: unknown key"),
-    ('balancer.goals=["nope"]', "balancer.goals"),
-    ("windows.slide=10 minutes", "must not exceed windows.size"),
-    ("source.max_rate=0", "source.max_rate"),
-    ("source.max_rate=.inf", "source.max_rate"),
-    ("source.max_size=-1", "source.max_size"),
-    ("source.max_size=.nan", "source.max_size"),
-    ("executor.proposal_ttl=soon", "executor.proposal_ttl"),
-    ("executor.proposal_ttl=0 minutes", "executor.proposal_ttl: must be longer than 0 seconds"),
-    ("executor.deadline=-1 hour", "executor.deadline"),
-    ("executor.max_leadership_moves=0", "executor.max_leadership_moves"),
-    ("executor.max_partition_moves_per_broker=many", "executor.max_partition_moves_per_broker"),
-    ("executor.max_partition_moves=-5", "executor.max_partition_moves"),
-    ("executor.throttle=1", "executor.throttle: unknown key; allowed: deadline"),
-    ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("source.nope=1", "source.nope: unknown key; allowed: bootstrap_servers"),
+        ("nope.key=1", "nope: unknown key"),
+        ("windows.size=banana", "windows.size"),
+        ("balancer.balance_threshold=0.9", "balancer.balance_threshold"),
+        ("source.connector=java", "source.connector"),
+        ("lakehouse.engine=spark", "lakehouse.engine"),
+        ("balancer.excluded_topics=[unclosed", "balancer.excluded_topics"),
+        ("balancer.drain_brokers=[-1]", "balancer.drain_brokers"),
+        ("balancer.drain_brokers=seven", "balancer.drain_brokers"),
+        ("balancer.thresholds.disk.balance=0.9", "balancer.thresholds.disk.balance"),
+        (
+            "balancer.thresholds.network_in.low_utilization=1.5",
+            "balancer.thresholds.network_in.low_utilization",
+        ),
+        ("balancer.thresholds.leaders.low_utilization=0.3", "balancer.thresholds.leaders"),
+        ("balancer.thresholds.cpu.balance=1.2", "balancer.thresholds.cpu: unknown key"),
+        ('balancer.goals=["nope"]', "balancer.goals"),
+        ("windows.slide=10 minutes", "must not exceed windows.size"),
+        ("source.max_rate=0", "source.max_rate"),
+        ("source.max_rate=.inf", "source.max_rate"),
+        ("source.max_size=-1", "source.max_size"),
+        ("source.max_size=.nan", "source.max_size"),
+        ("executor.proposal_ttl=soon", "executor.proposal_ttl"),
+        ("executor.proposal_ttl=0 minutes", "executor.proposal_ttl: must be longer than 0 seconds"),
+        ("executor.deadline=-1 hour", "executor.deadline"),
+        ("executor.max_leadership_moves=0", "executor.max_leadership_moves"),
+        ("executor.max_partition_moves_per_broker=many", "executor.max_partition_moves_per_broker"),
+        ("executor.max_partition_moves=-5", "executor.max_partition_moves"),
+        ("executor.throttle=1", "executor.throttle: unknown key; allowed: deadline"),
+        ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
+    ],
+)
 def test_bad_key_or_value_names_it(override, fragment):
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
@@ -81,8 +93,11 @@ def test_executor_defaults_and_override():
     config = load_config()
     executor = config.executor
     assert (executor.proposal_ttl, executor.deadline) == ("30 minutes", "1 hour")
-    assert (executor.max_leadership_moves, executor.max_partition_moves_per_broker,
-            executor.max_partition_moves) == (1000, 5, 1250)  # Cruise Control's executor defaults
+    assert (
+        executor.max_leadership_moves,
+        executor.max_partition_moves_per_broker,
+        executor.max_partition_moves,
+    ) == (1000, 5, 1250)  # Cruise Control's executor defaults
     assert config.balancer.min_plan_interval == "10 minutes"
     changed = load_config(None, ["executor.proposal_ttl=5 minutes", "balancer.min_plan_interval=0 seconds"])
     assert changed.executor.proposal_ttl == "5 minutes" and changed.balancer.min_plan_interval == "0 seconds"

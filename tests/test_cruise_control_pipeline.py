@@ -10,33 +10,49 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import Producer
+from support import MINUTE, T0
 
-from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
 from balancer.config import load_config
+from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from support import MINUTE, T0
 
 pytestmark = pytest.mark.integration
 
-MB = 1024 ** 2
+MB = 1024**2
 
 
 def _snapshot() -> dict:
     """Five brokers on two racks. 'orders.v2' has a dot; broker 3 leads no partition of 'clicks' and
     broker 4 leads nothing at all (it only follows)."""
-    brokers = [{"id": b, "rack": f"r{b % 2}",
-                "capacity": {"network_in": 50e6, "network_out": 80e6, "disk": 500e9}} for b in range(5)]
+    brokers = [
+        {"id": b, "rack": f"r{b % 2}", "capacity": {"network_in": 50e6, "network_out": 80e6, "disk": 500e9}}
+        for b in range(5)
+    ]
     layout = {
         "orders.v2": [([0, 1], 9e6, 20e6, 40e9), ([1, 2], 3e6, 5e6, 12e9), ([2, 3], 1e6, 2e6, 3e9)],
-        "clicks": [([0, 3], 4e6, 4e6, 8e9), ([0, 4], 2e6, 1e6, 6e9), ([1, 4], 6e6, 9e6, 9e9),
-                   ([2, 4], 0.5e6, 0.5e6, 1e9)],
+        "clicks": [
+            ([0, 3], 4e6, 4e6, 8e9),
+            ([0, 4], 2e6, 1e6, 6e9),
+            ([1, 4], 6e6, 9e6, 9e9),
+            ([2, 4], 0.5e6, 0.5e6, 1e9),
+        ],
         "logs": [([3, 0], 2e6, 0.0, 30e9), ([3, 1], 1e6, 0.0, 20e9)],
     }
-    partitions = [{"topic": topic, "partition": i, "replicas": replicas, "leader": replicas[0],
-                   "bytes_in": bi, "bytes_out": bo, "size": size}
-                  for topic, parts in layout.items() for i, (replicas, bi, bo, size) in enumerate(parts)]
+    partitions = [
+        {
+            "topic": topic,
+            "partition": i,
+            "replicas": replicas,
+            "leader": replicas[0],
+            "bytes_in": bi,
+            "bytes_out": bo,
+            "size": size,
+        }
+        for topic, parts in layout.items()
+        for i, (replicas, bi, bo, size) in enumerate(parts)
+    ]
     return {"cluster": "cc-1", "brokers": brokers, "partitions": partitions}
 
 
@@ -46,22 +62,26 @@ def _malformed() -> dict[bytes, str]:
     topic = b"clicks"
     return {
         b"": "empty",
-        good[:10]: "not a Cruise Control metric",                                    # truncated header
-        good[:-3]: "not a Cruise Control metric",                                    # truncated value
-        good + b"\x00": "not a Cruise Control metric",                               # trailing bytes
-        struct.pack(">bbbqid", 7, 0, 5, T0, 1, 0.5): "class",                        # unknown class id
-        struct.pack(">bbbqid", 0, 1, 5, T0, 1, 0.5): "version",                      # unknown serde version
-        struct.pack(">bbbqid", 0, 0, 99, T0, 1, 0.5): "type",                        # unknown type id
+        good[:10]: "not a Cruise Control metric",  # truncated header
+        good[:-3]: "not a Cruise Control metric",  # truncated value
+        good + b"\x00": "not a Cruise Control metric",  # trailing bytes
+        struct.pack(">bbbqid", 7, 0, 5, T0, 1, 0.5): "class",  # unknown class id
+        struct.pack(">bbbqid", 0, 1, 5, T0, 1, 0.5): "version",  # unknown serde version
+        struct.pack(">bbbqid", 0, 0, 99, T0, 1, 0.5): "type",  # unknown type id
         struct.pack(">bbbqid", 0, 0, 5, T0, 1, float("nan")): "finite",
         struct.pack(">bbbqid", 0, 0, 0, T0, 1, -5.0): "negative",
-        struct.pack(">bbbqid", 0, 0, 0, 12345, 1, 5.0): "plausible",                 # absurd time
+        struct.pack(">bbbqid", 0, 0, 0, 12345, 1, 5.0): "plausible",  # absurd time
         struct.pack(">bbbqid", 0, 0, 0, T0, 1, 1e300): "max_rate",
-        struct.pack(">bbbqi", 2, 0, 4, T0, 1) + struct.pack(">i", len(topic)) + topic
+        struct.pack(">bbbqi", 2, 0, 4, T0, 1)
+        + struct.pack(">i", len(topic))
+        + topic
         + struct.pack(">id", 0, 1e30): "max_size",
-        struct.pack(">bbbqi", 1, 0, 2, T0, 1) + struct.pack(">i", 4) + b"\xff\xfe\x00a"
+        struct.pack(">bbbqi", 1, 0, 2, T0, 1)
+        + struct.pack(">i", 4)
+        + b"\xff\xfe\x00a"
         + struct.pack(">d", 1.0): "UTF-8",
         b"\xff\xfe\x00\x01garbage\x80": "not a Cruise Control metric",
-        b"{\"v\":1,\"type\":\"broker\"}": "not a Cruise Control metric",             # a v1 record on this topic
+        b'{"v":1,"type":"broker"}': "not a Cruise Control metric",  # a v1 record on this topic
         bytes(70_000): "max_value_bytes",
     }
 
@@ -72,7 +92,7 @@ def _decode(value: bytes) -> tuple:
     if cls == 0:
         return cls, mtype, ts, broker, None, None, struct.unpack_from(">d", value, 15)[0]
     (length,) = struct.unpack_from(">i", value, 15)
-    topic = value[19:19 + length].decode()
+    topic = value[19 : 19 + length].decode()
     if cls == 1:
         return cls, mtype, ts, broker, topic, None, struct.unpack_from(">d", value, 19 + length)[0]
     partition, number = struct.unpack_from(">id", value, 19 + length)
@@ -122,14 +142,26 @@ def produce_pairs(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, by
 
 
 def cc_config(tmp_path, broker, topic: str, cluster: str, *extra: str):
-    return load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        "source.format=cruise-control", f"source.cluster={cluster}", "source.unavailable_timeout=10 seconds",
-        "metadata.source=file", f"metadata.path={tmp_path / f'{cluster}.metadata.json'}",
-        f"capacity.path={tmp_path / 'capacity.json'}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / f'{cluster}.checkpoints'}", "windows.size=5 minutes",
-        "windows.slide=5 minutes", "windows.watermark=1 minute", *extra])
+    return load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            "source.format=cruise-control",
+            f"source.cluster={cluster}",
+            "source.unavailable_timeout=10 seconds",
+            "metadata.source=file",
+            f"metadata.path={tmp_path / f'{cluster}.metadata.json'}",
+            f"capacity.path={tmp_path / 'capacity.json'}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / f'{cluster}.checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            *extra,
+        ],
+    )
 
 
 def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_path):
@@ -155,15 +187,20 @@ def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_pa
     assert raw.select("kafka_partition", "kafka_offset").distinct().count() == len(pairs)
     assert {r["v"] for r in raw.select("v").distinct().collect()} == {0}
     assert raw.where("topic = 'orders_v2' AND metric = 'PARTITION_SIZE'").count() > 0
-    quarantine = {bytes(r["value"]) if r["value"] is not None else b"": r["reason"]
-                  for r in lakehouse.read("telemetry_quarantine").collect()}
+    quarantine = {
+        bytes(r["value"]) if r["value"] is not None else b"": r["reason"]
+        for r in lakehouse.read("telemetry_quarantine").collect()
+    }
     assert len(quarantine) == len(bad)
     for value, word in bad.items():
         assert word.lower() in quarantine[value].lower(), (value[:40], quarantine[value])
 
     # Loads of the first window, against the model computed here from the same bytes.
     expected = expected_loads([v for _, v in pairs], snapshot, T0)
-    rows = {r["broker"]: r for r in lakehouse.read("broker_load").where(f"window_start = timestamp_millis({T0})").collect()}
+    rows = {
+        r["broker"]: r
+        for r in lakehouse.read("broker_load").where(f"window_start = timestamp_millis({T0})").collect()
+    }
     assert set(rows) == set(expected)
     for b, figures in expected.items():
         for resource, value in figures.items():
@@ -174,7 +211,9 @@ def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_pa
         assert rows[b]["rack"] == f"r{b % 2}"
     ranking = lakehouse.read("broker_ranking").where(f"window_start = timestamp_millis({T0})").collect()
     by_traffic = [r["broker"] for r in sorted(ranking, key=lambda r: r["rank_by_traffic"])]
-    assert by_traffic == sorted(expected, key=lambda b: (-(expected[b]["network_in"] + expected[b]["network_out"]), b))
+    assert by_traffic == sorted(
+        expected, key=lambda b: (-(expected[b]["network_in"] + expected[b]["network_out"]), b)
+    )
 
     # The first window is planned; the second, with broker 4 silent, is skipped by the contract.
     plans = sorted(lakehouse.read("balance_plans").collect(), key=lambda p: p["window_end"])
@@ -184,13 +223,18 @@ def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_pa
 
     # The topology the windows were planned with is history in cluster_metadata.
     topology = lakehouse.read("cluster_metadata").collect()
-    assert {(r["topic"], r["partition"]) for r in topology} == {(p["topic"], p["partition"]) for p in snapshot["partitions"]}
+    assert {(r["topic"], r["partition"]) for r in topology} == {
+        (p["topic"], p["partition"]) for p in snapshot["partitions"]
+    }
 
     # A second cluster: its own topic and job (checkpoint), the same lakehouse. Each job reads back only its
     # cluster's telemetry: the first cluster's windows neither close the second's early nor get planned twice.
     second = {**_snapshot(), "cluster": "cc-2"}
-    pairs2 = [pair for minute in range(12)
-              for pair in from_telemetry(SimulatedCluster(second, noise=0.0).telemetry(T0 + minute * MINUTE))]
+    pairs2 = [
+        pair
+        for minute in range(12)
+        for pair in from_telemetry(SimulatedCluster(second, noise=0.0).telemetry(T0 + minute * MINUTE))
+    ]
     topic2 = topic + "-cc2"
     broker.create_topic(topic2, partitions=2)
     produce_pairs(broker.bootstrap_servers, topic2, pairs2)
@@ -198,20 +242,35 @@ def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_pa
     job.run_until_idle(spark, job.start(spark, cc_config(tmp_path, broker, topic2, "cc-2"), once=True))
     plans = lakehouse.read("balance_plans").collect()
     assert sorted((p["cluster"], p["status"] == "skipped") for p in plans) == [
-        ("cc-1", False), ("cc-1", True), ("cc-2", False), ("cc-2", False)]
+        ("cc-1", False),
+        ("cc-1", True),
+        ("cc-2", False),
+        ("cc-2", False),
+    ]
     expected2 = expected_loads([v for _, v in pairs2], second, T0)
-    rows2 = {r["broker"]: r for r in lakehouse.read("broker_load")
-             .where(f"cluster = 'cc-2' AND window_start = timestamp_millis({T0})").collect()}
+    rows2 = {
+        r["broker"]: r
+        for r in lakehouse.read("broker_load")
+        .where(f"cluster = 'cc-2' AND window_start = timestamp_millis({T0})")
+        .collect()
+    }
     assert {b: rows2[b]["network_out"] for b in rows2} == pytest.approx(
-        {b: f["network_out"] for b, f in expected2.items()}, rel=1e-9)
+        {b: f["network_out"] for b, f in expected2.items()}, rel=1e-9
+    )
 
 
 def test_metadata_polled_through_the_admin_api_lands_in_cluster_metadata(spark, broker, topic, tmp_path):
     from balancer.spark.topology import TopologyLog
 
     broker.create_topic(topic + ".polled", partitions=3)
-    config = cc_config(tmp_path, broker, topic, "polled", "metadata.source=kafka",
-                       f"metadata.bootstrap_servers={broker.bootstrap_servers}")
+    config = cc_config(
+        tmp_path,
+        broker,
+        topic,
+        "polled",
+        "metadata.source=kafka",
+        f"metadata.bootstrap_servers={broker.bootstrap_servers}",
+    )
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     lakehouse.create_all()
     log = TopologyLog(lakehouse, config)

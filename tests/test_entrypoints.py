@@ -8,29 +8,59 @@ import sys
 import time
 
 import pytest
+from support import minutes_of, produce
 
 from balancer.config import REPO_ROOT
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
-from support import minutes_of, produce
-
 
 
 @pytest.mark.integration
 def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path):
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
-                                                     replication_factor=2, cluster="submit")), noise=0.0)
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 2),
+                replication_factor=2,
+                cluster="submit",
+            )
+        ),
+        noise=0.0,
+    )
     records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
 
     lakehouse = tmp_path / "lh"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     result = subprocess.run(
-        ["./spark-submit.sh", "--master", "local[2]", "--once",
-         "--set", f"source.bootstrap_servers={broker.bootstrap_servers}", "--set", f"source.topic={topic}",
-         "--set", f"lakehouse.path={lakehouse}", "--set", f"checkpoint.path={tmp_path / 'cp'}",
-         "--set", "windows.slide=5 minutes", "--set", "windows.watermark=1 minute",
-         "--set", "spark.conf.spark.ui.enabled=false"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            "./spark-submit.sh",
+            "--master",
+            "local[2]",
+            "--once",
+            "--set",
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            "--set",
+            f"source.topic={topic}",
+            "--set",
+            f"lakehouse.path={lakehouse}",
+            "--set",
+            f"checkpoint.path={tmp_path / 'cp'}",
+            "--set",
+            "windows.slide=5 minutes",
+            "--set",
+            "windows.watermark=1 minute",
+            "--set",
+            "spark.conf.spark.ui.enabled=false",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
     from deltalake import DeltaTable
@@ -42,8 +72,13 @@ def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path
 
 def test_bad_config_stops_spark_submit_before_spark_starts(tmp_path):
     started = time.monotonic()
-    result = subprocess.run(["./spark-submit.sh", "--set", "windows.size=banana"], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["./spark-submit.sh", "--set", "windows.size=banana"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "windows.size" in result.stderr and "banana" in result.stderr
     assert "SparkContext" not in result.stderr and "log4j" not in result.stderr
@@ -58,5 +93,8 @@ def test_cluster_packages_follow_config_and_the_pinned_spark(capsys):
     assert packages.main([]) == 0 and capsys.readouterr().out.strip() == ""  # embedded path: no jars
     assert packages.main(["--set", "source.connector=native", "--set", "lakehouse.engine=delta-spark"]) == 0
     wanted = capsys.readouterr().out.strip().split(",")
-    assert wanted == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}", "io.delta:delta-spark_2.13:4.4.1"]
+    assert wanted == [
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
+        "io.delta:delta-spark_2.13:4.4.1",
+    ]
     assert packages.main(["--set", "source.connector=jvm"]) == 2

@@ -21,22 +21,58 @@ T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
 
 def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(spark, broker, topic, tmp_path):
     # Different shapes so a cross-cluster mix-up shows: east has 4 brokers (one new, empty), west 6.
-    east = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=3, partitions_per_topic=(2, 3),
-                                                  replication_factor=2, new_empty_brokers=1, seed=21,
-                                                  cluster="east")), noise=0.0)
-    west = SimulatedCluster(generate(ScenarioSpec(brokers=6, racks=3, topics=4, partitions_per_topic=(4, 6),
-                                                  replication_factor=3, seed=22, cluster="west")), noise=0.0)
+    east = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=3,
+                partitions_per_topic=(2, 3),
+                replication_factor=2,
+                new_empty_brokers=1,
+                seed=21,
+                cluster="east",
+            )
+        ),
+        noise=0.0,
+    )
+    west = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=6,
+                racks=3,
+                topics=4,
+                partitions_per_topic=(4, 6),
+                replication_factor=3,
+                seed=22,
+                cluster="west",
+            )
+        ),
+        noise=0.0,
+    )
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
     for minute in range(12):  # interleaved, as on a shared metrics topic
         for record in east.telemetry(T0 + minute * 60_000) + west.telemetry(T0 + minute * 60_000):
-            producer.produce(topic, key=f"{record['cluster']}/{record['broker']}".encode(), value=tm.encode(record))
+            producer.produce(
+                topic, key=f"{record['cluster']}/{record['broker']}".encode(), value=tm.encode(record)
+            )
     assert producer.flush(30) == 0
 
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes", "windows.slide=5 minutes",
-        "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", "quality.enabled=false"])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=10 seconds",
+            "quality.enabled=false",
+        ],
+    )
     job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     clusters = {"east": east, "west": west}
@@ -59,7 +95,9 @@ def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(sp
     # Rankings: ranks 1..n within each (cluster, window), n = that cluster's brokers.
     ranks = defaultdict(list)
     for r in lakehouse.read("broker_ranking").collect():
-        ranks[(r["cluster"], r["window_end"])].append((r["rank_by_traffic"], r["rank_by_partitions"], r["broker"]))
+        ranks[(r["cluster"], r["window_end"])].append(
+            (r["rank_by_traffic"], r["rank_by_partitions"], r["broker"])
+        )
     assert len(ranks) == 4
     for (name, _), found in ranks.items():
         n = len(own_brokers[name])
@@ -70,8 +108,9 @@ def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(sp
     # Plans: one per (cluster, window); actions name only that cluster's partitions and brokers.
     plans = lakehouse.read("balance_plans").collect()
     assert sorted((p["cluster"], p["window_end"]) for p in plans) == sorted(loads)
-    assert any(p["status"] == "proposed" for p in plans if p["cluster"] == "east"), \
-        [(p["cluster"], p["status"], p["reason"]) for p in plans]  # its empty broker is a reason to move
+    assert any(p["status"] == "proposed" for p in plans if p["cluster"] == "east"), [
+        (p["cluster"], p["status"], p["reason"]) for p in plans
+    ]  # its empty broker is a reason to move
     cluster_of = {p["plan_id"]: p["cluster"] for p in plans}
     actions = lakehouse.read("plan_actions").collect()
     assert actions

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC
 
 import pytest
 from confluent_kafka import Producer
@@ -26,8 +27,9 @@ def own_broker():
         yield running
 
 
-def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 2, tag: str = "a",
-            batches: int = 2) -> set[tuple[int, bytes]]:
+def produce(
+    bootstrap: str, topic: str, count: int, *, partitions: int = 2, tag: str = "a", batches: int = 2
+) -> set[tuple[int, bytes]]:
     """``count`` records round-robin over partitions, flushed in ``batches`` separate producer
     batches so the last one exercises the broker's base-offset high-watermark quirk."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -44,17 +46,26 @@ def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 2, tag:
 
 
 def reader(spark, bootstrap: str, topic: str, **options):
-    stream = (spark.readStream.format("kafka_py").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("kafkaUnavailableTimeoutMs", "5000"))
+    stream = (
+        spark.readStream.format("kafka_py")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("kafkaUnavailableTimeoutMs", "5000")
+    )
     for key, value in options.items():
         stream = stream.option(key, str(value))
     return stream.load()
 
 
 def run_available_now(spark, bootstrap, topic, workdir, **options):
-    query = (reader(spark, bootstrap, topic, **options).writeStream.format("parquet")
-             .option("path", str(workdir / "out")).option("checkpointLocation", str(workdir / "ckpt"))
-             .trigger(availableNow=True).start())
+    query = (
+        reader(spark, bootstrap, topic, **options)
+        .writeStream.format("parquet")
+        .option("path", str(workdir / "out"))
+        .option("checkpointLocation", str(workdir / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120), "availableNow query did not finish"
     return query
 
@@ -75,8 +86,10 @@ def test_exact_records_then_only_new_ones_on_rerun(kspark, broker, topic, workdi
     assert sorted(r["offset"] for r in rows if r["partition"] == 0) == list(range(500))
 
     schema = kspark.read.parquet(str(workdir / "out")).schema.simpleString()
-    assert schema == ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
-                      "timestamp:timestamp,timestampType:int>")
+    assert schema == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>"
+    )
 
     more = produce(broker.bootstrap_servers, topic, 37, tag="b")
     run_available_now(kspark, broker.bootstrap_servers, topic, workdir, startingOffsets="earliest")
@@ -86,19 +99,28 @@ def test_exact_records_then_only_new_ones_on_rerun(kspark, broker, topic, workdi
 
 def test_batch_read_with_ending_offsets(kspark, broker, topic):
     sent = produce(broker.bootstrap_servers, topic, 20)
-    base = (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-            .option("subscribe", topic))
+    base = (
+        kspark.read.format("kafka_py")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+    )
     assert as_set(base.load().collect()) == sent
     ending = base.option("endingOffsets", '{"%s": {"0": 3, "1": -1}}' % topic).load().collect()
     assert sorted((r["partition"], r["offset"]) for r in ending) == [(0, 0), (0, 1), (0, 2)] + [
-        (1, o) for o in range(10)]
+        (1, o) for o in range(10)
+    ]
 
 
 def test_max_offsets_per_trigger_caps_each_batch(kspark, broker, topic, workdir):
     sent = produce(broker.bootstrap_servers, topic, 100)
-    query = (reader(kspark, broker.bootstrap_servers, topic, startingOffsets="earliest", maxOffsetsPerTrigger=30)
-             .writeStream.format("memory").queryName(f"capped_{uuid.uuid4().hex[:8]}")
-             .option("checkpointLocation", str(workdir / "ckpt")).trigger(processingTime="0 seconds").start())
+    query = (
+        reader(kspark, broker.bootstrap_servers, topic, startingOffsets="earliest", maxOffsetsPerTrigger=30)
+        .writeStream.format("memory")
+        .queryName(f"capped_{uuid.uuid4().hex[:8]}")
+        .option("checkpointLocation", str(workdir / "ckpt"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     try:
         query.processAllAvailable()
         sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
@@ -111,9 +133,14 @@ def test_max_offsets_per_trigger_caps_each_batch(kspark, broker, topic, workdir)
 
 def test_starting_offsets_latest_skips_existing_records(kspark, broker, topic, workdir):
     produce(broker.bootstrap_servers, topic, 10, tag="old")
-    query = (reader(kspark, broker.bootstrap_servers, topic, startingOffsets="latest")
-             .writeStream.format("memory").queryName(f"latest_{uuid.uuid4().hex[:8]}")
-             .option("checkpointLocation", str(workdir / "ckpt")).trigger(processingTime="0 seconds").start())
+    query = (
+        reader(kspark, broker.bootstrap_servers, topic, startingOffsets="latest")
+        .writeStream.format("memory")
+        .queryName(f"latest_{uuid.uuid4().hex[:8]}")
+        .option("checkpointLocation", str(workdir / "ckpt"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     try:
         query.processAllAvailable()  # initial offset resolved before producing more
         new = produce(broker.bootstrap_servers, topic, 7, tag="new")
@@ -128,11 +155,24 @@ def test_unreachable_brokers_fail_in_bounded_time_without_leaking_secrets(kspark
     bootstrap = f"127.0.0.1:{free_port()}"
     secret = f"pw-{uuid.uuid4().hex}"
     started = time.monotonic()
-    query = (reader(kspark, bootstrap, "nowhere", kafkaUnavailableTimeoutMs=2000,
-                    **{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
-                       "kafka.sasl.username": "svc", "kafka.sasl.password": secret})
-             .writeStream.format("noop").option("checkpointLocation", str(workdir / "ckpt"))
-             .trigger(availableNow=True).start())
+    query = (
+        reader(
+            kspark,
+            bootstrap,
+            "nowhere",
+            kafkaUnavailableTimeoutMs=2000,
+            **{
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.username": "svc",
+                "kafka.sasl.password": secret,
+            },
+        )
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(workdir / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     with pytest.raises(StreamingQueryException) as failure:
         query.awaitTermination(60)
     assert time.monotonic() - started < 45
@@ -160,16 +200,26 @@ def test_broker_restart_is_reported_as_data_loss(kspark, own_broker, workdir):
     assert "found latest offset 3" in message
 
     # failOnDataLoss=false: warn and continue from what exists.
-    run_available_now(kspark, own_broker.bootstrap_servers, topic, workdir, startingOffsets="earliest",
-                      failOnDataLoss="false")
+    run_available_now(
+        kspark,
+        own_broker.bootstrap_servers,
+        topic,
+        workdir,
+        startingOffsets="earliest",
+        failOnDataLoss="false",
+    )
     rows = output(kspark, workdir)
     assert len(rows) == 46 and after <= as_set(rows)
 
 
 def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic):
     sent = produce(broker.bootstrap_servers, topic, 20)
-    beyond = (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-              .option("subscribe", topic).option("endingOffsets", '{"%s": {"0": 50, "1": 10}}' % topic))
+    beyond = (
+        kspark.read.format("kafka_py")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("endingOffsets", '{"%s": {"0": 50, "1": 10}}' % topic)
+    )
     started = time.monotonic()
     with pytest.raises(Exception) as failure:
         beyond.load().collect()
@@ -180,18 +230,24 @@ def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic
 
 def test_arrow_batch_matches_messages_field_by_field():
     """The bulk column builder: keys absent/mixed, missing timestamps, given or read offsets."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from confluent_kafka import Message
 
     from balancer.spark.kafka_source import SCHEMA, _to_batch
 
-    EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
     def msg(offset, key, ts):
-        return Message(topic="metrics", partition=3, offset=offset, key=key, value=b"v%d" % offset, timestamp=ts)
+        return Message(
+            topic="metrics", partition=3, offset=offset, key=key, value=b"v%d" % offset, timestamp=ts
+        )
 
-    mixed = [msg(10, b"k", (1, 1_790_000_000_123)), msg(11, None, (0, -1)), msg(12, b"", (2, 1_790_000_000_456))]
+    mixed = [
+        msg(10, b"k", (1, 1_790_000_000_123)),
+        msg(11, None, (0, -1)),
+        msg(12, b"", (2, 1_790_000_000_456)),
+    ]
     expected = [
         (b"k", b"v10", "metrics", 3, 10, 1_790_000_000_123_000, 0),
         (None, b"v11", "metrics", 3, 11, None, -1),
@@ -200,11 +256,15 @@ def test_arrow_batch_matches_messages_field_by_field():
     for batch in (_to_batch("metrics", 3, mixed), _to_batch("metrics", 3, mixed, first_offset=10)):
         assert batch.schema.names == SCHEMA.fieldNames()
         rows = [tuple(r.values()) for r in batch.to_pylist()]
-        as_micros = [(k, v, t, p, o, None if ts is None else (ts - EPOCH) // timedelta(microseconds=1), tt)
-                     for k, v, t, p, o, ts, tt in rows]
+        as_micros = [
+            (k, v, t, p, o, None if ts is None else (ts - EPOCH) // timedelta(microseconds=1), tt)
+            for k, v, t, p, o, ts, tt in rows
+        ]
         assert as_micros == expected
 
-    keyless = _to_batch("metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0)
+    keyless = _to_batch(
+        "metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0
+    )
     assert keyless.column("key").null_count == 5 and keyless.column("offset").to_pylist() == list(range(5))
     assert keyless.column("timestamp").null_count == 0
 
@@ -214,17 +274,27 @@ def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, to
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     schema = StructType([StructField("n", IntegerType()), StructField("name", StringType())])
-    values = [b'{"n":1,"name":"a"}', b'not json', b'{"n":"two"}', b'{"n":3,"extra":[1,2]}']
+    values = [b'{"n":1,"name":"a"}', b"not json", b'{"n":"two"}', b'{"n":3,"extra":[1,2]}']
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for value in values:
         producer.produce(topic, value=value, partition=0)
     assert producer.flush(10) == 0
-    frame = (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-             .option("subscribe", topic).option("valueJsonSchema", schema.json()).load())
+    frame = (
+        kspark.read.format("kafka_py")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("valueJsonSchema", schema.json())
+        .load()
+    )
     assert frame.schema["value_json"].dataType == schema
     rows = {r["value"]: r["value_json"] for r in frame.collect()}
     assert rows == {values[0]: (1, "a"), values[1]: None, values[2]: None, values[3]: (3, None)}
 
     with pytest.raises(Exception, match="valueJsonSchema"):
-        (kspark.read.format("kafka_py").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-         .option("subscribe", topic).option("valueJsonSchema", "{not a schema").load())
+        (
+            kspark.read.format("kafka_py")
+            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("valueJsonSchema", "{not a schema")
+            .load()
+        )

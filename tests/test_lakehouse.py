@@ -21,9 +21,37 @@ def raw_rows(n: int, start: int = 0) -> list[tuple]:
     rows = []
     for i in range(start, start + n):
         broker = i % 7
-        rows.append(("metrics", i % 3, i, T0, 1, "partition", T0 + dt.timedelta(microseconds=i), "c1", broker,
-                     f"topic-{i % 11}", i % 13, i % 2 == 0, [broker, (broker + 1) % 7], float(i), 2.0 * i,
-                     i / 200.0, 1e6 + i, None if i % 5 else "rack-a", None, None, None, None, None, None, False, 4, T0))
+        rows.append(
+            (
+                "metrics",
+                i % 3,
+                i,
+                T0,
+                1,
+                "partition",
+                T0 + dt.timedelta(microseconds=i),
+                "c1",
+                broker,
+                f"topic-{i % 11}",
+                i % 13,
+                i % 2 == 0,
+                [broker, (broker + 1) % 7],
+                float(i),
+                2.0 * i,
+                i / 200.0,
+                1e6 + i,
+                None if i % 5 else "rack-a",
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                False,
+                4,
+                T0,
+            )
+        )
     return rows
 
 
@@ -35,7 +63,7 @@ def house(spark, tmp_path) -> Lakehouse:
 
 
 def to_ms(stamp: dt.datetime) -> int:
-    return int(stamp.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(stamp.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def frame(spark, rows, partitions: int):
@@ -102,8 +130,9 @@ def test_files_written_but_not_committed_are_invisible(spark, house):
     path = house.path("telemetry_raw")
     assert house.append("telemetry_raw", frame(spark, raw_rows(100), 1), app_id="app-1", batch_id=0)
     # A batch that crashed between the executors' writes and the driver's commit.
-    orphans = lh.write_files(frame(spark, raw_rows(400, 100), 2), path, "telemetry_raw", prefix="b1",
-                             inline_max_bytes=0)
+    orphans = lh.write_files(
+        frame(spark, raw_rows(400, 100), 2), path, "telemetry_raw", prefix="b1", inline_max_bytes=0
+    )
     assert len(orphans) == 2 and all(Path(path, a.path).exists() for a in orphans)
 
     assert house.read("telemetry_raw").count() == 100
@@ -114,8 +143,9 @@ def test_files_written_but_not_committed_are_invisible(spark, house):
     assert house.read("telemetry_raw").count() == 500
     assert not {a.path for a in orphans} & {a["path"] for a in log_adds(path)}
     # Only a FULL vacuum lists the folder; the default (lite) one only deletes files the log removed.
-    removed = DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,
-                                      full=True)
+    removed = DeltaTable(path).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+    )
     assert sorted(Path(r).name for r in removed) == sorted(a.path for a in orphans)
     assert house.read("telemetry_raw").count() == 500
 
@@ -155,7 +185,7 @@ def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monk
 
 
 def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from pyspark.sql import functions as F
 
@@ -163,28 +193,51 @@ def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path)
     lakehouse.create_all()
     assert lakehouse.column_max("telemetry_raw", "ts") is None
     for batch_id, minute in enumerate((3, 9, 5)):
-        rows = [("m", 0, batch_id * 10 + i, None, 1, "broker", datetime(2026, 1, 1, 0, minute, i, tzinfo=timezone.utc),
-                 "c", 1) for i in range(3)]
-        frame = spark.createDataFrame(rows, "kafka_topic string, kafka_partition int, kafka_offset long, "
-                                            "kafka_timestamp timestamp, v int, type string, ts timestamp, "
-                                            "cluster string, broker int")
-        full = frame.select("*", *[F.lit(None).cast(f.dataType).alias(f.name)
-                                   for f in spark_schema("telemetry_raw").fields if f.name not in frame.columns])
+        rows = [
+            (
+                "m",
+                0,
+                batch_id * 10 + i,
+                None,
+                1,
+                "broker",
+                datetime(2026, 1, 1, 0, minute, i, tzinfo=dt.UTC),
+                "c",
+                1,
+            )
+            for i in range(3)
+        ]
+        frame = spark.createDataFrame(
+            rows,
+            "kafka_topic string, kafka_partition int, kafka_offset long, "
+            "kafka_timestamp timestamp, v int, type string, ts timestamp, "
+            "cluster string, broker int",
+        )
+        full = frame.select(
+            "*",
+            *[
+                F.lit(None).cast(f.dataType).alias(f.name)
+                for f in spark_schema("telemetry_raw").fields
+                if f.name not in frame.columns
+            ],
+        )
         lakehouse.append("telemetry_raw", full, app_id="t", batch_id=batch_id)
     scanned = lakehouse.read("telemetry_raw").agg(F.max("ts")).first()[0]
     from_log = lakehouse.column_max("telemetry_raw", "ts")
-    assert scanned.replace(tzinfo=timezone.utc) == datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)
+    assert scanned.replace(tzinfo=dt.UTC) == datetime(2026, 1, 1, 0, 9, 2, tzinfo=dt.UTC)
     # File statistics are rounded up to the millisecond at most.
-    assert 0 <= (from_log - datetime(2026, 1, 1, 0, 9, 2, tzinfo=timezone.utc)).total_seconds() < 0.001
+    assert 0 <= (from_log - datetime(2026, 1, 1, 0, 9, 2, tzinfo=dt.UTC)).total_seconds() < 0.001
 
 
 def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark, house):
     # Three batches, each its own commit (file) one hour apart in event time.
     for batch in range(3):
-        rows = [r[:6] + (T0 + dt.timedelta(hours=batch, seconds=i),) + r[7:] for i, r in
-                enumerate(raw_rows(50, start=batch * 50))]
+        rows = [
+            r[:6] + (T0 + dt.timedelta(hours=batch, seconds=i),) + r[7:]
+            for i, r in enumerate(raw_rows(50, start=batch * 50))
+        ]
         house.append("telemetry_raw", frame(spark, rows, 1).coalesce(1), app_id="a", batch_id=batch)
-    ms = lambda stamp: int(stamp.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    ms = lambda stamp: int(stamp.replace(tzinfo=dt.UTC).timestamp() * 1000)
     lo, hi = ms(T0 + dt.timedelta(hours=1)), ms(T0 + dt.timedelta(hours=1, seconds=10))
 
     window = house.read_range("telemetry_raw", "ts", lo, hi)
@@ -198,27 +251,43 @@ def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark,
 
 
 @pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
-def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house, monkeypatch, inline_max_bytes):
+def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
+    spark, house, monkeypatch, inline_max_bytes
+):
     from pyspark.sql import functions as F
 
     monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
     rows = raw_rows(900)
     bad = F.col("kafka_offset") % 10 == 0
     data = frame(spark, rows, 3).select(
-        "*", bad.cast("byte").alias("_table"),
-        F.lit(None).cast("binary").alias("key"), F.lit(None).cast("binary").alias("value"),
+        "*",
+        bad.cast("byte").alias("_table"),
+        F.lit(None).cast("binary").alias("key"),
+        F.lit(None).cast("binary").alias("value"),
         F.lit(None).cast("string").alias("value_text"),
-        F.lit("too hot").alias("reason"), F.col("ingested_at").alias("quarantined_at"),
+        F.lit("too hot").alias("reason"),
+        F.col("ingested_at").alias("quarantined_at"),
         # The ingest contract's probes, reduced beside the writes.
-        bad.alias("_bad"), F.lit(None).cast("string").alias("_named_cluster"),
-        F.lit(None).cast("long").alias("_named_ts"))
+        bad.alias("_bad"),
+        F.lit(None).cast("string").alias("_named_cluster"),
+        F.lit(None).cast("long").alias("_named_ts"),
+    )
     tables = ["telemetry_raw", "telemetry_quarantine"]
-    committed, summary = house.append_routed(data, tables, route="_table", app_id="app-1", batch_id=0,
-                                             summarize=summarize_ingest)
+    committed, summary = house.append_routed(
+        data, tables, route="_table", app_id="app-1", batch_id=0, summarize=summarize_ingest
+    )
     assert committed == {"telemetry_raw": True, "telemetry_quarantine": True}
     last_valid = max(r[6] for r in rows if r[2] % 10)
-    expected = [{"cluster": "c1", "records": 900, "quarantined": 90, "first_ts_ms": to_ms(rows[0][6]),
-                 "last_ts_ms": to_ms(rows[-1][6]), "valid_last_ts_ms": to_ms(last_valid)}]
+    expected = [
+        {
+            "cluster": "c1",
+            "records": 900,
+            "quarantined": 90,
+            "first_ts_ms": to_ms(rows[0][6]),
+            "last_ts_ms": to_ms(rows[-1][6]),
+            "valid_last_ts_ms": to_ms(last_valid),
+        }
+    ]
     assert merge_ingest_summaries(summary) == expected
     raw = house.read("telemetry_raw").collect()
     quarantine = house.read("telemetry_quarantine").collect()
@@ -229,8 +298,9 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(spark, house
     assert all(tuple(r) == by_offset[r["kafka_offset"]] for r in raw)  # every column as it was
 
     # A replay commits nothing again, but still summarizes every row (the caller needs its figures).
-    committed, summary = house.append_routed(data, tables, route="_table", app_id="app-1", batch_id=0,
-                                             summarize=summarize_ingest)
+    committed, summary = house.append_routed(
+        data, tables, route="_table", app_id="app-1", batch_id=0, summarize=summarize_ingest
+    )
     assert committed == {"telemetry_raw": False, "telemetry_quarantine": False}
     assert merge_ingest_summaries(summary) == expected
     assert house.read("telemetry_raw").count() == 810 and house.read("telemetry_quarantine").count() == 90
@@ -249,7 +319,9 @@ def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, ho
     from pyspark.sql import functions as F
 
     empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit(0).alias("_table"))
-    committed, summary = house.append_routed(empty, ["telemetry_raw"], route="_table", app_id="app-1", batch_id=4)
+    committed, summary = house.append_routed(
+        empty, ["telemetry_raw"], route="_table", app_id="app-1", batch_id=4
+    )
     assert committed == {"telemetry_raw": True} and summary is None
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 4
     assert not log_adds(house.path("telemetry_raw"))
@@ -261,12 +333,20 @@ def test_file_stats_leave_out_bounds_json_cannot_hold():
     import pyarrow as pa
 
     schema = pa.schema([("name", pa.string()), ("rate", pa.float64()), ("n", pa.int64())])
-    names = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(pa.array([0, 1, 3], pa.int32()).buffers()[1]),
-                                                   pa.py_buffer(b"a\xff\xfe")])
+    names = pa.Array.from_buffers(
+        pa.string(),
+        2,
+        [None, pa.py_buffer(pa.array([0, 1, 3], pa.int32()).buffers()[1]), pa.py_buffer(b"a\xff\xfe")],
+    )
     stats = lh._Stats(schema)
-    stats.add(pa.RecordBatch.from_arrays([names, pa.array([1.0, float("inf")]), pa.array([4, 2])], schema=schema))
-    stats.add(pa.RecordBatch.from_arrays([pa.array(["b", "c"]), pa.array([2.0, 3.0]), pa.array([1, 9])],
-                                         schema=schema))
+    stats.add(
+        pa.RecordBatch.from_arrays([names, pa.array([1.0, float("inf")]), pa.array([4, 2])], schema=schema)
+    )
+    stats.add(
+        pa.RecordBatch.from_arrays(
+            [pa.array(["b", "c"]), pa.array([2.0, 3.0]), pa.array([1, 9])], schema=schema
+        )
+    )
     out = json.loads(stats.json())
     assert out["numRecords"] == 4 and out["nullCount"] == {"name": 0, "rate": 0, "n": 0}
     assert out["minValues"] == {"n": 1} and out["maxValues"] == {"n": 9}
@@ -278,9 +358,14 @@ def test_an_equality_filter_on_long_strings_finds_its_rows(spark, house):
     import uuid
 
     ids = [str(uuid.uuid4()) for _ in range(3)]
-    rows = [(pid, "c1", seq, "leadership", "topic-" + "x" * 300, seq, [1, 2], [2, 1], 1, 2, 0)
-            for pid in ids for seq in range(4)]
-    house.append("plan_actions", spark.createDataFrame(rows, spark_schema("plan_actions")), app_id="t", batch_id=0)
+    rows = [
+        (pid, "c1", seq, "leadership", "topic-" + "x" * 300, seq, [1, 2], [2, 1], 1, 2, 0)
+        for pid in ids
+        for seq in range(4)
+    ]
+    house.append(
+        "plan_actions", spark.createDataFrame(rows, spark_schema("plan_actions")), app_id="t", batch_id=0
+    )
     table = DeltaTable(house.path("plan_actions"))
     for pid in ids:
         assert table.to_pyarrow_table(filters=[("plan_id", "=", pid)]).num_rows == 4, pid

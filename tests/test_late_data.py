@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from support import MINUTE, T0, produce
 
 from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from support import MINUTE, T0, produce
 
 pytestmark = pytest.mark.integration
 
@@ -19,13 +19,35 @@ def rows(frame, *order) -> list[dict]:
 
 
 def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, broker, topic, tmp_path):
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 3),
-                                                     replication_factor=2, seed=5, cluster="late-1")), noise=0.0)
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes", "windows.slide=5 minutes",
-        "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", "quality.enabled=false"])
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 3),
+                replication_factor=2,
+                seed=5,
+                cluster="late-1",
+            )
+        ),
+        noise=0.0,
+    )
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=10 seconds",
+            "quality.enabled=false",
+        ],
+    )
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 
     # Minutes 0-11 with a 1-minute watermark: windows [0,5) and [5,10) are finalized.
@@ -52,12 +74,15 @@ def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, bro
     assert raw.count() == len(on_time) + len(late) + len(fresh)
     flagged = raw.where("is_late").select("ts").distinct().collect()
     assert raw.where("is_late").count() == len(late)
-    assert [r["ts"] for r in flagged] == [spark.sql(f"SELECT timestamp_millis({T0 + 2 * MINUTE}) AS t").first()["t"]]
+    assert [r["ts"] for r in flagged] == [
+        spark.sql(f"SELECT timestamp_millis({T0 + 2 * MINUTE}) AS t").first()["t"]
+    ]
     assert raw.where(f"NOT is_late AND unix_millis(ts) = {T0 + 12 * MINUTE}").count() == len(fresh)
 
     # Finalized windows are not reopened: same load rows, same plans (minute 12 closes no new window).
     loads_after = rows(lakehouse.read("partition_load"), "window_end", "topic", "partition")
     assert loads_after == loads_before
     plans_after = rows(lakehouse.read("balance_plans"), "window_end")
-    assert [(p["plan_id"], p["status"], p["bytes_to_move"]) for p in plans_after] == \
-           [(p["plan_id"], p["status"], p["bytes_to_move"]) for p in plans_before]
+    assert [(p["plan_id"], p["status"], p["bytes_to_move"]) for p in plans_after] == [
+        (p["plan_id"], p["status"], p["bytes_to_move"]) for p in plans_before
+    ]

@@ -6,8 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancer.execution.lifecycle import (ClusterTrack, Observed, PlanState, action_state, advance, measure,
-                                          supersede, waiting_reason)
+from balancer.execution.lifecycle import (
+    ClusterTrack,
+    Observed,
+    PlanState,
+    action_state,
+    advance,
+    measure,
+    supersede,
+    waiting_reason,
+)
 from balancer.planner.actions import Action
 
 MIN = 60_000
@@ -42,12 +50,12 @@ def state(**kw) -> PlanState:
 def test_action_states_compare_sets_for_replicas_and_the_leader():
     a = move(1, (1, 2), (3, 2))
     assert action_state(a, Observed((3, 2), 3)) == "done"
-    assert action_state(a, Observed((2, 3), 3)) == "done"      # order is not compared: the leader is
-    assert action_state(a, Observed((3, 2), 2)) == "pending"   # moved, leader not yet transferred
+    assert action_state(a, Observed((2, 3), 3)) == "done"  # order is not compared: the leader is
+    assert action_state(a, Observed((3, 2), 2)) == "pending"  # moved, leader not yet transferred
     assert action_state(a, Observed((1, 2), 1)) == "pending"
     assert action_state(a, Observed((1, 2, 3), 1)) == "pending"  # Kafka's in-flight union of old and new
     assert action_state(a, Observed((1, 4), 1)) == "diverged"
-    assert action_state(a, Observed((2,), 2)) == "diverged"     # a replica dropped, none added
+    assert action_state(a, Observed((2,), 2)) == "diverged"  # a replica dropped, none added
     assert action_state(a, None) == "unobserved"
     leadership = lead(0, (1, 2), 2)
     assert action_state(leadership, Observed((1, 2), 2)) == "done"
@@ -78,7 +86,10 @@ def test_expiry_counts_from_the_last_progress():
     assert expired.status == "expired" and "no action observed" in expired.detail
     s1 = advance(s0, ACTIONS, {**before(), ("t", 0): Observed((1, 2), 2)}, W, TTL)
     assert s1.status == "executing"
-    assert advance(s1, ACTIONS, {**before(), ("t", 0): Observed((1, 2), 2)}, W + TTL - 1, TTL).status == "executing"
+    assert (
+        advance(s1, ACTIONS, {**before(), ("t", 0): Observed((1, 2), 2)}, W + TTL - 1, TTL).status
+        == "executing"
+    )
     stalled = advance(s1, ACTIONS, {**before(), ("t", 0): Observed((1, 2), 2)}, W + TTL, TTL)
     assert stalled.status == "expired" and stalled.actions_done == 1 and "no progress since" in stalled.detail
 
@@ -133,7 +144,9 @@ def test_track_one_plan_at_a_time_in_window_order():
     # Window 6: may be planned.
     assert track.observe(5 * W, 6 * W, after()) is None
     assert [(e.status, e.actions_done, e.window_ms) for e in track.events] == [
-        ("executing", 1, 3 * W), ("completed", 3, 4 * W)]
+        ("executing", 1, 3 * W),
+        ("completed", 3, 4 * W),
+    ]
 
 
 def test_track_supersedes_an_untouched_plan_after_the_ttl():
@@ -208,7 +221,9 @@ def plans(draw):
 @given(plans())
 def test_progress_is_counted_per_action_and_status_follows_it(drawn):
     actions, views = drawn
-    topology = {(a.topic, a.partition): o for a, v in zip(actions, views) if (o := _observed(a, v)) is not None}
+    topology = {
+        (a.topic, a.partition): o for a, v in zip(actions, views) if (o := _observed(a, v)) is not None
+    }
     # A leadership action's "union" and "elsewhere" views: old set; "new" with the new leader: done.
     expected_done = [a for a, v in zip(actions, views) if v == "new"]
     expected_diverged = [a for a, v in zip(actions, views) if v == "elsewhere"]

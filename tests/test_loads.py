@@ -2,40 +2,85 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from balancer.config import BalancerConfig
 from balancer.spark import loads
 
 W0, W1 = datetime(2026, 1, 1, 0, 0), datetime(2026, 1, 1, 0, 5)
-COLUMNS = ("cluster string, window_start timestamp, window_end timestamp, type string, broker int, topic string, "
-           "partition int, bytes_in double, bytes_out double, messages_in double, size double, leader boolean, "
-           "replicas array<int>, rack string, capacity_network_in double, capacity_network_out double, "
-           "capacity_disk double, cpu double, last_ts timestamp, samples long")
+COLUMNS = (
+    "cluster string, window_start timestamp, window_end timestamp, type string, broker int, topic string, "
+    "partition int, bytes_in double, bytes_out double, messages_in double, size double, leader boolean, "
+    "replicas array<int>, rack string, capacity_network_in double, capacity_network_out double, "
+    "capacity_disk double, cpu double, last_ts timestamp, samples long"
+)
 
 
 def report(broker, topic, partition, replicas, leader, bytes_in, bytes_out, size=1e9):
-    return ("c", W0, W1, "partition", broker, topic, partition, bytes_in, bytes_out if leader else 0.0, 1.0, size,
-            leader, replicas, None, None, None, None, None, W1, 5)
+    return (
+        "c",
+        W0,
+        W1,
+        "partition",
+        broker,
+        topic,
+        partition,
+        bytes_in,
+        bytes_out if leader else 0.0,
+        1.0,
+        size,
+        leader,
+        replicas,
+        None,
+        None,
+        None,
+        None,
+        None,
+        W1,
+        5,
+    )
 
 
 def capacity(broker, rack="r"):
-    return ("c", W0, W1, "broker", broker, None, None, None, None, None, None, None, None, rack,
-            100e6, 200e6, 1e12, 0.2, W1, 5)
+    return (
+        "c",
+        W0,
+        W1,
+        "broker",
+        broker,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        rack,
+        100e6,
+        200e6,
+        1e12,
+        0.2,
+        W1,
+        5,
+    )
 
 
 def replica_rows(partitions):
     rows = []
     for topic, partition, replicas, bytes_in, bytes_out in partitions:
         for broker in replicas:
-            rows.append(report(broker, topic, partition, replicas, broker == replicas[0], bytes_in, bytes_out))
+            rows.append(
+                report(broker, topic, partition, replicas, broker == replicas[0], bytes_in, bytes_out)
+            )
     return rows
 
 
 def test_broker_hot_by_traffic_but_average_by_partition_count_ranks_first(spark):
     # Brokers 0-2 host 4 replicas each; broker 2 leads the one heavy partition.
     partitions = [("orders", 0, [2, 0], 30e6, 60e6)] + [
-        (f"t{i}", i, replicas, 1e6, 1e6) for i, replicas in enumerate([[0, 1], [1, 2], [0, 1], [1, 2], [2, 0]])
+        (f"t{i}", i, replicas, 1e6, 1e6)
+        for i, replicas in enumerate([[0, 1], [1, 2], [0, 1], [1, 2], [2, 0]])
     ]
     rows = replica_rows(partitions) + [capacity(b) for b in (0, 1, 2, 3)]
     replicas = spark.createDataFrame(rows, COLUMNS)
@@ -68,28 +113,51 @@ def test_replica_windows_close_only_the_windows_ending_in_the_range_with_sliding
     from balancer.spark.lakehouse import spark_schema
 
     # One partition replica reporting every minute 0..6 with bytes_in = minute, plus one late row.
-    base = int(W0.replace(tzinfo=timezone.utc).timestamp() * 1000)
+    base = int(W0.replace(tzinfo=UTC).timestamp() * 1000)
     names = spark_schema("telemetry_raw").names
     rows = []
     for minute in range(7):
         row = {name: None for name in names}
-        row.update(kafka_topic="m", kafka_partition=0, kafka_offset=minute, v=1, type="partition", cluster="c",
-                   broker=1, topic="t", partition=0, leader=True, replicas=[1, 2], bytes_in=float(minute),
-                   bytes_out=2.0 * minute, messages_in=1.0, size=1e9 + minute, is_late=False)
+        row.update(
+            kafka_topic="m",
+            kafka_partition=0,
+            kafka_offset=minute,
+            v=1,
+            type="partition",
+            cluster="c",
+            broker=1,
+            topic="t",
+            partition=0,
+            leader=True,
+            replicas=[1, 2],
+            bytes_in=float(minute),
+            bytes_out=2.0 * minute,
+            messages_in=1.0,
+            size=1e9 + minute,
+            is_late=False,
+        )
         row["ts"] = W0 + timedelta(minutes=minute)
         rows.append(tuple(row[name] for name in names))
     raw = spark.createDataFrame(rows, spark_schema("telemetry_raw"))
     sliding = WindowsConfig(size="3 minutes", slide="1 minute", watermark="1 minute")
 
     # Windows ending in (minute 3, minute 5]: [1,4) and [2,5).
-    got = loads.replica_windows(raw, sliding, ends_after_ms=base + 3 * 60_000, ends_until_ms=base + 5 * 60_000)
-    by_start = {int(r["window_start"].replace(tzinfo=timezone.utc).timestamp() * 1000 - base) // 60_000: r for r in got.collect()}
+    got = loads.replica_windows(
+        raw, sliding, ends_after_ms=base + 3 * 60_000, ends_until_ms=base + 5 * 60_000
+    )
+    by_start = {
+        int(r["window_start"].replace(tzinfo=UTC).timestamp() * 1000 - base) // 60_000: r
+        for r in got.collect()
+    }
     assert sorted(by_start) == [1, 2]
     assert by_start[1]["bytes_in"] == 2.0 and by_start[1]["samples"] == 3  # minutes 1, 2, 3
     assert by_start[2]["bytes_in"] == 3.0 and by_start[2]["size"] == 1e9 + 4  # the latest report wins
     # No lower end (the first batch): every window ending by minute 2, including the partial ones.
     first = loads.replica_windows(raw, sliding, ends_after_ms=None, ends_until_ms=base + 2 * 60_000)
-    assert sorted(int(r["window_end"].replace(tzinfo=timezone.utc).timestamp() * 1000 - base) // 60_000 for r in first.collect()) == [1, 2]
+    assert sorted(
+        int(r["window_end"].replace(tzinfo=UTC).timestamp() * 1000 - base) // 60_000
+        for r in first.collect()
+    ) == [1, 2]
 
 
 def _raw(rows: list[dict]):
@@ -100,7 +168,9 @@ def _raw(rows: list[dict]):
     full = []
     for offset, row in enumerate(rows):
         values = {name: None for name in schema.names}
-        values.update(kafka_topic="m", kafka_partition=0, kafka_offset=offset, v=1, cluster="c", is_late=False, **row)
+        values.update(
+            kafka_topic="m", kafka_partition=0, kafka_offset=offset, v=1, cluster="c", is_late=False, **row
+        )
         full.append(tuple(values[name] for name in schema.names))
     return full, schema
 
@@ -122,20 +192,55 @@ def _churning_window(spark):
         moved = minute >= 3
         t0 = [1, 2, 4] if moved else [1, 2, 3]
         for broker in t0:
-            rows.append(dict(type="partition", ts=ts, broker=broker, topic="t", partition=0, replicas=t0,
-                             leader=broker == 1, bytes_in=10.0 + minute if broker == 1 else 1.0,
-                             bytes_out=30.0 if broker == 1 else 0.0, messages_in=1.0, size=1e9 + minute))
-        rows.append(dict(type="partition", ts=ts, broker=3, topic="t", partition=1, replicas=[2, 3], leader=False,
-                         bytes_in=7.0, bytes_out=0.0, messages_in=1.0, size=5e8))
+            rows.append(
+                dict(
+                    type="partition",
+                    ts=ts,
+                    broker=broker,
+                    topic="t",
+                    partition=0,
+                    replicas=t0,
+                    leader=broker == 1,
+                    bytes_in=10.0 + minute if broker == 1 else 1.0,
+                    bytes_out=30.0 if broker == 1 else 0.0,
+                    messages_in=1.0,
+                    size=1e9 + minute,
+                )
+            )
+        rows.append(
+            dict(
+                type="partition",
+                ts=ts,
+                broker=3,
+                topic="t",
+                partition=1,
+                replicas=[2, 3],
+                leader=False,
+                bytes_in=7.0,
+                bytes_out=0.0,
+                messages_in=1.0,
+                size=5e8,
+            )
+        )
         for broker in (1, 2, 3, 4, 5):
-            rows.append(dict(type="broker", ts=ts, broker=broker,
-                             rack=("a" if minute < 2 else "b") if broker == 5 else "r", cpu=0.1 * minute,
-                             capacity_network_in=100.0, capacity_network_out=200.0, capacity_disk=1e12))
+            rows.append(
+                dict(
+                    type="broker",
+                    ts=ts,
+                    broker=broker,
+                    rack=("a" if minute < 2 else "b") if broker == 5 else "r",
+                    cpu=0.1 * minute,
+                    capacity_network_in=100.0,
+                    capacity_network_out=200.0,
+                    capacity_disk=1e12,
+                )
+            )
     full, schema = _raw(rows)
-    base = int(W0.replace(tzinfo=timezone.utc).timestamp() * 1000)
+    base = int(W0.replace(tzinfo=UTC).timestamp() * 1000)
     tumbling = WindowsConfig(size="5 minutes", slide="5 minutes", watermark="1 minute")
-    return loads.replica_windows(spark.createDataFrame(full, schema), tumbling, ends_after_ms=None,
-                                 ends_until_ms=base + 5 * 60_000)
+    return loads.replica_windows(
+        spark.createDataFrame(full, schema), tumbling, ends_after_ms=None, ends_until_ms=base + 5 * 60_000
+    )
 
 
 def test_samples_of_a_window_aggregate_per_replica_and_per_partition(spark):
@@ -173,11 +278,24 @@ def test_windows_contract_counts_replicas_against_the_latest_lists(spark, tmp_pa
     lakehouse = Lakehouse(spark, tmp_path / "lakehouse", engine="delta-rs")
     lakehouse.create_all()
     checks = Contract(lakehouse, QualityConfig()).broker_checks(windows, loads.partition_load(windows))
-    got = {r.broker: (r.hosted_replicas, r.unreported_replicas, r.capacity_reports, r.coverage, r.report_age_seconds)
-           for r in checks.itertuples()}
+    got = {
+        r.broker: (
+            r.hosted_replicas,
+            r.unreported_replicas,
+            r.capacity_reports,
+            r.coverage,
+            r.report_age_seconds,
+        )
+        for r in checks.itertuples()
+    }
     # Broker 2 never reported t-1, which it leads; broker 3's old t-0 reports count for nothing it hosts.
-    assert got == {1: (1, 0, 5, 1.0, 60.0), 2: (2, 1, 5, 1.0, 60.0), 3: (1, 0, 5, 1.0, 60.0),
-                   4: (1, 0, 5, 1.0, 60.0), 5: (0, 0, 5, 1.0, 60.0)}
+    assert got == {
+        1: (1, 0, 5, 1.0, 60.0),
+        2: (2, 1, 5, 1.0, 60.0),
+        3: (1, 0, 5, 1.0, 60.0),
+        4: (1, 0, 5, 1.0, 60.0),
+        5: (0, 0, 5, 1.0, 60.0),
+    }
 
 
 def test_partition_load_reuses_the_windows_shuffle_and_sort(spark, capsys):
@@ -185,5 +303,5 @@ def test_partition_load_reuses_the_windows_shuffle_and_sort(spark, capsys):
     windows.count()
     loads.partition_load(windows).explain()
     plan = capsys.readouterr().out
-    own = plan[:plan.index("InMemoryRelation")]  # what partition_load adds above the cached windows
+    own = plan[: plan.index("InMemoryRelation")]  # what partition_load adds above the cached windows
     assert "InMemoryTableScan" in own and "Exchange" not in own and "Sort [" not in own, plan

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from balancer.metadata import (ClusterMetadata, MetadataError, MetadataPollError, PartitionInfo, changed_rows,
-                               poll_metadata, read_metadata_file, topology_rows)
+from balancer.metadata import (
+    ClusterMetadata,
+    MetadataError,
+    MetadataPollError,
+    PartitionInfo,
+    changed_rows,
+    poll_metadata,
+    read_metadata_file,
+    topology_rows,
+)
 
-AT = datetime(2026, 11, 24, 3, 10, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 24, 3, 10, tzinfo=UTC)
 GOLDEN = Path(__file__).parent / "planner" / "golden" / "restarted.snapshot.json"
 
 
@@ -23,11 +31,15 @@ def write(tmp_path: Path, doc) -> Path:
     return path
 
 
-DOC = {"cluster": "prod-eu-1",
-       "brokers": [{"id": 1, "rack": "eu-1a"}, {"id": 2, "rack": "eu-1b"}, {"id": 3}, {"id": 4, "rack": ""}],
-       "partitions": [{"topic": "orders", "partition": 1, "replicas": [2, 3, 1], "leader": 3, "isr": [3, 2]},
-                      {"topic": "a.b", "partition": 0, "replicas": [1, 2], "leader": 1},
-                      {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "leader": -1, "bytes_in": 5.0}]}
+DOC = {
+    "cluster": "prod-eu-1",
+    "brokers": [{"id": 1, "rack": "eu-1a"}, {"id": 2, "rack": "eu-1b"}, {"id": 3}, {"id": 4, "rack": ""}],
+    "partitions": [
+        {"topic": "orders", "partition": 1, "replicas": [2, 3, 1], "leader": 3, "isr": [3, 2]},
+        {"topic": "a.b", "partition": 0, "replicas": [1, 2], "leader": 1},
+        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "leader": -1, "bytes_in": 5.0},
+    ],
+}
 
 
 def test_read_a_metadata_file(tmp_path):
@@ -37,7 +49,8 @@ def test_read_a_metadata_file(tmp_path):
     assert meta.partitions == (  # sorted; isr defaults to replicas; -1 is no leader; loads ignored
         PartitionInfo("a.b", 0, (1, 2), 1, (1, 2)),
         PartitionInfo("orders", 0, (1, 2, 3), None, (1, 2, 3)),
-        PartitionInfo("orders", 1, (2, 3, 1), 3, (3, 2)))
+        PartitionInfo("orders", 1, (2, 3, 1), 3, (3, 2)),
+    )
     assert read_metadata_file(write(tmp_path, DOC), cluster="prod-eu-1") == meta
     assert read_metadata_file(write(tmp_path, {**DOC, "cluster": None}), cluster="prod-eu-1") == meta
 
@@ -49,32 +62,49 @@ def test_a_planner_snapshot_is_a_metadata_file():
     assert sorted(meta.brokers) == sorted(b["id"] for b in snapshot["brokers"])
     assert len(meta.partitions) == len(snapshot["partitions"])
     first = min(snapshot["partitions"], key=lambda p: (p["topic"], p["partition"]))
-    assert meta.partitions[0] == PartitionInfo(first["topic"], first["partition"], tuple(first["replicas"]),
-                                               first["leader"], tuple(first["replicas"]))
+    assert meta.partitions[0] == PartitionInfo(
+        first["topic"],
+        first["partition"],
+        tuple(first["replicas"]),
+        first["leader"],
+        tuple(first["replicas"]),
+    )
 
 
 def part(**fields):
     return {"topic": "orders", "partition": 0, "replicas": [1, 2], "leader": 1, **fields}
 
 
-@pytest.mark.parametrize("doc, message", [
-    ([], "expected a JSON object"),
-    ({**DOC, "cluster": "other"}, "'cluster' is 'other', but this job reads cluster 'prod-eu-1'"),
-    ({"brokers": [], "partitions": []}, "'cluster': missing"),
-    ({**DOC, "brokers": None}, "'brokers': expected a list"),
-    ({**DOC, "brokers": [{"id": "1"}]}, r"brokers\[0\].id: expected an integer"),
-    ({**DOC, "brokers": [{"id": 1}, {"id": 1}]}, r"brokers\[1\]: broker 1 is listed twice"),
-    ({**DOC, "brokers": [{"id": 1, "rack": 5}]}, r"brokers\[0\] \(broker 1\).rack: expected a string"),
-    ({**DOC, "partitions": {}}, "'partitions': expected a list"),
-    ({**DOC, "partitions": [part(topic="bad topic")]}, r"partitions\[0\].topic: expected a Kafka topic name"),
-    ({**DOC, "partitions": [part(partition=-1)]}, r"partitions\[0\].partition: expected an integer"),
-    ({**DOC, "partitions": [part(), part()]}, r"partitions\[1\] \(orders-0\): partition listed twice"),
-    ({**DOC, "partitions": [part(replicas=[])]}, r"\(orders-0\).replicas: expected a non-empty list"),
-    ({**DOC, "partitions": [part(replicas=[1, 1])]}, r"\(orders-0\).replicas: a broker is listed twice"),
-    ({**DOC, "partitions": [part(replicas=[1, True])]}, r"\(orders-0\).replicas\[1\]: expected an integer"),
-    ({**DOC, "partitions": [part(leader=3)]}, r"\(orders-0\).leader: 3 is not one of its replicas \[1, 2\]"),
-    ({**DOC, "partitions": [part(isr=[1, 5])]}, r"\(orders-0\).isr: 5 is not one of its replicas"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ([], "expected a JSON object"),
+        ({**DOC, "cluster": "other"}, "'cluster' is 'other', but this job reads cluster 'prod-eu-1'"),
+        ({"brokers": [], "partitions": []}, "'cluster': missing"),
+        ({**DOC, "brokers": None}, "'brokers': expected a list"),
+        ({**DOC, "brokers": [{"id": "1"}]}, r"brokers\[0\].id: expected an integer"),
+        ({**DOC, "brokers": [{"id": 1}, {"id": 1}]}, r"brokers\[1\]: broker 1 is listed twice"),
+        ({**DOC, "brokers": [{"id": 1, "rack": 5}]}, r"brokers\[0\] \(broker 1\).rack: expected a string"),
+        ({**DOC, "partitions": {}}, "'partitions': expected a list"),
+        (
+            {**DOC, "partitions": [part(topic="bad topic")]},
+            r"partitions\[0\].topic: expected a Kafka topic name",
+        ),
+        ({**DOC, "partitions": [part(partition=-1)]}, r"partitions\[0\].partition: expected an integer"),
+        ({**DOC, "partitions": [part(), part()]}, r"partitions\[1\] \(orders-0\): partition listed twice"),
+        ({**DOC, "partitions": [part(replicas=[])]}, r"\(orders-0\).replicas: expected a non-empty list"),
+        ({**DOC, "partitions": [part(replicas=[1, 1])]}, r"\(orders-0\).replicas: a broker is listed twice"),
+        (
+            {**DOC, "partitions": [part(replicas=[1, True])]},
+            r"\(orders-0\).replicas\[1\]: expected an integer",
+        ),
+        (
+            {**DOC, "partitions": [part(leader=3)]},
+            r"\(orders-0\).leader: 3 is not one of its replicas \[1, 2\]",
+        ),
+        ({**DOC, "partitions": [part(isr=[1, 5])]}, r"\(orders-0\).isr: 5 is not one of its replicas"),
+    ],
+)
 def test_file_errors_name_the_item(tmp_path, doc, message):
     with pytest.raises(MetadataError, match=message):
         read_metadata_file(write(tmp_path, doc), cluster=None if "missing" in message else "prod-eu-1")
@@ -96,8 +126,17 @@ def meta(*partitions: PartitionInfo, cluster: str = "c") -> ClusterMetadata:
 
 def test_topology_rows():
     rows = topology_rows(meta(PartitionInfo("t", 0, (1, 2), 1, (1,))), AT)
-    assert rows == [{"cluster": "c", "observed_at": AT, "topic": "t", "partition": 0, "replicas": [1, 2],
-                     "leader": 1, "isr": [1]}]
+    assert rows == [
+        {
+            "cluster": "c",
+            "observed_at": AT,
+            "topic": "t",
+            "partition": 0,
+            "replicas": [1, 2],
+            "leader": 1,
+            "isr": [1],
+        }
+    ]
 
 
 def test_changed_rows():
@@ -108,14 +147,20 @@ def test_changed_rows():
     assert changed_rows(before, before, AT) == []
     # ISR listed in another order: nothing changed.
     assert changed_rows(before, meta(a0, a1, PartitionInfo("b", 0, (3, 1), 3, (1, 3))), AT) == []
-    after = meta(PartitionInfo("a", 0, (2, 1), 1, (1, 2)),   # replica order: another preferred leader
-                 PartitionInfo("a", 1, (2, 3), 3, (2, 3)),   # leader
-                 PartitionInfo("a", 2, (1, 3), 1, (1, 3)),   # new
-                 PartitionInfo("c", 0, (1,), None, ()))      # new, offline; b-0 deleted
+    after = meta(
+        PartitionInfo("a", 0, (2, 1), 1, (1, 2)),  # replica order: another preferred leader
+        PartitionInfo("a", 1, (2, 3), 3, (2, 3)),  # leader
+        PartitionInfo("a", 2, (1, 3), 1, (1, 3)),  # new
+        PartitionInfo("c", 0, (1,), None, ()),
+    )  # new, offline; b-0 deleted
     rows = changed_rows(before, after, AT)
     assert [(r["topic"], r["partition"], r["replicas"], r["leader"], r["isr"]) for r in rows] == [
-        ("a", 0, [2, 1], 1, [1, 2]), ("a", 1, [2, 3], 3, [2, 3]), ("a", 2, [1, 3], 1, [1, 3]),
-        ("b", 0, [], None, []), ("c", 0, [1], None, [])]
+        ("a", 0, [2, 1], 1, [1, 2]),
+        ("a", 1, [2, 3], 3, [2, 3]),
+        ("a", 2, [1, 3], 1, [1, 3]),
+        ("b", 0, [], None, []),
+        ("c", 0, [1], None, []),
+    ]
     assert changed_rows(before, meta(a0, a1, PartitionInfo("b", 0, (3, 1), 3, (3,))), AT)[0]["isr"] == [3]
     with pytest.raises(MetadataError, match="previous: cluster 'x'"):
         changed_rows(meta(cluster="x"), before, AT)
@@ -136,7 +181,9 @@ def test_poll_arguments_are_checked_before_connecting():
 
 def test_poll_errors_never_show_secrets():
     with pytest.raises(MetadataPollError) as caught:
-        poll_metadata("127.0.0.1:1", {"security.protocol": "hunter2", "sasl.password": "hunter2"}, "c", timeout_s=2)
+        poll_metadata(
+            "127.0.0.1:1", {"security.protocol": "hunter2", "sasl.password": "hunter2"}, "c", timeout_s=2
+        )
     assert "hunter2" not in str(caught.value) and "***" in str(caught.value)
 
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from balancer.cli.main import main as balancer_cli
-from balancer.demo.cluster import free_port
 from balancer.config import REPO_ROOT, ConfigError, load_config
+from balancer.demo.cluster import free_port
 from balancer.storage import Storage, normalize_root
 
 SECRET = "s3cr3t-" + uuid.uuid4().hex  # must never show up in logs, errors or tables
@@ -35,8 +35,12 @@ def s3_endpoint(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -47,8 +51,13 @@ def s3_endpoint(tmp_path_factory):
                 assert server.poll() is None and time.monotonic() < deadline, log.read_text()
                 time.sleep(0.1)
         endpoint = f"http://127.0.0.1:{port}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
-                     region_name="us-east-1").create_bucket(Bucket="balancer-lakehouse")
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id=KEY_ID,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+        ).create_bucket(Bucket="balancer-lakehouse")
         yield endpoint
     finally:
         os.killpg(server.pid, signal.SIGKILL)
@@ -56,11 +65,17 @@ def s3_endpoint(tmp_path_factory):
 
 
 def options(endpoint: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
-            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
 
 
 # -- the root and options, no server --------------------------------------------------------
+
 
 def test_local_roots_resolve_as_before_and_uris_keep_their_scheme(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -82,21 +97,33 @@ def test_commit_safety_defaults_to_conditional_put_unless_chosen():
     chosen = {"AWS_S3_LOCKING_PROVIDER": "dynamodb", "DELTA_DYNAMO_TABLE_NAME": "delta_log"}
     assert Storage.of("s3://b/p", chosen).options == chosen
     assert Storage.of("s3://b/p", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}).options == {
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true"
+    }
 
 
 def test_storage_options_map_to_hadoop_s3a():
     storage = Storage.of("s3://b/p", {**options("http://127.0.0.1:9000"), "AWS_SESSION_TOKEN": "tok"})
     assert storage.hadoop_conf() == {
         "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "fs.s3a.endpoint": "http://127.0.0.1:9000", "fs.s3a.path.style.access": "true",
+        "fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "fs.s3a.path.style.access": "true",
         "fs.s3a.connection.ssl.enabled": "false",
-        "fs.s3a.access.key": KEY_ID, "fs.s3a.secret.key": SECRET, "fs.s3a.session.token": "tok",
+        "fs.s3a.access.key": KEY_ID,
+        "fs.s3a.secret.key": SECRET,
+        "fs.s3a.session.token": "tok",
         "fs.s3a.endpoint.region": "us-east-1",
-        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"}
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+    }
     # object_store's other spellings of the same settings
-    short = Storage.of("s3a://b", {"endpoint": "https://minio:9000", "access_key_id": "k", "secret_access_key": "s",
-                                   "region": "eu-west-1"})
+    short = Storage.of(
+        "s3a://b",
+        {
+            "endpoint": "https://minio:9000",
+            "access_key_id": "k",
+            "secret_access_key": "s",
+            "region": "eu-west-1",
+        },
+    )
     assert short.hadoop_conf()["fs.s3a.endpoint"] == "https://minio:9000"
     assert "fs.s3a.connection.ssl.enabled" not in short.hadoop_conf()
     assert short.hadoop_conf()["fs.s3a.endpoint.region"] == "eu-west-1"
@@ -105,7 +132,9 @@ def test_storage_options_map_to_hadoop_s3a():
 def test_credentials_are_never_echoed():
     storage = Storage.of("s3://b/p", options("http://127.0.0.1:9000"))
     assert SECRET not in repr(storage) and KEY_ID not in repr(storage)
-    config = load_config(None, ["lakehouse.path=s3://b/p", f"lakehouse.storage_options.AWS_SECRET_ACCESS_KEY={SECRET}"])
+    config = load_config(
+        None, ["lakehouse.path=s3://b/p", f"lakehouse.storage_options.AWS_SECRET_ACCESS_KEY={SECRET}"]
+    )
     assert SECRET not in repr(config) and SECRET not in str(config.lakehouse)
     with pytest.raises(ConfigError) as bad:
         load_config(None, [f"lakehouse.path=s3://{KEY_ID}:{SECRET}@b/p"])
@@ -113,6 +142,7 @@ def test_credentials_are_never_echoed():
 
 
 # -- against the S3 server --------------------------------------------------------------------
+
 
 def test_two_writers_from_the_same_version_both_commit(s3_endpoint):
     """Two drivers committing to one table at once (two jobs sharing a lakehouse): with conditional put
@@ -131,34 +161,49 @@ def test_two_writers_from_the_same_version_both_commit(s3_endpoint):
 
 
 @pytest.mark.integration
-def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, tmp_path, s3_endpoint, capsys,
-                                                        caplog, monkeypatch):
+def test_job_writes_every_table_to_s3_and_sql_reads_them(
+    spark, broker, topic, tmp_path, s3_endpoint, capsys, caplog, monkeypatch
+):
     from deltalake import DeltaTable
+    from support import T0, produce
+    from test_pipeline import MALFORMED, job_config
 
     from balancer import telemetry as tm
     from balancer.demo.scenarios import ScenarioSpec, generate
     from balancer.demo.simulator import SimulatedCluster
     from balancer.spark import job
     from balancer.spark.lakehouse import TABLES
-    from support import T0, produce
-    from test_pipeline import MALFORMED, job_config
 
-    spec = ScenarioSpec(brokers=4, racks=2, topics=3, partitions_per_topic=(3, 4), replication_factor=2,
-                        total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="s3-1")
+    spec = ScenarioSpec(
+        brokers=4,
+        racks=2,
+        topics=3,
+        partitions_per_topic=(3, 4),
+        replication_factor=2,
+        total_bytes_in=40e6,
+        new_empty_brokers=1,
+        seed=3,
+        cluster="s3-1",
+    )
     cluster = SimulatedCluster(generate(spec), noise=0.0)
     valid = [tm.encode(r) for minute in range(12) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
+    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2 :])
 
     root = f"s3://balancer-lakehouse/{uuid.uuid4().hex}/lakehouse"
-    settings = [f"lakehouse.path={root}", *(f"lakehouse.storage_options.{k}={v}" for k, v in options(s3_endpoint).items())]
+    settings = [
+        f"lakehouse.path={root}",
+        *(f"lakehouse.storage_options.{k}={v}" for k, v in options(s3_endpoint).items()),
+    ]
     config = job_config(tmp_path, broker, topic, *settings)
     caplog.set_level(logging.INFO)
     job.run_until_idle(spark, job.start(spark, config, once=True))
     assert not (tmp_path / "lakehouse").exists() and not Path("s3:").exists()  # nothing on the local disk
 
     opts = Storage.of(root, config.lakehouse.storage_options).delta_options()
-    rows = {table: DeltaTable(f"{root}/{table}", storage_options=opts).to_pyarrow_table().to_pylist()
-            for table in TABLES}
+    rows = {
+        table: DeltaTable(f"{root}/{table}", storage_options=opts).to_pyarrow_table().to_pylist()
+        for table in TABLES
+    }
     assert len(rows["telemetry_raw"]) == len(valid)
     assert len({(r["kafka_partition"], r["kafka_offset"]) for r in rows["telemetry_raw"]}) == len(valid)
     assert len(rows["telemetry_quarantine"]) == len(MALFORMED)
@@ -173,9 +218,14 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
     assert rows["quality_runs"], "the data contract's results land on S3 too"
 
     # balancer sql reads the tables back from S3 (Spark reads the files through the executors' pyarrow).
-    code = balancer_cli(["sql", *(a for s in settings for a in ("--set", s)),
-                         "SELECT (SELECT count(*) FROM telemetry_raw) AS raw, (SELECT count(*) FROM broker_ranking) "
-                         "AS ranked, (SELECT count(*) FROM balance_plans WHERE status = 'proposed') AS proposed"])
+    code = balancer_cli(
+        [
+            "sql",
+            *(a for s in settings for a in ("--set", s)),
+            "SELECT (SELECT count(*) FROM telemetry_raw) AS raw, (SELECT count(*) FROM broker_ranking) "
+            "AS ranked, (SELECT count(*) FROM balance_plans WHERE status = 'proposed') AS proposed",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     proposed = sum(p["status"] == "proposed" for p in plans)
@@ -187,8 +237,9 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
     from test_pipeline import run_notebook
 
     config_file = tmp_path / "job.yaml"
-    config_file.write_text(yaml.safe_dump({"lakehouse": {"path": root,
-                                                         "storage_options": config.lakehouse.storage_options}}))
+    config_file.write_text(
+        yaml.safe_dump({"lakehouse": {"path": root, "storage_options": config.lakehouse.storage_options}})
+    )
     monkeypatch.setenv("BALANCER_CONFIG", str(config_file))
     monkeypatch.setenv("BALANCER_LAKEHOUSE", root)
     notebook = run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", root)
@@ -196,13 +247,24 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(spark, broker, topic, t
 
     # balancer export reads a plan's rows from S3 too.
     plan_id = next(p["plan_id"] for p in plans if p["status"] == "proposed")
-    assert balancer_cli(["export", plan_id, "--out", str(tmp_path / "export"),
-                         *(a for s in settings for a in ("--set", s))]) == 0
+    assert (
+        balancer_cli(
+            [
+                "export",
+                plan_id,
+                "--out",
+                str(tmp_path / "export"),
+                *(a for s in settings for a in ("--set", s)),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "export" / "run.sh").exists()
     out += capsys.readouterr().out
 
     # No credential in what the job logged or printed, nor in any table.
     logged = "\n".join(r.getMessage() for r in caplog.records) + out
     assert SECRET not in logged and KEY_ID not in logged
-    assert not any(SECRET in str(v) or KEY_ID in str(v) for table in rows.values() for row in table
-                   for v in row.values())
+    assert not any(
+        SECRET in str(v) or KEY_ID in str(v) for table in rows.values() for row in table for v in row.values()
+    )

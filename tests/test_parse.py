@@ -11,10 +11,22 @@ from balancer import telemetry as tm
 from balancer.spark.parse import parse_telemetry, quarantined_records, valid_records
 
 NOW = int(time.time() * 1000)
-GOOD = tm.partition_record(ts=NOW, cluster="prod-eu-1", broker=3, topic="orders", partition=7, leader=True,
-                           replicas=[3, 1, 5], bytes_in=1e6, bytes_out=2e6, messages_in=5e3, size=1e9)
-GOOD_BROKER = tm.broker_record(ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8,
-                               network_out=2e8, disk=1e12, cpu=0.4)
+GOOD = tm.partition_record(
+    ts=NOW,
+    cluster="prod-eu-1",
+    broker=3,
+    topic="orders",
+    partition=7,
+    leader=True,
+    replicas=[3, 1, 5],
+    bytes_in=1e6,
+    bytes_out=2e6,
+    messages_in=5e3,
+    size=1e9,
+)
+GOOD_BROKER = tm.broker_record(
+    ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8, network_out=2e8, disk=1e12, cpu=0.4
+)
 
 
 def with_(**changes) -> str:
@@ -58,8 +70,8 @@ CASES = {
     "leader as text": (with_(leader="yes"), "field 'leader' must be true or false"),
     "replicas of text": (with_(replicas=["a"]), "field 'replicas' must be an array of integers"),
     "negative rate": (with_(bytes_out=-5), "field 'bytes_out' is negative: -5"),
-    "NaN rate": (with_(bytes_in="@").replace('"@"', 'NaN'), "'bytes_in' is not a finite number"),
-    "infinite rate": (with_(size="@").replace('"@"', 'Infinity'), "'size' is not a finite number"),
+    "NaN rate": (with_(bytes_in="@").replace('"@"', "NaN"), "'bytes_in' is not a finite number"),
+    "infinite rate": (with_(size="@").replace('"@"', "Infinity"), "'size' is not a finite number"),
     "negative broker id": (with_(broker=-1, replicas=[-1]), "field 'broker' is negative"),
     "broker id beyond int32": (with_(broker=2**40), "field 'broker' must be an integer"),
     "negative partition": (with_(partition=-2), "field 'partition' is negative"),
@@ -73,32 +85,52 @@ CASES = {
     "empty replicas": (with_(replicas=[]), "field 'replicas' is empty"),
     "duplicate replica": (with_(replicas=[3, 3]), "lists a broker twice"),
     "reporter not a replica": (with_(broker=9), "broker 9 reports a replica but is not in replicas"),
-    "zero capacity": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 0, "network_out": 1, "disk": 1}}),
-                      "field 'capacity.network_in' must be positive"),
-    "capacity without disk": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1}}),
-                              "field 'capacity.disk' is missing or not a number"),
+    "zero capacity": (
+        json.dumps({**GOOD_BROKER, "capacity": {"network_in": 0, "network_out": 1, "disk": 1}}),
+        "field 'capacity.network_in' must be positive",
+    ),
+    "capacity without disk": (
+        json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1}}),
+        "field 'capacity.disk' is missing or not a number",
+    ),
     "oversized": (json.dumps({**GOOD, "pad": "x" * 70_000}), "over source.max_value_bytes=65536"),
     # Optional or other-type fields are still checked (the valid-record guard must see them too).
     "negative cpu on a partition record": (with_(cpu=-0.5), "field 'cpu' is negative"),
-    "NaN cpu on a broker record": (json.dumps({**GOOD_BROKER, "cpu": "@"}).replace('"@"', "NaN"),
-                                   "'cpu' is not a finite number"),
-    "NaN rate on a broker record": (json.dumps({**GOOD_BROKER, "bytes_in": "@"}).replace('"@"', "NaN"),
-                                    "'bytes_in' is not a finite number"),
-    "negative partition on a broker record": (json.dumps({**GOOD_BROKER, "partition": -1}),
-                                              "field 'partition' is negative"),
-    "partial capacity on a partition record": (with_(capacity={"network_in": 1, "network_out": 1}),
-                                               "field 'capacity.disk' is missing or not a number"),
-    "infinite capacity": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": "@", "disk": 1}})
-                          .replace('"@"', "Infinity"), "'capacity.network_out' is not a finite number"),
+    "NaN cpu on a broker record": (
+        json.dumps({**GOOD_BROKER, "cpu": "@"}).replace('"@"', "NaN"),
+        "'cpu' is not a finite number",
+    ),
+    "NaN rate on a broker record": (
+        json.dumps({**GOOD_BROKER, "bytes_in": "@"}).replace('"@"', "NaN"),
+        "'bytes_in' is not a finite number",
+    ),
+    "negative partition on a broker record": (
+        json.dumps({**GOOD_BROKER, "partition": -1}),
+        "field 'partition' is negative",
+    ),
+    "partial capacity on a partition record": (
+        with_(capacity={"network_in": 1, "network_out": 1}),
+        "field 'capacity.disk' is missing or not a number",
+    ),
+    "infinite capacity": (
+        json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": "@", "disk": 1}}).replace(
+            '"@"', "Infinity"
+        ),
+        "'capacity.network_out' is not a finite number",
+    ),
     "null replica": (with_(replicas=[3, None]), "field 'replicas' holds an invalid broker id"),
     # Physically impossible figures (source.max_rate, source.max_size).
-    "rate of 1e300 B/s": (with_(bytes_in=1e300), "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13"),
+    "rate of 1e300 B/s": (
+        with_(bytes_in=1e300),
+        "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13",
+    ),
     "rate just over max_rate": (with_(bytes_out=1.0000001e13), "field 'bytes_out' is 1.0000001E13 B/s"),
     "messages over max_rate": (with_(messages_in=1e14), "field 'messages_in' is 1.0E14 messages/s"),
     "size over max_size": (with_(size=2e15), "field 'size' is 2.0E15 B, over source.max_size=1e+15"),
-    "disk capacity over max_size": (json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1,
-                                                                           "disk": 1e300}}),
-                                    "field 'capacity.disk' is 1.0E300 B, over source.max_size=1e+15"),
+    "disk capacity over max_size": (
+        json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1, "network_out": 1, "disk": 1e300}}),
+        "field 'capacity.disk' is 1.0E300 B, over source.max_size=1e+15",
+    ),
     # Not UTF-8: Spark's from_json reads these as valid records, invalid bytes and all.
     "invalid UTF-8 in cluster": not_utf8(spliced("cluster", b"prod-\xff")),
     "invalid UTF-8 in topic": not_utf8(spliced("topic", b"\xc3\x28")),
@@ -111,14 +143,46 @@ CASES = {
 
 
 # Spellings where JSON parsers tend to disagree: whatever the source decodes must read as Spark reads it.
-EDGE = [b'{"V":1}', b' {"v":1} ', b'null', b'1', b'"s"', b'{"v":1}x', b'{"v":1}\n{"v":1}', b'{"v":1}\n',
-        b"{'v':1}", b'{"cluster":5}', b'{"cluster":true}', b'{"cluster":{"a":1}}', b'{"broker":3.0}',
-        b'{"broker":1e2}', b'{"broker":"3"}', b'{"broker":-0}', b'{"ts":1.7e12}', b'{"ts":+5}', b'{"partition":01}',
-        b'{"broker":1,"broker":2}', b'{"leader":1}', b'{"bytes_in":"5"}', b'{"bytes_in":1e400}',
-        b'{"bytes_in":Inf}', b'{"bytes_in":-Infinity}', b'{"bytes_in":"NaN"}', b'{"bytes_in":-0.0}',
-        b'{"cluster":"a\\u00e9"}', b'{"cluster":"\\ud800"}', b'{"cluster":"\xff"}', b'{"x\xff":1}',
-        b'{"cluster":"a\tb"}', b'{"replicas":[1,null]}', b'{"capacity":null}', b'{"capacity":{"disk":"1"}}',
-        b'{"_corrupt_record":"x"}', b'{"v":1,"x":{"y":[1,{}]}}', b'\xef\xbb\xbf{"v":1}']
+EDGE = [
+    b'{"V":1}',
+    b' {"v":1} ',
+    b"null",
+    b"1",
+    b'"s"',
+    b'{"v":1}x',
+    b'{"v":1}\n{"v":1}',
+    b'{"v":1}\n',
+    b"{'v':1}",
+    b'{"cluster":5}',
+    b'{"cluster":true}',
+    b'{"cluster":{"a":1}}',
+    b'{"broker":3.0}',
+    b'{"broker":1e2}',
+    b'{"broker":"3"}',
+    b'{"broker":-0}',
+    b'{"ts":1.7e12}',
+    b'{"ts":+5}',
+    b'{"partition":01}',
+    b'{"broker":1,"broker":2}',
+    b'{"leader":1}',
+    b'{"bytes_in":"5"}',
+    b'{"bytes_in":1e400}',
+    b'{"bytes_in":Inf}',
+    b'{"bytes_in":-Infinity}',
+    b'{"bytes_in":"NaN"}',
+    b'{"bytes_in":-0.0}',
+    b'{"cluster":"a\\u00e9"}',
+    b'{"cluster":"\\ud800"}',
+    b'{"cluster":"\xff"}',
+    b'{"x\xff":1}',
+    b'{"cluster":"a\tb"}',
+    b'{"replicas":[1,null]}',
+    b'{"capacity":null}',
+    b'{"capacity":{"disk":"1"}}',
+    b'{"_corrupt_record":"x"}',
+    b'{"v":1,"x":{"y":[1,{}]}}',
+    b'\xef\xbb\xbf{"v":1}',
+]
 SCHEMA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 
 
@@ -135,7 +199,9 @@ def kafka_frame(spark, values: list[bytes], decoded_by: str):
     if decoded_by == "spark":
         return frame
     decoded = decode_json(pa.array(values, pa.binary()), to_arrow_type(TYPED_SCHEMA))
-    side = spark.createDataFrame(pa.table({"o": pa.array(range(len(values)), pa.int64()), "value_json": decoded}))
+    side = spark.createDataFrame(
+        pa.table({"o": pa.array(range(len(values)), pa.int64()), "value_json": decoded})
+    )
     return frame.join(side, frame["offset"] == side["o"]).drop("o")
 
 
@@ -200,26 +266,42 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
 
     from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _valid_guard
 
-    good = [json.dumps(GOOD), json.dumps(GOOD_BROKER), json.dumps({**GOOD_BROKER, "rack": None, "cpu": 0.0}),
-            with_(bytes_in=0.0, size=0), with_(bytes_in=1e13, bytes_out=1e13, messages_in=1e13, size=1e15),
-            json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1e13, "network_out": 1e13, "disk": 1e15}})]
+    good = [
+        json.dumps(GOOD),
+        json.dumps(GOOD_BROKER),
+        json.dumps({**GOOD_BROKER, "rack": None, "cpu": 0.0}),
+        with_(bytes_in=0.0, size=0),
+        with_(bytes_in=1e13, bytes_out=1e13, messages_in=1e13, size=1e15),
+        json.dumps({**GOOD_BROKER, "capacity": {"network_in": 1e13, "network_out": 1e13, "disk": 1e15}}),
+    ]
     values = good + [value for value, _ in CASES.values()]
     text = F.col("value").cast("string")
-    guarded = F.when((F.octet_length("value") <= 65536) & F.is_valid_utf8(text), text)  # as parse_telemetry does
-    typed = F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
-                                                "allowNonNumericNumbers": "true"})
-    guard = _valid_guard(typed, F.unix_millis(F.current_timestamp()), max_rate=LIMITS["max_rate"],
-                         max_size=LIMITS["max_size"])
-    rows = spark.createDataFrame([(as_bytes(v),) for v in values], "value binary").select(guard.alias("g")).collect()
-    assert [r["g"] for r in rows[:len(good)]] == [True] * len(good)
-    assert [case for case, r in zip(CASES, rows[len(good):]) if r["g"] is True] == []
+    guarded = F.when(
+        (F.octet_length("value") <= 65536) & F.is_valid_utf8(text), text
+    )  # as parse_telemetry does
+    typed = F.from_json(
+        guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT, "allowNonNumericNumbers": "true"}
+    )
+    guard = _valid_guard(
+        typed, F.unix_millis(F.current_timestamp()), max_rate=LIMITS["max_rate"], max_size=LIMITS["max_size"]
+    )
+    rows = (
+        spark.createDataFrame([(as_bytes(v),) for v in values], "value binary")
+        .select(guard.alias("g"))
+        .collect()
+    )
+    assert [r["g"] for r in rows[: len(good)]] == [True] * len(good)
+    assert [case for case, r in zip(CASES, rows[len(good) :]) if r["g"] is True] == []
 
 
 def test_source_decoding_reads_every_value_as_spark_does(spark):
     """Parsing with the source's ``value_json`` gives the same rows, field by field and reason by reason,
     as parsing with ``from_json`` alone: for every case above and every known point of disagreement."""
-    values = ([json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()]
-              + [as_bytes(value) for value, _ in CASES.values()] + EDGE)
+    values = (
+        [json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()]
+        + [as_bytes(value) for value, _ in CASES.values()]
+        + EDGE
+    )
     results = {}
     for decoded_by in ("spark", "source"):
         rows = parse_telemetry(kafka_frame(spark, values, decoded_by), **LIMITS).collect()
@@ -237,7 +319,9 @@ def test_source_decodes_good_records_itself():
     from balancer.spark.json_values import decode_json
     from balancer.spark.parse import TYPED_SCHEMA
 
-    decoded = decode_json(pa.array([json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()] * 500),
-                          to_arrow_type(TYPED_SCHEMA))
+    decoded = decode_json(
+        pa.array([json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()] * 500),
+        to_arrow_type(TYPED_SCHEMA),
+    )
     assert decoded.null_count == 0
     assert decoded[0].as_py()["replicas"] == [3, 1, 5] and decoded[1].as_py()["capacity"]["disk"] == 1e12

@@ -5,46 +5,82 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from support import T0, produce
 
+from balancer import telemetry as tm
 from balancer.cli.main import main as balancer_cli
 from balancer.config import REPO_ROOT, load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from balancer import telemetry as tm
-from support import T0, produce
 
 pytestmark = pytest.mark.integration
 
-MALFORMED = [b"not json", b"", b'{"v":2,"type":"partition"}', b'{"v":1,"type":"partition","ts":"soon"}',
-             json.dumps({"v": 1, "type": "broker", "ts": T0, "cluster": "c", "broker": -3,
-                         "capacity": {"network_in": 1, "network_out": 1, "disk": 1}}).encode()]
+MALFORMED = [
+    b"not json",
+    b"",
+    b'{"v":2,"type":"partition"}',
+    b'{"v":1,"type":"partition","ts":"soon"}',
+    json.dumps(
+        {
+            "v": 1,
+            "type": "broker",
+            "ts": T0,
+            "cluster": "c",
+            "broker": -3,
+            "capacity": {"network_in": 1, "network_out": 1, "disk": 1},
+        }
+    ).encode(),
+]
 
 
 def job_config(tmp_path, broker, topic, *extra):
-    return load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes", "windows.slide=5 minutes",
-        "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", *extra])
+    return load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=10 seconds",
+            *extra,
+        ],
+    )
 
 
 def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, topic, tmp_path, capsys, caplog):
-    spec = ScenarioSpec(brokers=4, racks=2, topics=4, partitions_per_topic=(3, 6), replication_factor=2,
-                        total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="it-1")
+    spec = ScenarioSpec(
+        brokers=4,
+        racks=2,
+        topics=4,
+        partitions_per_topic=(3, 6),
+        replication_factor=2,
+        total_bytes_in=40e6,
+        new_empty_brokers=1,
+        seed=3,
+        cluster="it-1",
+    )
     cluster = SimulatedCluster(generate(spec), noise=0.0)
     valid = [tm.encode(r) for minute in range(12) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
+    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2 :])
 
     config = job_config(tmp_path, broker, topic)
     caplog.set_level(logging.INFO, logger="balancer.spark.sinks")
     job.run_until_idle(spark, job.start(spark, config, once=True))
     # Each batch logs where its time went; the batches that closed windows include the plans.
-    steps = [r.getMessage() for r in caplog.records if r.name == "balancer.spark.sinks" and " took " in r.getMessage()]
+    steps = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "balancer.spark.sinks" and " took " in r.getMessage()
+    ]
     assert steps and all("read, parse, land" in m for m in steps)
     assert any("windows (read back, aggregate)" in m and "plans" in m for m in steps), steps
 
@@ -77,8 +113,16 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
         assert [a["seq"] for a in own] == sorted(a["seq"] for a in own)
 
     # The CLI answers SQL on the tables by name, against the same lakehouse path.
-    code = balancer_cli(["sql", "--set", f"lakehouse.path={config.lakehouse.path}", "--set", "lakehouse.engine=delta-rs",
-                         "SELECT status, count(*) AS n FROM balance_plans GROUP BY status"])
+    code = balancer_cli(
+        [
+            "sql",
+            "--set",
+            f"lakehouse.path={config.lakehouse.path}",
+            "--set",
+            "lakehouse.engine=delta-rs",
+            "SELECT status, count(*) AS n FROM balance_plans GROUP BY status",
+        ]
+    )
     assert code == 0
     assert "proposed" in capsys.readouterr().out
 
@@ -100,8 +144,19 @@ def run_notebook(path, lakehouse_path) -> dict:
 
 
 def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path, capsys):
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2),
-                                                     replication_factor=2, cluster="it-2")), noise=0.0)
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 2),
+                replication_factor=2,
+                cluster="it-2",
+            )
+        ),
+        noise=0.0,
+    )
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker.bootstrap_servers, topic, first)
     config = job_config(tmp_path, broker, topic)
@@ -110,7 +165,7 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     assert lakehouse.read("telemetry_raw").count() == len(first)
     plans_before = lakehouse.read("balance_plans").count()
     time.sleep(1.1)  # commit times are in milliseconds: a moment between the two runs
-    between = datetime.now(timezone.utc)
+    between = datetime.now(UTC)
     time.sleep(1.1)
 
     second = [tm.encode(r) for minute in range(7, 12) for r in cluster.telemetry(T0 + minute * 60_000)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import MINUTE, T0, minutes_of, produce
 
 from balancer.cli.sql import register_sql_views
 from balancer.config import load_config
@@ -19,7 +20,6 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from support import MINUTE, T0, minutes_of, produce
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +27,33 @@ WINDOW = 5 * MINUTE
 
 
 def _cluster(name: str) -> SimulatedCluster:
-    spec = ScenarioSpec(brokers=4, racks=0, topics=3, partitions_per_topic=(3, 4), replication_factor=2,
-                        total_bytes_in=30e6, new_empty_brokers=1, seed=5, cluster=name)
-    return SimulatedCluster(generate(spec), noise=0.0, throttle_bytes_per_sec=1e15)  # moves finish within a minute
+    spec = ScenarioSpec(
+        brokers=4,
+        racks=0,
+        topics=3,
+        partitions_per_topic=(3, 4),
+        replication_factor=2,
+        total_bytes_in=30e6,
+        new_empty_brokers=1,
+        seed=5,
+        cluster=name,
+    )
+    return SimulatedCluster(
+        generate(spec), noise=0.0, throttle_bytes_per_sec=1e15
+    )  # moves finish within a minute
 
 
 def _apply(cluster: SimulatedCluster, actions: list[dict], minute: int) -> None:
-    cluster.apply({"version": 1, "partitions": [{"topic": a["topic"], "partition": a["partition"],
-                                                 "replicas": list(a["new_replicas"])} for a in actions]},
-                  T0 + minute * MINUTE)
+    cluster.apply(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": a["topic"], "partition": a["partition"], "replicas": list(a["new_replicas"])}
+                for a in actions
+            ],
+        },
+        T0 + minute * MINUTE,
+    )
 
 
 def _minute(frame):
@@ -45,27 +63,53 @@ def _minute(frame):
 
 def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tmp_path):
     a, b, c = _cluster("life-a"), _cluster("life-b"), _cluster("life-c")
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes", "windows.slide=5 minutes",
-        "windows.watermark=1 minute", "source.unavailable_timeout=10 seconds", "quality.enabled=false",
-        "executor.proposal_ttl=10 minutes", "balancer.min_plan_interval=10 minutes"])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=10 seconds",
+            "quality.enabled=false",
+            "executor.proposal_ttl=10 minutes",
+            "balancer.min_plan_interval=10 minutes",
+        ],
+    )
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 
     def run(first: int, last: int) -> None:
-        produce(broker.bootstrap_servers, topic, [r for sim in (a, b, c) for r in minutes_of(sim, first, last)])
+        produce(
+            broker.bootstrap_servers, topic, [r for sim in (a, b, c) for r in minutes_of(sim, first, last)]
+        )
         job.run_until_idle(spark, job.start(spark, config, once=True))
 
     def plans(cluster: str) -> list[dict]:
-        rows = _minute(lakehouse.read("balance_plans")).where(f"cluster = '{cluster}'").orderBy("window_end").collect()
+        rows = (
+            _minute(lakehouse.read("balance_plans"))
+            .where(f"cluster = '{cluster}'")
+            .orderBy("window_end")
+            .collect()
+        )
         return [r.asDict() for r in rows]
 
     def actions(plan_id: str) -> list[dict]:
-        return [r.asDict() for r in lakehouse.read("plan_actions").where(f"plan_id = '{plan_id}'").orderBy("seq").collect()]
+        return [
+            r.asDict()
+            for r in lakehouse.read("plan_actions").where(f"plan_id = '{plan_id}'").orderBy("seq").collect()
+        ]
 
     def events(plan_id: str) -> list[tuple]:
-        rows = _minute(lakehouse.read("plan_events")).where(f"plan_id = '{plan_id}'").orderBy("window_end").collect()
+        rows = (
+            _minute(lakehouse.read("plan_events"))
+            .where(f"plan_id = '{plan_id}'")
+            .orderBy("window_end")
+            .collect()
+        )
         return [(r["end"], r["status"], r["actions_done"], r["actions_total"], r["bytes_done"]) for r in rows]
 
     # Run 1: windows [0,5) and [5,10) close in one micro-batch. The first proposes; the second,
@@ -80,7 +124,9 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     acts_a, acts_c = actions(plan_a["plan_id"]), actions(plan_c["plan_id"])
     assert len(acts_a) >= 2
     assert not [r for r in plans("life-a") if r["status"] == "waiting" and actions(r["plan_id"])]
-    batches = lakehouse.read("plan_batches").where(f"plan_id = '{plan_a['plan_id']}'").orderBy("batch").collect()
+    batches = (
+        lakehouse.read("plan_batches").where(f"plan_id = '{plan_a['plan_id']}'").orderBy("batch").collect()
+    )
     assert sum(r["actions"] for r in batches) == len(acts_a)
     assert sum(r["bytes_to_move"] for r in batches) == plan_a["bytes_to_move"]
     for r in batches:
@@ -92,11 +138,14 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     half = len(acts_a) // 2
     _apply(a, acts_a[:half], 12)
     moved = acts_c[0]
-    outsider = next(x for x in sorted(c.brokers) if x not in set(moved["old_replicas"]) | set(moved["new_replicas"]))
+    outsider = next(
+        x for x in sorted(c.brokers) if x not in set(moved["old_replicas"]) | set(moved["new_replicas"])
+    )
     _apply(c, [{**moved, "new_replicas": [moved["old_replicas"][0], outsider]}], 12)
     run(12, 16)
-    assert events(plan_a["plan_id"]) == [(15, "executing", half, len(acts_a),
-                                          sum(x["bytes_to_move"] for x in acts_a[:half]))]
+    assert events(plan_a["plan_id"]) == [
+        (15, "executing", half, len(acts_a), sum(x["bytes_to_move"] for x in acts_a[:half]))
+    ]
     assert plans("life-a")[-1]["status"] == "waiting" and "is executing" in plans("life-a")[-1]["reason"]
     # life-b: the TTL passed with nothing observed; a new plan replaces the old one in that window.
     assert [e[1] for e in events(plan_b["plan_id"])] == ["superseded"]
@@ -112,24 +161,43 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     # measured in the second (the first full window after completion).
     _apply(a, acts_a[half:], 17)
     run(17, 26)
-    assert events(plan_a["plan_id"])[-1] == (20, "completed", len(acts_a), len(acts_a), plan_a["bytes_to_move"])
+    assert events(plan_a["plan_id"])[-1] == (
+        20,
+        "completed",
+        len(acts_a),
+        len(acts_a),
+        plan_a["bytes_to_move"],
+    )
     assert [(r["end"], r["status"]) for r in plans("life-a")] == [
-        (5, "proposed"), (10, "waiting"), (15, "waiting"), (20, "waiting"), (25, "waiting")]
-    assert "completed" in plans("life-a")[-1]["reason"] and "min_plan_interval" in plans("life-a")[-1]["reason"]
+        (5, "proposed"),
+        (10, "waiting"),
+        (15, "waiting"),
+        (20, "waiting"),
+        (25, "waiting"),
+    ]
+    assert (
+        "completed" in plans("life-a")[-1]["reason"] and "min_plan_interval" in plans("life-a")[-1]["reason"]
+    )
     assert [r["status"] for r in plans("life-b")][-2] == "waiting"  # [15,20) waits on life-b's second plan
     assert plans("life-c")[-1]["status"] != "waiting"  # 10 minutes after the divergence: planned again
 
     # Predicted vs realized: the realized figures are broker_load's of the window [20,25).
     outcomes = _minute(lakehouse.read("plan_outcomes")).where(f"plan_id = '{plan_a['plan_id']}'").collect()
     assert outcomes and {r["end"] for r in outcomes} == {25}
-    loads = [r.asDict() for r in lakehouse.read("broker_load")
-             .where(f"cluster = 'life-a' AND window_end = timestamp_millis({T0 + 25 * MINUTE})").collect()]
+    loads = [
+        r.asDict()
+        for r in lakehouse.read("broker_load")
+        .where(f"cluster = 'life-a' AND window_end = timestamp_millis({T0 + 25 * MINUTE})")
+        .collect()
+    ]
     assert len(loads) == len(a.brokers)
     for resource in ("network_in", "network_out", "disk"):
         average = sum(r[resource] for r in loads) / sum(r[f"capacity_{resource}"] for r in loads)
         expected = {r["broker"]: r[f"util_{resource}"] / average for r in loads}
         mine = {o["broker"]: o for o in outcomes if o["resource"] == resource}
-        assert {b: o["realized"] for b, o in mine.items() if b is not None} == pytest.approx(expected, rel=1e-9)
+        assert {b: o["realized"] for b, o in mine.items() if b is not None} == pytest.approx(
+            expected, rel=1e-9
+        )
         assert mine[None]["realized"] == pytest.approx(max(expected.values()), rel=1e-9)
         assert mine[None]["predicted"] == plan_a[f"{resource}_after"]
         assert mine[None]["before"] == plan_a[f"{resource}_before"]
@@ -141,7 +209,9 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     # The view gives each plan's current status.
     lakehouse.register_views()
     register_sql_views(spark)
-    status = {r["plan_id"]: r["status"] for r in spark.sql("SELECT plan_id, status FROM plan_status").collect()}
+    status = {
+        r["plan_id"]: r["status"] for r in spark.sql("SELECT plan_id, status FROM plan_status").collect()
+    }
     assert status[plan_a["plan_id"]] == "completed"
     assert status[plan_b["plan_id"]] == "superseded"
     assert status[plan_c["plan_id"]] == "diverged"

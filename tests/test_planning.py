@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from balancer.config import load_config
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, SnapshotError, plan
 from balancer.planner.model import ColumnarSnapshot
-from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.snapshot import build_snapshot, build_snapshot_frames, frame_records
 from balancer.spark import planning
 
@@ -28,41 +28,65 @@ def frames(snapshot: dict, *, noise: float = 0.03, seed: int = 0) -> tuple[pd.Da
     parts = snapshot["partitions"]
     n = len(parts)
     jitter = np.maximum(0.0, 1.0 + rng.normal(0.0, noise, (2, n)))
-    prows = pd.DataFrame({
-        "cluster": pd.Series([snapshot["cluster"]] * n, dtype="str"),
-        "window_start": pd.Series([WS] * n, dtype="datetime64[ns]"),
-        "window_end": pd.Series([WE] * n, dtype="datetime64[ns]"),
-        "topic": pd.Series([p["topic"] for p in parts], dtype="str"),
-        "partition": np.array([p["partition"] for p in parts], dtype=np.int32),
-        "leader": np.array([p["leader"] for p in parts], dtype=np.int32),
-        "replicas": pd.Series([np.array(p["replicas"], dtype=np.int32) for p in parts], dtype=object),
-        "replication_factor": np.array([len(p["replicas"]) for p in parts], dtype=np.int32),
-        "bytes_in": np.array([p["bytes_in"] for p in parts]) * jitter[0],
-        "bytes_out": np.array([p["bytes_out"] for p in parts]) * jitter[1],
-        "messages_in": np.ones(n),
-        "size": np.array([float(p["size"]) for p in parts]),
-        "samples": np.full(n, 5, dtype=np.int64),
-        "reporting_replicas": np.array([len(p["replicas"]) for p in parts], dtype=np.int32),
-    }).iloc[rng.permutation(n)].reset_index(drop=True)
+    prows = (
+        pd.DataFrame(
+            {
+                "cluster": pd.Series([snapshot["cluster"]] * n, dtype="str"),
+                "window_start": pd.Series([WS] * n, dtype="datetime64[ns]"),
+                "window_end": pd.Series([WE] * n, dtype="datetime64[ns]"),
+                "topic": pd.Series([p["topic"] for p in parts], dtype="str"),
+                "partition": np.array([p["partition"] for p in parts], dtype=np.int32),
+                "leader": np.array([p["leader"] for p in parts], dtype=np.int32),
+                "replicas": pd.Series([np.array(p["replicas"], dtype=np.int32) for p in parts], dtype=object),
+                "replication_factor": np.array([len(p["replicas"]) for p in parts], dtype=np.int32),
+                "bytes_in": np.array([p["bytes_in"] for p in parts]) * jitter[0],
+                "bytes_out": np.array([p["bytes_out"] for p in parts]) * jitter[1],
+                "messages_in": np.ones(n),
+                "size": np.array([float(p["size"]) for p in parts]),
+                "samples": np.full(n, 5, dtype=np.int64),
+                "reporting_replicas": np.array([len(p["replicas"]) for p in parts], dtype=np.int32),
+            }
+        )
+        .iloc[rng.permutation(n)]
+        .reset_index(drop=True)
+    )
     brokers = snapshot["brokers"]
     nb = len(brokers)
-    brows = pd.DataFrame({
-        "cluster": pd.Series([snapshot["cluster"]] * nb, dtype="str"),
-        "window_start": pd.Series([WS] * nb, dtype="datetime64[ns]"),
-        "window_end": pd.Series([WE] * nb, dtype="datetime64[ns]"),
-        "broker": np.array([b["id"] for b in brokers], dtype=np.int32),
-        "rack": pd.Series([b.get("rack") for b in brokers], dtype="str"),
-        **{f"capacity_{r}": np.array([b["capacity"][r] for b in brokers], dtype=np.float64)
-           for r in ("network_in", "network_out", "disk")},
-        "cpu": np.full(nb, 0.5),
-    }).iloc[rng.permutation(nb)].reset_index(drop=True)
+    brows = (
+        pd.DataFrame(
+            {
+                "cluster": pd.Series([snapshot["cluster"]] * nb, dtype="str"),
+                "window_start": pd.Series([WS] * nb, dtype="datetime64[ns]"),
+                "window_end": pd.Series([WE] * nb, dtype="datetime64[ns]"),
+                "broker": np.array([b["id"] for b in brokers], dtype=np.int32),
+                "rack": pd.Series([b.get("rack") for b in brokers], dtype="str"),
+                **{
+                    f"capacity_{r}": np.array([b["capacity"][r] for b in brokers], dtype=np.float64)
+                    for r in ("network_in", "network_out", "disk")
+                },
+                "cpu": np.full(nb, 0.5),
+            }
+        )
+        .iloc[rng.permutation(nb)]
+        .reset_index(drop=True)
+    )
     return prows, brows
 
 
 @pytest.fixture(scope="module")
 def cluster() -> dict:
-    return generate(ScenarioSpec(brokers=9, racks=3, topics=40, partitions_per_topic=(2, 24), skew=1.0,
-                                 new_empty_brokers=1, seed=11, cluster="small"))
+    return generate(
+        ScenarioSpec(
+            brokers=9,
+            racks=3,
+            topics=40,
+            partitions_per_topic=(2, 24),
+            skew=1.0,
+            new_empty_brokers=1,
+            seed=11,
+            cluster="small",
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +101,30 @@ def both(prows: pd.DataFrame, brows: pd.DataFrame):
 
 
 def _model_arrays(model: ClusterModel) -> dict:
-    return {k: getattr(model, k) for k in ("broker_ids", "rack", "cap", "topics", "partition_ids", "replicas", "leader",
-                                           "rf", "bytes_in", "bytes_out", "size", "leader_out", "load", "movable",
-                                           "dest_ok", "move_overhead", "n_racks", "rack_names", "index")}
+    return {
+        k: getattr(model, k)
+        for k in (
+            "broker_ids",
+            "rack",
+            "cap",
+            "topics",
+            "partition_ids",
+            "replicas",
+            "leader",
+            "rf",
+            "bytes_in",
+            "bytes_out",
+            "size",
+            "leader_out",
+            "load",
+            "movable",
+            "dest_ok",
+            "move_overhead",
+            "n_racks",
+            "rack_names",
+            "index",
+        )
+    }
 
 
 def _assert_same_model(a: ClusterModel, b: ClusterModel) -> None:
@@ -111,8 +156,9 @@ def test_plan_group_gives_the_dict_paths_row(cluster, balancer):
     prows, brows = frames(cluster, seed=5)
     brows = brows.assign(_blocked=pd.Series([None] * len(brows), dtype="str"))
     out = planning.plan_group(("small", WS, WE), prows, brows, balancer)
-    expected = planning.plan_window("small", WS, WE, frame_records(prows),
-                                    frame_records(brows.drop(columns=["_blocked"])), balancer)
+    expected = planning.plan_window(
+        "small", WS, WE, frame_records(prows), frame_records(brows.drop(columns=["_blocked"])), balancer
+    )
     assert list(out.columns) == planning.PLAN_RESULT_SCHEMA.names and len(out) == 1
     got = out.iloc[0].to_dict()
     for key in expected:
@@ -125,11 +171,11 @@ def test_missing_values_and_stale_leaders_are_read_the_same_way(cluster, balance
     # As Spark hands a nullable INT with nulls: float64 with NaN.
     leader = prows["leader"].astype(np.float64)
     leader[::7] = np.nan
-    leader[3::11] = 999.0                                   # not among the replicas: first replica
+    leader[3::11] = 999.0  # not among the replicas: first replica
     prows = prows.assign(leader=leader)
-    prows.loc[::5, "bytes_in"] = np.nan                     # missing rate: 0
+    prows.loc[::5, "bytes_in"] = np.nan  # missing rate: 0
     prows.loc[::6, "size"] = np.nan
-    brows = brows.assign(rack=brows["rack"].where(brows["broker"] != 2))   # a broker without a rack
+    brows = brows.assign(rack=brows["rack"].where(brows["broker"] != 2))  # a broker without a rack
     old, new = both(prows, brows)
     assert new.snapshot.to_dict() == old.snapshot
     _assert_same_model(ClusterModel(old.snapshot), ClusterModel(new.snapshot))
@@ -147,8 +193,11 @@ def test_same_problems(cluster, balancer):
     row = planning.plan_frames("small", WS, WE, prows, silent, balancer)
     assert row["status"] == "skipped" and "broker(s) 3" in row["reason"]
     old, new = both(prows.iloc[:0], brows.iloc[:0])
-    assert new.problems == old.problems == ("no partition reports in this window",
-                                            "no broker reported its capacity in this window")
+    assert (
+        new.problems
+        == old.problems
+        == ("no partition reports in this window", "no broker reported its capacity in this window")
+    )
     row = planning.plan_frames("small", WS, WE, prows, brows, balancer, blocked_reason="contract failed")
     assert row["status"] == "skipped" and row["reason"] == "contract failed"
 
@@ -159,12 +208,22 @@ def _message(snapshot) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("change", ["unknown_broker", "duplicate_replica", "listed_twice", "zero_capacity",
-                                    "negative_rate", "infinite_size", "duplicate_broker"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "unknown_broker",
+        "duplicate_replica",
+        "listed_twice",
+        "zero_capacity",
+        "negative_rate",
+        "infinite_size",
+        "duplicate_broker",
+    ],
+)
 def test_a_malformed_columnar_snapshot_fails_with_the_dict_snapshots_message(cluster, change):
     prows, brows = frames(cluster, seed=6)
     if change == "unknown_broker":
-        brows = brows[brows["broker"] != 5]            # hosts replicas, no broker_load row at all
+        brows = brows[brows["broker"] != 5]  # hosts replicas, no broker_load row at all
     elif change == "duplicate_replica":
         reps = prows["replicas"].copy()
         reps.iloc[4] = np.array([reps.iloc[4][0]] * 2 + list(reps.iloc[4][2:]), dtype=np.int32)
@@ -172,7 +231,9 @@ def test_a_malformed_columnar_snapshot_fails_with_the_dict_snapshots_message(clu
     elif change == "listed_twice":
         prows = pd.concat([prows, prows.iloc[[7]]], ignore_index=True)
     elif change == "zero_capacity":
-        brows = brows.assign(capacity_network_out=brows["capacity_network_out"].where(brows["broker"] != 4, 0.0))
+        brows = brows.assign(
+            capacity_network_out=brows["capacity_network_out"].where(brows["broker"] != 4, 0.0)
+        )
     elif change == "negative_rate":
         prows.loc[8, "bytes_out"] = -1.0
     elif change == "infinite_size":
@@ -188,18 +249,47 @@ def test_a_malformed_columnar_snapshot_fails_with_the_dict_snapshots_message(clu
 
 
 def test_columnar_snapshot_reads_as_the_dict_snapshot():
-    snap = ColumnarSnapshot(cluster="c", broker_ids=[2, 1], racks=["a", None],
-                            capacity=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], topics=["t", "t"], partition_ids=[0, 1],
-                            replica_counts=[2, 1], replicas_flat=[1, 2, 2], leader=[2, 2], bytes_in=[1.0, 0.0],
-                            bytes_out=[2.0, 0.0], size=[3.0, 4.0])
+    snap = ColumnarSnapshot(
+        cluster="c",
+        broker_ids=[2, 1],
+        racks=["a", None],
+        capacity=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
+        topics=["t", "t"],
+        partition_ids=[0, 1],
+        replica_counts=[2, 1],
+        replicas_flat=[1, 2, 2],
+        leader=[2, 2],
+        bytes_in=[1.0, 0.0],
+        bytes_out=[2.0, 0.0],
+        size=[3.0, 4.0],
+    )
     assert dict(snap) == {
         "cluster": "c",
-        "brokers": [{"id": 2, "capacity": {"network_in": 1.0, "network_out": 2.0, "disk": 3.0}, "rack": "a"},
-                    {"id": 1, "capacity": {"network_in": 4.0, "network_out": 5.0, "disk": 6.0}}],
-        "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "leader": 2, "bytes_in": 1.0,
-                        "bytes_out": 2.0, "size": 3.0},
-                       {"topic": "t", "partition": 1, "replicas": [2], "leader": 2, "bytes_in": 0.0,
-                        "bytes_out": 0.0, "size": 4.0}]}
+        "brokers": [
+            {"id": 2, "capacity": {"network_in": 1.0, "network_out": 2.0, "disk": 3.0}, "rack": "a"},
+            {"id": 1, "capacity": {"network_in": 4.0, "network_out": 5.0, "disk": 6.0}},
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "replicas": [1, 2],
+                "leader": 2,
+                "bytes_in": 1.0,
+                "bytes_out": 2.0,
+                "size": 3.0,
+            },
+            {
+                "topic": "t",
+                "partition": 1,
+                "replicas": [2],
+                "leader": 2,
+                "bytes_in": 0.0,
+                "bytes_out": 0.0,
+                "size": 4.0,
+            },
+        ],
+    }
     _assert_same_model(ClusterModel(snap), ClusterModel(snap.to_dict()))
     assert snap.get("missing") is None and set(snap) == {"cluster", "brokers", "partitions"}
 
@@ -209,8 +299,16 @@ def test_the_planner_needs_only_the_columns_plans_sends_it(cluster, balancer):
     keys = ["cluster", "window_start", "window_end"]
     brows = brows.assign(_blocked=pd.Series([None] * len(brows), dtype="str"))
     full = planning.plan_group(("small", WS, WE), prows, brows, balancer).iloc[0].to_dict()
-    narrow = planning.plan_group(("small", WS, WE), prows[[*keys, *planning.PARTITION_INPUT]],
-                                 brows[[*keys, *planning.BROKER_INPUT, "_blocked"]], balancer).iloc[0].to_dict()
+    narrow = (
+        planning.plan_group(
+            ("small", WS, WE),
+            prows[[*keys, *planning.PARTITION_INPUT]],
+            brows[[*keys, *planning.BROKER_INPUT, "_blocked"]],
+            balancer,
+        )
+        .iloc[0]
+        .to_dict()
+    )
     assert full["status"] == "proposed"
     for key in full:
         if key != "created_at":

@@ -26,10 +26,22 @@ from balancer.spark import job
 pytestmark = pytest.mark.integration
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000
-GOOD = tm.partition_record(ts=NOW, cluster="prod-eu-1", broker=3, topic="orders", partition=7, leader=True,
-                           replicas=[3, 1, 5], bytes_in=1e6, bytes_out=2e6, messages_in=5e3, size=1e9)
-GOOD_BROKER = tm.broker_record(ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8,
-                               network_out=2e8, disk=1e12, cpu=0.4)
+GOOD = tm.partition_record(
+    ts=NOW,
+    cluster="prod-eu-1",
+    broker=3,
+    topic="orders",
+    partition=7,
+    leader=True,
+    replicas=[3, 1, 5],
+    bytes_in=1e6,
+    bytes_out=2e6,
+    messages_in=5e3,
+    size=1e9,
+)
+GOOD_BROKER = tm.broker_record(
+    ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8, network_out=2e8, disk=1e12, cpu=0.4
+)
 
 
 def encoded(record: dict, **changes) -> bytes:
@@ -42,10 +54,18 @@ def spliced(record: dict, field: str, raw: bytes) -> bytes:
     return tm.encode({**record, field: marker}).replace(json.dumps(marker).encode()[1:-1], raw)
 
 
-def produce_all(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> dict[int, tuple]:
+def produce_all(
+    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]
+) -> dict[int, tuple]:
     """Produce (key, value) pairs to partition 0; offset → the pair, from the broker's acknowledgements."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 20_000_000,
-                         "enable.idempotence": True})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "message.max.bytes": 20_000_000,
+            "enable.idempotence": True,
+        }
+    )
     landed: dict[int, tuple] = {}
 
     def delivered(err, msg):
@@ -63,16 +83,28 @@ def produce_all(bootstrap: str, topic: str, records: list[tuple[bytes | None, by
 def land(spark, broker, topic: str, tmp_path, *extra: str) -> tuple[pa.Table, pa.Table]:
     """Run the job once over the topic (the data contract on, as by default: it reads the quarantined
     records too); telemetry_raw and telemetry_quarantine as delta-rs reads them."""
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "windows.size=5 minutes", "windows.slide=5 minutes",
-        "windows.watermark=1 minute", "source.unavailable_timeout=20 seconds", *extra])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=20 seconds",
+            *extra,
+        ],
+    )
     queries = job.start(spark, config, once=True)
     job.run_until_idle(spark, queries)  # raises the query's failure
     root = tmp_path / "lakehouse"
-    return (DeltaTable(str(root / "telemetry_raw")).to_pyarrow_table(),
-            DeltaTable(str(root / "telemetry_quarantine")).to_pyarrow_table())
+    return (
+        DeltaTable(str(root / "telemetry_raw")).to_pyarrow_table(),
+        DeltaTable(str(root / "telemetry_quarantine")).to_pyarrow_table(),
+    )
 
 
 def assert_lands_exactly_once(sent: dict[int, tuple], raw: pa.Table, quarantine: pa.Table) -> dict[int, dict]:
@@ -119,29 +151,45 @@ def test_poison_values_are_quarantined_and_the_stream_goes_on(spark, broker, tmp
         "invalid UTF-8 in cluster": (None, spliced(GOOD, "cluster", b"prod-\xff-1"), UTF8),
         "invalid UTF-8 in topic": (None, spliced(GOOD, "topic", b"ord\xc3\x28ers"), UTF8),
         "invalid UTF-8 in rack": (None, spliced(GOOD_BROKER, "rack", b"eu-\xed\xa0\x80"), UTF8),
-        "invalid UTF-8 in an unknown field": (None, spliced({**GOOD, "note": ""}, "note", b"\xfe"),
-                                              UTF8),
+        "invalid UTF-8 in an unknown field": (None, spliced({**GOOD, "note": ""}, "note", b"\xfe"), UTF8),
         "all zero bytes": (None, bytes(4096), "not a JSON object"),
-        "NUL bytes in JSON": (None, encoded(GOOD)[:20] + b"\x00\x00" + encoded(GOOD)[20:], "not a JSON object"),
+        "NUL bytes in JSON": (
+            None,
+            encoded(GOOD)[:20] + b"\x00\x00" + encoded(GOOD)[20:],
+            "not a JSON object",
+        ),
         "binary garbage": (None, bytes(range(256)) * 4, UTF8),
         "U+FFFD before an invalid byte": (None, spliced(GOOD, "cluster", "\ufffd".encode() + b"\xff"), UTF8),
         "10 MB": (None, b'{"v":1,"pad":"' + b"x" * 10_000_000 + b'"}', "over source.max_value_bytes=65536"),
         "10 MB of invalid UTF-8": (None, b"\xff" * 10_000_000, "over source.max_value_bytes=65536"),
         "invalid UTF-8 key, good value": (b"\xff\xfe", encoded(GOOD), None),
         "invalid UTF-8 key, bad value": (b"\xff\xfe", b"\xc0", UTF8),
-        "rate of 1e300 B/s": (None, encoded(GOOD, bytes_in=1e300),
-                              "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13"),
+        "rate of 1e300 B/s": (
+            None,
+            encoded(GOOD, bytes_in=1e300),
+            "field 'bytes_in' is 1.0E300 B/s, over source.max_rate=1e+13",
+        ),
         "bytes_out over max_rate": (None, encoded(GOOD, bytes_out=2e13), "field 'bytes_out' is 2.0E13 B/s"),
         "messages_in over max_rate": (None, encoded(GOOD, messages_in=1e14), "field 'messages_in' is 1.0E14"),
-        "size over max_size": (None, encoded(GOOD, size=1e16), "field 'size' is 1.0E16 B, over source.max_size=1e+15"),
-        "capacity over max_rate": (None, encoded({**GOOD_BROKER, "capacity": {**GOOD_BROKER["capacity"],
-                                                                             "network_out": 1e20}}),
-                                   "field 'capacity.network_out' is 1.0E20 B/s, over source.max_rate"),
+        "size over max_size": (
+            None,
+            encoded(GOOD, size=1e16),
+            "field 'size' is 1.0E16 B, over source.max_size=1e+15",
+        ),
+        "capacity over max_rate": (
+            None,
+            encoded({**GOOD_BROKER, "capacity": {**GOOD_BROKER["capacity"], "network_out": 1e20}}),
+            "field 'capacity.network_out' is 1.0E20 B/s, over source.max_rate",
+        ),
         "rate at max_rate": (None, encoded(GOOD, bytes_in=1e13, size=1e15), None),
         # Event times no datetime holds: quarantined, and left out of the data contract's event-time span.
         "ts of the year 287,000": (None, encoded(GOOD, ts=9_000_000_000_000_000), "not a plausible epoch"),
         "ts at the long's limit": (None, encoded(GOOD, ts=-(2**63)), "not a plausible epoch"),
-        "cut value naming an absurd ts": (None, b'{"cluster":"c9","ts":-9223372036854775808,"v"', "not a JSON object"),
+        "cut value naming an absurd ts": (
+            None,
+            b'{"cluster":"c9","ts":-9223372036854775808,"v"',
+            "not a JSON object",
+        ),
     }
     sent = produce_all(broker.bootstrap_servers, topic, [(k, v) for k, v, _ in cases.values()])
     raw, quarantine = land(spark, broker, topic, tmp_path)
@@ -177,11 +225,22 @@ class WireFormat:
     """What the fuzz test needs of a telemetry format: its config, how to make valid values, and which
     fields to spoil. Another format is another instance (and a parameter of the test)."""
 
-    def __init__(self, name: str, config: tuple[str, ...], record, encode, string_fields, number_fields,
-                 splice=None, text_record=None):
+    def __init__(
+        self,
+        name: str,
+        config: tuple[str, ...],
+        record,
+        encode,
+        string_fields,
+        number_fields,
+        splice=None,
+        text_record=None,
+    ):
         self.name, self.config, self.record, self.encode = name, config, record, encode
         self.string_fields, self.number_fields = string_fields, number_fields
-        self.splice = splice or spliced  # (record, field, raw bytes) -> the value with the field's text replaced
+        self.splice = (
+            splice or spliced
+        )  # (record, field, raw bytes) -> the value with the field's text replaced
         self.text_record = text_record or record  # records that hold a string field to spoil
 
 
@@ -189,21 +248,43 @@ def _v1_records():
     from hypothesis import strategies as st
 
     rate = st.floats(min_value=0, max_value=1e12, allow_nan=False)
-    common = {"ts": st.integers(NOW - 240_000, NOW), "cluster": st.sampled_from(["prod-eu-1", "c2", "é-ü"]),
-              "broker": st.integers(0, 5)}
+    common = {
+        "ts": st.integers(NOW - 240_000, NOW),
+        "cluster": st.sampled_from(["prod-eu-1", "c2", "é-ü"]),
+        "broker": st.integers(0, 5),
+    }
     partition = st.builds(
         lambda broker, others, **kw: tm.partition_record(broker=broker, replicas=[broker, *others], **kw),
         others=st.lists(st.integers(6, 9), max_size=2, unique=True),
-        topic=st.sampled_from(["orders", "a.b_c-1", "t" * 249]), partition=st.integers(0, 50),
-        leader=st.booleans(), bytes_in=rate, bytes_out=rate, messages_in=rate, size=rate, **common)
-    broker = st.builds(tm.broker_record, rack=st.none() | st.sampled_from(["eu-1a", "rack ü"]),
-                       network_in=st.floats(1, 1e10), network_out=st.floats(1, 1e10), disk=st.floats(1, 1e14),
-                       cpu=st.none() | st.floats(0, 1), **common)
+        topic=st.sampled_from(["orders", "a.b_c-1", "t" * 249]),
+        partition=st.integers(0, 50),
+        leader=st.booleans(),
+        bytes_in=rate,
+        bytes_out=rate,
+        messages_in=rate,
+        size=rate,
+        **common,
+    )
+    broker = st.builds(
+        tm.broker_record,
+        rack=st.none() | st.sampled_from(["eu-1a", "rack ü"]),
+        network_in=st.floats(1, 1e10),
+        network_out=st.floats(1, 1e10),
+        disk=st.floats(1, 1e14),
+        cpu=st.none() | st.floats(0, 1),
+        **common,
+    )
     return partition | broker
 
 
-V1 = WireFormat("v1", (), _v1_records, tm.encode, ("cluster", "topic", "rack", "type"),
-                ("bytes_in", "bytes_out", "messages_in", "size", "cpu", "broker", "partition", "ts"))
+V1 = WireFormat(
+    "v1",
+    (),
+    _v1_records,
+    tm.encode,
+    ("cluster", "topic", "rack", "type"),
+    ("bytes_in", "bytes_out", "messages_in", "size", "cpu", "broker", "partition", "ts"),
+)
 FORMATS = {"v1": V1}
 
 
@@ -217,7 +298,7 @@ def fuzz_values(fmt: WireFormat):
     def flipped(args):
         value, at, mask = args
         at %= len(value)
-        return value[:at] + bytes([value[at] ^ mask]) + value[at + 1:]
+        return value[:at] + bytes([value[at] ^ mask]) + value[at + 1 :]
 
     def seeded_bytes(args):
         seed, size = args
@@ -239,13 +320,23 @@ def fuzz_values(fmt: WireFormat):
     return st.tuples(
         st.tuples(st.just("random"), st.binary(max_size=300)),
         st.tuples(st.just("random"), st.tuples(st.integers(0, 2**63), st.integers(0, 400)).map(seeded_bytes)),
-        st.tuples(st.just("flipped"), st.tuples(valid, st.integers(0, 10_000), st.integers(1, 255)).map(flipped)),
-        st.tuples(st.just("cut"), st.tuples(valid, st.integers(0, 10_000)).map(lambda a: a[0][:a[1] % len(a[0])])),
+        st.tuples(
+            st.just("flipped"), st.tuples(valid, st.integers(0, 10_000), st.integers(1, 255)).map(flipped)
+        ),
+        st.tuples(
+            st.just("cut"), st.tuples(valid, st.integers(0, 10_000)).map(lambda a: a[0][: a[1] % len(a[0])])
+        ),
         st.tuples(st.just("appended"), st.tuples(valid, st.binary(min_size=1, max_size=20)).map(sum_bytes)),
-        st.tuples(st.just("bad number"), st.tuples(fmt.record(), st.sampled_from(fmt.number_fields),
-                                                   st.sampled_from(BAD_NUMBERS)).map(spoiled_number)),
-        st.tuples(st.just("not UTF-8"), st.tuples(fmt.text_record(), st.integers(0, 3),
-                                                  st.sampled_from(NOT_UTF8)).map(spoiled_text)),
+        st.tuples(
+            st.just("bad number"),
+            st.tuples(fmt.record(), st.sampled_from(fmt.number_fields), st.sampled_from(BAD_NUMBERS)).map(
+                spoiled_number
+            ),
+        ),
+        st.tuples(
+            st.just("not UTF-8"),
+            st.tuples(fmt.text_record(), st.integers(0, 3), st.sampled_from(NOT_UTF8)).map(spoiled_text),
+        ),
         st.tuples(st.just("valid"), valid),
     )
 
@@ -256,8 +347,13 @@ def draw(strategy, count: int) -> list:
 
     drawn = []
 
-    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(example):
         drawn.append(example)
@@ -278,8 +374,11 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
     topic = f"fuzz-{name}-{time.monotonic_ns()}"
     broker.create_topic(topic, partitions=1)
     # Keys are kept as they arrived too, whatever they hold: every third one is not UTF-8.
-    sent = produce_all(broker.bootstrap_servers, topic,
-                       [(None if i % 3 else bytes([i % 256, 0xff]), v) for i, (_, v) in enumerate(values)])
+    sent = produce_all(
+        broker.bootstrap_servers,
+        topic,
+        [(None if i % 3 else bytes([i % 256, 0xFF]), v) for i, (_, v) in enumerate(values)],
+    )
     kind_of = {offset: kind for offset, (kind, _) in enumerate(values)}
 
     raw, quarantine = land(spark, broker, topic, tmp_path, *fmt.config)  # raises if the query stopped
@@ -304,14 +403,22 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
             except ValueError as error:
                 raise AssertionError(f"{where}: landed, but Python reads no JSON in it: {error}") from None
             row = landed[offset]
-            assert record["v"] == 1 and row["type"] == record["type"] and row["cluster"] == record["cluster"], where
+            assert (
+                record["v"] == 1 and row["type"] == record["type"] and row["cluster"] == record["cluster"]
+            ), where
             assert row["broker"] == record["broker"] and row["ts"].timestamp() * 1000 == record["ts"], where
-            for field, most in (("bytes_in", 1e13), ("bytes_out", 1e13), ("messages_in", 1e13), ("size", 1e15)):
+            for field, most in (
+                ("bytes_in", 1e13),
+                ("bytes_out", 1e13),
+                ("messages_in", 1e13),
+                ("size", 1e15),
+            ):
                 assert row[field] == record.get(field), where
                 assert row[field] is None or 0 <= row[field] <= most, where
 
 
 # -- Cruise Control's reporter format ---------------------------------------------------------------------
+
 
 def _cc_encode(record: dict) -> bytes:
     """MetricSerde's layout written with struct, independently of balancer.cruise_control's encoder."""
@@ -328,14 +435,19 @@ def _cc_encode(record: dict) -> bytes:
 def _cc_records():
     from hypothesis import strategies as st
 
-    common = {"ts": st.integers(NOW - 240_000, NOW), "broker": st.integers(0, 5),
-              "value": st.floats(min_value=0, max_value=1e12, allow_nan=False)}
+    common = {
+        "ts": st.integers(NOW - 240_000, NOW),
+        "broker": st.integers(0, 5),
+        "value": st.floats(min_value=0, max_value=1e12, allow_nan=False),
+    }
     topic = st.sampled_from(["orders", "a_b-1", "t" * 249])
     broker = st.fixed_dictionaries({"class": st.just(0), "type": st.sampled_from([0, 1, 5, 7, 19]), **common})
-    per_topic = st.fixed_dictionaries({"class": st.just(1), "type": st.sampled_from([2, 3, 15]), "topic": topic,
-                                       **common})
-    partition = st.fixed_dictionaries({"class": st.just(2), "type": st.just(4), "topic": topic,
-                                       "partition": st.integers(0, 50), **common})
+    per_topic = st.fixed_dictionaries(
+        {"class": st.just(1), "type": st.sampled_from([2, 3, 15]), "topic": topic, **common}
+    )
+    partition = st.fixed_dictionaries(
+        {"class": st.just(2), "type": st.just(4), "topic": topic, "partition": st.integers(0, 50), **common}
+    )
     return broker | per_topic | partition
 
 
@@ -343,9 +455,16 @@ def _cc_splice(record: dict, field: str, raw: bytes) -> bytes:
     return _cc_encode({**record, field: record[field].encode()[:3] + raw})
 
 
-CC = WireFormat("cruise-control", ("source.format=cruise-control", "source.cluster=fuzz", "metadata.source=file"),
-                _cc_records, _cc_encode, ("topic",), ("value",), splice=_cc_splice,
-                text_record=lambda: _cc_records().filter(lambda r: "topic" in r))
+CC = WireFormat(
+    "cruise-control",
+    ("source.format=cruise-control", "source.cluster=fuzz", "metadata.source=file"),
+    _cc_records,
+    _cc_encode,
+    ("topic",),
+    ("value",),
+    splice=_cc_splice,
+    text_record=lambda: _cc_records().filter(lambda r: "topic" in r),
+)
 _SCOPES = {"broker": 0, "topic": 1, "partition": 2}
 
 
@@ -372,7 +491,7 @@ def cc_verdict(value: bytes) -> dict | None:
         if length < 0 or len(value) < 19 + length:
             return None
         try:
-            topic = value[19:19 + length].decode("utf-8")
+            topic = value[19 : 19 + length].decode("utf-8")
         except UnicodeDecodeError:
             return None
         if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
@@ -387,11 +506,22 @@ def cc_verdict(value: bytes) -> dict | None:
         return None
     (number,) = struct.unpack_from(">d", value, at)
     limit = 1e15 if name == "PARTITION_SIZE" else 1e13 if "BYTES" in name else math.inf
-    if not (tm.MIN_TS_MS <= ts <= time.time() * 1000 + tm.MAX_CLOCK_SKEW_MS) or broker < 0 \
-            or (partition is not None and partition < 0) or not (math.isfinite(number) and 0 <= number <= limit):
+    if (
+        not (tm.MIN_TS_MS <= ts <= time.time() * 1000 + tm.MAX_CLOCK_SKEW_MS)
+        or broker < 0
+        or (partition is not None and partition < 0)
+        or not (math.isfinite(number) and 0 <= number <= limit)
+    ):
         return None
-    return {"type": ("broker", "topic", "partition")[cls], "metric": name, "ts": ts, "broker": broker,
-            "topic": topic, "partition": partition, "metric_value": number}
+    return {
+        "type": ("broker", "topic", "partition")[cls],
+        "metric": name,
+        "ts": ts,
+        "broker": broker,
+        "topic": topic,
+        "partition": partition,
+        "metric_value": number,
+    }
 
 
 def test_fuzzed_cruise_control_values_each_land_in_exactly_one_table(spark, broker, tmp_path):
@@ -400,8 +530,11 @@ def test_fuzzed_cruise_control_values_each_land_in_exactly_one_table(spark, brok
     assert len({kind for kind, _ in values}) == 7
     topic = f"fuzz-cc-{time.monotonic_ns()}"
     broker.create_topic(topic, partitions=1)
-    sent = produce_all(broker.bootstrap_servers, topic,
-                       [(None if i % 3 else bytes([i % 256, 0xff]), v) for i, (_, v) in enumerate(values)])
+    sent = produce_all(
+        broker.bootstrap_servers,
+        topic,
+        [(None if i % 3 else bytes([i % 256, 0xFF]), v) for i, (_, v) in enumerate(values)],
+    )
     metadata = tmp_path / "metadata.json"
     metadata.write_text(json.dumps({"cluster": "fuzz", "brokers": [], "partitions": []}))
     raw, quarantine = land(spark, broker, topic, tmp_path, *CC.config, f"metadata.path={metadata}")
@@ -417,5 +550,7 @@ def test_fuzzed_cruise_control_values_each_land_in_exactly_one_table(spark, brok
         assert offset in landed, f"{where}: quarantined: {bad[offset]['reason']}"
         row = landed[offset]
         assert row["v"] == 0 and row["cluster"] == "fuzz", where
-        assert {k: row[k] for k in expected if k != "ts"} == {k: v for k, v in expected.items() if k != "ts"}, where
+        assert {k: row[k] for k in expected if k != "ts"} == {
+            k: v for k, v in expected.items() if k != "ts"
+        }, where
         assert round(row["ts"].timestamp() * 1000) == expected["ts"], where

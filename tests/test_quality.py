@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka import Producer
@@ -30,8 +30,16 @@ SILENT_BROKER = 1
 
 
 def _cluster(name: str, seed: int) -> SimulatedCluster:
-    spec = ScenarioSpec(brokers=4, racks=0, topics=2, partitions_per_topic=(3, 3), replication_factor=2,
-                        total_bytes_in=20e6, seed=seed, cluster=name)
+    spec = ScenarioSpec(
+        brokers=4,
+        racks=0,
+        topics=2,
+        partitions_per_topic=(3, 3),
+        replication_factor=2,
+        total_bytes_in=20e6,
+        seed=seed,
+        cluster=name,
+    )
     return SimulatedCluster(generate(spec), noise=0.0)
 
 
@@ -62,18 +70,30 @@ def lakehouse(spark, broker, tmp_path_factory):
     for value in _telemetry():
         producer.produce(topic, value=value)
     producer.flush(30)
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={root / 'lakehouse'}", "lakehouse.engine=delta-rs", f"checkpoint.path={root / 'cp'}",
-        "windows.size=5 minutes", "windows.slide=5 minutes", "windows.watermark=1 minute",
-        "source.unavailable_timeout=10 seconds", "quality.max_quarantine_share=0.05"])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={root / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={root / 'cp'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "source.unavailable_timeout=10 seconds",
+            "quality.max_quarantine_share=0.05",
+        ],
+    )
     job.run_until_idle(spark, job.start(spark, config, once=True))
     return Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 
 
 def _plans(lakehouse, cluster):
-    return sorted(lakehouse.read("balance_plans").where(f"cluster = '{cluster}'").collect(),
-                  key=lambda p: p["window_end"])
+    return sorted(
+        lakehouse.read("balance_plans").where(f"cluster = '{cluster}'").collect(),
+        key=lambda p: p["window_end"],
+    )
 
 
 def _runs(lakehouse, query, cluster):
@@ -109,8 +129,12 @@ def test_silent_broker_fails_the_contract_and_its_window_is_skipped(lakehouse):
     assert not failed["success"]
     details = json.loads(failed["details_json"])["failures"]
     assert {f["broker"] for f in details} == {SILENT_BROKER}
-    assert {f["column"] for f in details} >= {"capacity_reports", "unreported_replicas", "coverage",
-                                              "report_age_seconds"}
+    assert {f["column"] for f in details} >= {
+        "capacity_reports",
+        "unreported_replicas",
+        "coverage",
+        "report_age_seconds",
+    }
 
 
 def test_quarantine_share_over_the_limit_fails_the_batch_and_skips_the_clusters_windows(lakehouse):
@@ -141,14 +165,18 @@ def test_disabled_contract_validates_nothing():
 
 # -- the contract driven directly, on small inline frames (no broker, no job) -----------------------
 
-W0, W1, W2 = (datetime(2026, 1, 1, 0, m, tzinfo=timezone.utc) for m in (0, 5, 10))
-VALID = ("v int, type string, ts timestamp, cluster string, broker int, topic string, partition int, "
-         "bytes_in double, bytes_out double, messages_in double, size long, cpu double, "
-         "capacity_network_in double, capacity_network_out double, capacity_disk double")
-WINDOW_COLUMNS = ("cluster string, window_start timestamp, window_end timestamp, type string, broker int, "
-                  "topic string, partition int, bytes_in double, bytes_out double, messages_in double, "
-                  "size double, leader boolean, replicas array<int>, rack string, capacity_network_in double, "
-                  "capacity_network_out double, capacity_disk double, cpu double, last_ts timestamp, samples long")
+W0, W1, W2 = (datetime(2026, 1, 1, 0, m, tzinfo=UTC) for m in (0, 5, 10))
+VALID = (
+    "v int, type string, ts timestamp, cluster string, broker int, topic string, partition int, "
+    "bytes_in double, bytes_out double, messages_in double, size long, cpu double, "
+    "capacity_network_in double, capacity_network_out double, capacity_disk double"
+)
+WINDOW_COLUMNS = (
+    "cluster string, window_start timestamp, window_end timestamp, type string, broker int, "
+    "topic string, partition int, bytes_in double, bytes_out double, messages_in double, "
+    "size double, leader boolean, replicas array<int>, rack string, capacity_network_in double, "
+    "capacity_network_out double, capacity_disk double, cpu double, last_ts timestamp, samples long"
+)
 # Per call, on frames already cached: 2 (one aggregation), 4 when valid records fail (their samples).
 # GX on Spark took 13 (ingest) and 26 (windows) for these suites.
 MAX_JOBS = 4
@@ -173,9 +201,23 @@ def _jobs(spark, call):
 
 
 def _record(cluster, **fields):
-    row = {"v": 1, "type": "partition", "ts": W0, "cluster": cluster, "broker": 0, "topic": "t", "partition": 0,
-           "bytes_in": 1.0, "bytes_out": 2.0, "messages_in": 3.0, "size": 4, "cpu": None,
-           "capacity_network_in": None, "capacity_network_out": None, "capacity_disk": None}
+    row = {
+        "v": 1,
+        "type": "partition",
+        "ts": W0,
+        "cluster": cluster,
+        "broker": 0,
+        "topic": "t",
+        "partition": 0,
+        "bytes_in": 1.0,
+        "bytes_out": 2.0,
+        "messages_in": 3.0,
+        "size": 4,
+        "cpu": None,
+        "capacity_network_in": None,
+        "capacity_network_out": None,
+        "capacity_disk": None,
+    }
     return {**row, **fields}
 
 
@@ -193,8 +235,10 @@ def _ingest_batch(spark, records, quarantined=()):
 
 def test_record_expectations_count_what_gx_counts_per_cluster(spark, tmp_path):
     records = [
-        _record("a"), _record("a", type="broker", cpu=0.5, capacity_network_in=1.0, capacity_network_out=1.0,
-                              capacity_disk=1.0),
+        _record("a"),
+        _record(
+            "a", type="broker", cpu=0.5, capacity_network_in=1.0, capacity_network_out=1.0, capacity_disk=1.0
+        ),
         _record("a", v=2, bytes_in=-1.0, partition=-3),
         _record("a", bytes_in=-5.0),
         _record("b", type="bogus", capacity_disk=0.0, broker=None, cpu=-0.1),
@@ -205,12 +249,18 @@ def test_record_expectations_count_what_gx_counts_per_cluster(spark, tmp_path):
     contract = _contract(spark, tmp_path)
     rows, jobs = _jobs(spark, lambda: contract.check_ingest(parsed, valid, app_id="t", batch_id=1))
     assert jobs <= MAX_JOBS
-    counted = {(r["cluster"], f["expectation"], f["column"]): f["unexpected_count"]
-               for r in rows for f in json.loads(r["details_json"])["failures"]}
+    counted = {
+        (r["cluster"], f["expectation"], f["column"]): f["unexpected_count"]
+        for r in rows
+        for f in json.loads(r["details_json"])["failures"]
+    }
 
     # The same suite on the same records, by GX's Spark engine (one job per metric: the slow way).
-    result = contract.validate(load_suite("telemetry_v1", "records"), valid, {
-        "result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]})
+    result = contract.validate(
+        load_suite("telemetry_v1", "records"),
+        valid,
+        {"result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]},
+    )
     expected = {}
     for item in result.results:
         config = item.expectation_config
@@ -223,7 +273,10 @@ def test_record_expectations_count_what_gx_counts_per_cluster(spark, tmp_path):
     assert {r["cluster"]: r["success"] for r in rows} == {"a": False, "b": False, None: False}
     assert all(r["evaluated"] == len(load_suite("telemetry_v1").expectations) for r in rows)
     b = next(r for r in rows if r["cluster"] == "b")
-    assert "disk capacity is positive [expect_column_values_to_be_between on capacity_disk]" in b["failed_expectations"]
+    assert (
+        "disk capacity is positive [expect_column_values_to_be_between on capacity_disk]"
+        in b["failed_expectations"]
+    )
     sample = {f["column"]: f["sample"] for f in json.loads(b["details_json"])["failures"]}
     assert sample["type"] == ["bogus"] and sample["size"] == [-1] and sample["broker"] == [None]
 
@@ -241,20 +294,36 @@ def test_quarantine_share_is_per_cluster_and_unattributed_rejects_count_for_ever
     assert json.loads(by_cluster["a"]["details_json"])["quarantined"] == 1
     assert "quarantine_share" in by_cluster["b"]["failed_expectations"]
     assert "(observed 0.09091)" in by_cluster["b"]["failed_expectations"]
-    assert (by_cluster["a"]["window_start"], by_cluster["a"]["window_end"]) == (W0, W0 + timedelta(seconds=39))
+    assert (by_cluster["a"]["window_start"], by_cluster["a"]["window_end"]) == (
+        W0,
+        W0 + timedelta(seconds=39),
+    )
     landed = contract.lakehouse.read("quality_runs").where("query = 'ingest'").collect()
-    assert sorted((r["cluster"] or "", r["success"]) for r in landed) == [("", False), ("a", True), ("b", False)]
+    assert sorted((r["cluster"] or "", r["success"]) for r in landed) == [
+        ("", False),
+        ("a", True),
+        ("b", False),
+    ]
 
 
 def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spark, tmp_path, monkeypatch):
     from balancer.spark import quality
 
     spec = json.loads((EXPECTATIONS_DIR / "telemetry_v1.json").read_text())
-    spec["expectations"].append({"type": "expect_column_values_to_be_between",
-                                 "kwargs": {"column": "bytes_in", "max_value": 100, "mostly": 0.9},
-                                 "meta": {"frame": "records", "says": "bytes_in mostly at most 100"}})
-    monkeypatch.setattr(quality, "suite_json", lambda name: spec if name == "telemetry_v1" else
-                        json.loads((EXPECTATIONS_DIR / f"{name}.json").read_text()))
+    spec["expectations"].append(
+        {
+            "type": "expect_column_values_to_be_between",
+            "kwargs": {"column": "bytes_in", "max_value": 100, "mostly": 0.9},
+            "meta": {"frame": "records", "says": "bytes_in mostly at most 100"},
+        }
+    )
+    monkeypatch.setattr(
+        quality,
+        "suite_json",
+        lambda name: (
+            spec if name == "telemetry_v1" else json.loads((EXPECTATIONS_DIR / f"{name}.json").read_text())
+        ),
+    )
     parsed, valid = _ingest_batch(spark, [_record("a")] * 3 + [_record("a", bytes_in=500.0)] * 2)
     rows = _contract(spark, tmp_path).check_ingest(parsed, valid, app_id="t", batch_id=1)
     assert [r["cluster"] for r in rows] == ["a"] and not rows[0]["success"]
@@ -264,14 +333,54 @@ def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spa
 
 def _report(window, broker, topic, partition, replicas, last_ts=None, samples=5):
     start, end = window
-    return ("c", start, end, "partition", broker, topic, partition, 1.0, 1.0, 1.0, 1.0, broker == replicas[0],
-            replicas, None, None, None, None, None, last_ts or end, samples)
+    return (
+        "c",
+        start,
+        end,
+        "partition",
+        broker,
+        topic,
+        partition,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        broker == replicas[0],
+        replicas,
+        None,
+        None,
+        None,
+        None,
+        None,
+        last_ts or end,
+        samples,
+    )
 
 
 def _capacity(window, broker, last_ts=None, samples=5):
     start, end = window
-    return ("c", start, end, "broker", broker, None, None, None, None, None, None, None, None, "r",
-            1e8, 1e8, 1e12, 0.1, last_ts or end, samples)
+    return (
+        "c",
+        start,
+        end,
+        "broker",
+        broker,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "r",
+        1e8,
+        1e8,
+        1e12,
+        0.1,
+        last_ts or end,
+        samples,
+    )
 
 
 def _reference_broker_checks(windows, partitions):
@@ -280,60 +389,107 @@ def _reference_broker_checks(windows, partitions):
 
     keys = ["cluster", "window_start", "window_end"]
     hosted = partitions.select(*keys, "topic", "partition", F.explode("replicas").alias("broker"))
-    reports = windows.where(F.col("type") == "partition").select(*keys, "broker", "topic", "partition",
-                                                                 F.lit(True).alias("_reported"))
-    replicas = (hosted.join(reports, [*keys, "broker", "topic", "partition"], "left").groupBy(*keys, "broker")
-                .agg(F.count(F.lit(1)).alias("hosted_replicas"),
-                     F.sum(F.when(F.col("_reported").isNull(), 1).otherwise(0)).alias("unreported_replicas")))
-    capacity = (windows.where(F.col("type") == "broker").groupBy(*keys, "broker")
-                .agg(F.sum("samples").alias("capacity_reports")))
+    reports = windows.where(F.col("type") == "partition").select(
+        *keys, "broker", "topic", "partition", F.lit(True).alias("_reported")
+    )
+    replicas = (
+        hosted.join(reports, [*keys, "broker", "topic", "partition"], "left")
+        .groupBy(*keys, "broker")
+        .agg(
+            F.count(F.lit(1)).alias("hosted_replicas"),
+            F.sum(F.when(F.col("_reported").isNull(), 1).otherwise(0)).alias("unreported_replicas"),
+        )
+    )
+    capacity = (
+        windows.where(F.col("type") == "broker")
+        .groupBy(*keys, "broker")
+        .agg(F.sum("samples").alias("capacity_reports"))
+    )
     latest = windows.groupBy(*keys, "broker").agg(F.max("last_ts").alias("last_report"))
-    joined = (replicas.join(capacity, [*keys, "broker"], "full_outer").join(latest, [*keys, "broker"], "left")
-              .select(*keys, "broker", F.coalesce("hosted_replicas", F.lit(0)).alias("hosted_replicas"),
-                      F.coalesce("unreported_replicas", F.lit(0)).alias("unreported_replicas"),
-                      F.coalesce("capacity_reports", F.lit(0)).alias("capacity_reports"), "last_report"))
+    joined = (
+        replicas.join(capacity, [*keys, "broker"], "full_outer")
+        .join(latest, [*keys, "broker"], "left")
+        .select(
+            *keys,
+            "broker",
+            F.coalesce("hosted_replicas", F.lit(0)).alias("hosted_replicas"),
+            F.coalesce("unreported_replicas", F.lit(0)).alias("unreported_replicas"),
+            F.coalesce("capacity_reports", F.lit(0)).alias("capacity_reports"),
+            "last_report",
+        )
+    )
     best = F.max("capacity_reports").over(Window.partitionBy(*keys))
     end_ms, start_ms = F.unix_millis("window_end"), F.unix_millis("window_start")
-    return {(r[0], r[1], r[2], r[3]): tuple(r[4:]) for r in joined.select(
-        "cluster", start_ms, end_ms, "broker", "hosted_replicas", "unreported_replicas", "capacity_reports",
-        F.coalesce(F.col("capacity_reports") / F.when(best > 0, best), F.lit(0.0)),
-        (end_ms - F.coalesce(F.unix_millis("last_report"), start_ms)) / 1000.0).collect()}
+    return {
+        (r[0], r[1], r[2], r[3]): tuple(r[4:])
+        for r in joined.select(
+            "cluster",
+            start_ms,
+            end_ms,
+            "broker",
+            "hosted_replicas",
+            "unreported_replicas",
+            "capacity_reports",
+            F.coalesce(F.col("capacity_reports") / F.when(best > 0, best), F.lit(0.0)),
+            (end_ms - F.coalesce(F.unix_millis("last_report"), start_ms)) / 1000.0,
+        ).collect()
+    }
 
 
 def test_windows_checks_name_the_silent_broker_and_block_only_its_window(spark, tmp_path):
     first, second = (W0, W1), (W1, W2)
     topology = [("t", 0, [0, 1]), ("t", 1, [1, 2]), ("t", 2, [2, 0])]
-    rows = [_report(first, b, t, p, r) for t, p, r in topology for b in r] + [_capacity(first, b) for b in (0, 1, 2)]
+    rows = [_report(first, b, t, p, r) for t, p, r in topology for b in r] + [
+        _capacity(first, b) for b in (0, 1, 2)
+    ]
     # Second window: broker 1 silent; broker 2 reports once, early; broker 3 is new: capacity only, hosts nothing.
     rows += [_report(second, b, t, p, r) for t, p, r in topology for b in r if b == 0]
-    rows += [_report(second, 2, t, p, r, last_ts=W1 + timedelta(seconds=30), samples=1)
-             for t, p, r in topology if 2 in r]
-    rows += [_capacity(second, 0), _capacity(second, 2, last_ts=W1 + timedelta(seconds=30), samples=1),
-             _capacity(second, 3)]
+    rows += [
+        _report(second, 2, t, p, r, last_ts=W1 + timedelta(seconds=30), samples=1)
+        for t, p, r in topology
+        if 2 in r
+    ]
+    rows += [
+        _capacity(second, 0),
+        _capacity(second, 2, last_ts=W1 + timedelta(seconds=30), samples=1),
+        _capacity(second, 3),
+    ]
     windows = spark.createDataFrame(rows, WINDOW_COLUMNS).cache()
     partitions = loads.partition_load(windows).cache()
     contract = _contract(spark, tmp_path)
 
     checks = contract.broker_checks(windows, partitions)
-    mine = {(r.cluster, r.window_start_ms, r.window_end_ms, r.broker):
-            (r.hosted_replicas, r.unreported_replicas, r.capacity_reports, r.coverage, r.report_age_seconds)
-            for r in checks.itertuples()}
+    mine = {
+        (r.cluster, r.window_start_ms, r.window_end_ms, r.broker): (
+            r.hosted_replicas,
+            r.unreported_replicas,
+            r.capacity_reports,
+            r.coverage,
+            r.report_age_seconds,
+        )
+        for r in checks.itertuples()
+    }
     assert mine == _reference_broker_checks(windows, partitions)
 
     blocked, jobs = _jobs(spark, lambda: contract.check_windows(windows, partitions, app_id="t", batch_id=3))
     assert jobs <= MAX_JOBS + 1  # + reading back ingest verdicts when quality_runs is read by Spark
     blocked = blocked.collect()
-    assert [(b["window_start"].timestamp(), b["window_end"].timestamp()) for b in blocked] == \
-        [(W1.timestamp(), W2.timestamp())]
+    assert [(b["window_start"].timestamp(), b["window_end"].timestamp()) for b in blocked] == [
+        (W1.timestamp(), W2.timestamp())
+    ]
     reason = blocked[0]["reason"]
-    assert "broker 1: no capacity report (broker silent) (observed 0) " \
-           "[expect_column_values_to_be_between on capacity_reports]" in reason
+    assert (
+        "broker 1: no capacity report (broker silent) (observed 0) "
+        "[expect_column_values_to_be_between on capacity_reports]" in reason
+    )
     assert "broker 1: replicas it hosts were not reported (broker silent) (observed 2)" in reason
     assert "broker 2: reported in too few of the window's intervals" in reason  # 1 of broker 3's 5
     assert "broker 2: latest report too old at window end" in reason and "(observed 270)" in reason
     assert "broker 3" not in reason and "broker 0" not in reason
-    runs = {r["window_end"].timestamp(): r
-            for r in contract.lakehouse.read("quality_runs").where("query = 'balance'").collect()}
+    runs = {
+        r["window_end"].timestamp(): r
+        for r in contract.lakehouse.read("quality_runs").where("query = 'balance'").collect()
+    }
     assert len(runs) == 2 and runs[W1.timestamp()]["success"]
     failed = json.loads(runs[W2.timestamp()]["details_json"])
     assert failed["brokers"] == 4 and {f["broker"] for f in failed["failures"]} == {1, 2}
@@ -361,20 +517,29 @@ def test_summarize_ingest_partials_add_up_per_cluster_with_each_expectation_bit(
     from balancer.spark.quality import merge_ingest_summaries, summarize_ingest
 
     base = 1_790_000_000_000  # ms; event times must be plausible to count (see summarize_ingest)
-    ts = pa.array([(base + 60_000) * 1000, (base + 61_000) * 1000 + 999, None, (base + 59_000) * 1000, None],
-                  pa.timestamp("us", tz="UTC"))
-    batch = pa.RecordBatch.from_pydict({
-        "cluster": ["a", "a", None, "b", None], "ts": ts,
-        "_bad": [False, False, True, True, True],
-        "_named_cluster": [None, None, "a", None, None], "_named_ts": [None, None, base + 70_000, None, None],
-        # expectation 0 fails on the first record, 1 and 61 on the second.
-        "_unexpected0": pa.array([1, 2 | (1 << 61), 0, 0, 0], pa.int64()),
-    })
+    ts = pa.array(
+        [(base + 60_000) * 1000, (base + 61_000) * 1000 + 999, None, (base + 59_000) * 1000, None],
+        pa.timestamp("us", tz="UTC"),
+    )
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "cluster": ["a", "a", None, "b", None],
+            "ts": ts,
+            "_bad": [False, False, True, True, True],
+            "_named_cluster": [None, None, "a", None, None],
+            "_named_ts": [None, None, base + 70_000, None, None],
+            # expectation 0 fails on the first record, 1 and 61 on the second.
+            "_unexpected0": pa.array([1, 2 | (1 << 61), 0, 0, 0], pa.int64()),
+        }
+    )
     halves = pa.concat_tables([summarize_ingest(batch.slice(0, 2)), summarize_ingest(batch.slice(2))])
     rows = {r["cluster"]: r for r in merge_ingest_summaries(halves)}
     assert rows["a"]["records"] == 3 and rows["a"]["quarantined"] == 1
     assert (rows["a"]["first_ts_ms"], rows["a"]["last_ts_ms"], rows["a"]["valid_last_ts_ms"]) == (
-        base + 60_000, base + 70_000, base + 61_000)
+        base + 60_000,
+        base + 70_000,
+        base + 61_000,
+    )
     assert (rows["a"]["_n0"], rows["a"]["_n1"], rows["a"]["_n61"], rows["a"]["_n2"]) == (1, 1, 1, 0)
     assert rows["b"]["valid_last_ts_ms"] is None and rows["b"]["quarantined"] == 1 and rows["b"]["_n0"] == 0
     assert rows[None]["records"] == 1 and rows[None]["first_ts_ms"] is None

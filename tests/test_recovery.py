@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
+from support import T0, kill_group, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
-from support import T0, kill_group, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
+
 
 def batch_ids(checkpoint: Path, log: str) -> set[int]:
     folder = checkpoint / log
@@ -65,6 +66,7 @@ class Telemetry:
         def delivered(err, msg):
             assert err is None, err
             into.add((msg.partition(), msg.offset()))
+
         self.producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
 
     def minutes(self, first: int, last: int) -> None:
@@ -87,8 +89,17 @@ def assert_unique(rows: list[dict], keys: tuple[str, ...], table: str) -> None:
 
 
 def test_exactly_once_across_driver_crashes(broker, topic, tmp_path):
-    spec = ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 3), replication_factor=2,
-                        total_bytes_in=30e6, new_empty_brokers=1, seed=11, cluster="crash-1")
+    spec = ScenarioSpec(
+        brokers=3,
+        racks=0,
+        topics=2,
+        partitions_per_topic=(2, 3),
+        replication_factor=2,
+        total_bytes_in=30e6,
+        new_empty_brokers=1,
+        seed=11,
+        cluster="crash-1",
+    )
     cluster = SimulatedCluster(generate(spec), noise=0.0)
     data = Telemetry(broker.bootstrap_servers, topic, cluster)
     config = write_config(tmp_path, broker.bootstrap_servers, topic)
@@ -101,17 +112,32 @@ def test_exactly_once_across_driver_crashes(broker, topic, tmp_path):
     # Run 1: killed right after a telemetry_raw commit, before that batch's checkpoint commit.
     data.minutes(0, 5)
     job = start_job(config, log)
-    met = kill_when(lambda: len(batch_ids(ckpt, "commits")) >= 1 and delta_versions(raw_table) > 1
-                    + len(batch_ids(ckpt, "commits")), job, log, 150, "a raw commit ahead of the checkpoint")
+    met = kill_when(
+        lambda: (
+            len(batch_ids(ckpt, "commits")) >= 1
+            and delta_versions(raw_table) > 1 + len(batch_ids(ckpt, "commits"))
+        ),
+        job,
+        log,
+        150,
+        "a raw commit ahead of the checkpoint",
+    )
     kills.append(("after raw commit", met, in_flight(ckpt), max(batch_ids(ckpt, "offsets"), default=None)))
 
     # Run 2: killed in a batch that closes a window, after partition_load but before the plans.
     data.minutes(6, 11)
     job = start_job(config, log)
     loads_before = delta_versions(load_table)
-    met = kill_when(lambda: delta_versions(load_table) > loads_before and in_flight(ckpt), job, log, 150,
-                    "a window batch in flight")
-    kills.append(("window batch in flight", met, in_flight(ckpt), max(batch_ids(ckpt, "offsets"), default=None)))
+    met = kill_when(
+        lambda: delta_versions(load_table) > loads_before and in_flight(ckpt),
+        job,
+        log,
+        150,
+        "a window batch in flight",
+    )
+    kills.append(
+        ("window batch in flight", met, in_flight(ckpt), max(batch_ids(ckpt, "offsets"), default=None))
+    )
 
     # Final run drains the topic.
     job = start_job(config, log, "--once")

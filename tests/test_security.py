@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
+from support import T0, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.config import load_config
@@ -16,7 +17,6 @@ from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
-from support import T0, start_job, tail, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +29,28 @@ def files_containing(root: Path, *secrets: str) -> list[str]:
     """Every file under ``root`` (tables, checkpoints, logs, plan files) holding one of ``secrets``,
     except the job's own --config file, which is where the operator put them."""
     needles = [s.encode() for s in secrets]
-    return [str(p) for p in root.rglob("*")
-            if p.is_file() and p.name != "balancer.yaml" and any(n in p.read_bytes() for n in needles)]
+    return [
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "balancer.yaml" and any(n in p.read_bytes() for n in needles)
+    ]
 
 
 def produce_cluster(bootstrap: str, topic: str, minutes: int, **client) -> int:
-    cluster = SimulatedCluster(generate(ScenarioSpec(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 3),
-                                                     replication_factor=2, new_empty_brokers=1, cluster="sec")),
-                               noise=0.0)
+    cluster = SimulatedCluster(
+        generate(
+            ScenarioSpec(
+                brokers=3,
+                racks=0,
+                topics=2,
+                partitions_per_topic=(2, 3),
+                replication_factor=2,
+                new_empty_brokers=1,
+                cluster="sec",
+            )
+        ),
+        noise=0.0,
+    )
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **client})
     count = 0
     for minute in range(minutes):
@@ -48,14 +62,26 @@ def produce_cluster(bootstrap: str, topic: str, minutes: int, **client) -> int:
     return count
 
 
-def test_ssl_options_reach_the_client_unchanged_and_errors_hide_the_key_password(spark, broker, topic, tmp_path):
+def test_ssl_options_reach_the_client_unchanged_and_errors_hide_the_key_password(
+    spark, broker, topic, tmp_path
+):
     ca = tmp_path / "no-such-dir" / "ca.pem"
-    config = load_config(None, [
-        f"source.bootstrap_servers={broker.bootstrap_servers}", f"source.topic={topic}",
-        f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-        f"checkpoint.path={tmp_path / 'checkpoints'}", "source.unavailable_timeout=3 seconds",
-        "quality.enabled=false", "source.options=" + json.dumps(
-            {"security.protocol": "SSL", "ssl.ca.location": str(ca), "ssl.key.password": KEY_PASSWORD})])
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={broker.bootstrap_servers}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "source.unavailable_timeout=3 seconds",
+            "quality.enabled=false",
+            "source.options="
+            + json.dumps(
+                {"security.protocol": "SSL", "ssl.ca.location": str(ca), "ssl.key.password": KEY_PASSWORD}
+            ),
+        ],
+    )
     with pytest.raises(StreamingQueryException) as failure:
         job.run_until_idle(spark, job.start(spark, config, once=True))
     message = str(failure.value)
@@ -71,16 +97,28 @@ def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     # Secret-bearing options that PLAINTEXT ignores, so the job runs end to end and writes plans.
-    options = {"security.protocol": "PLAINTEXT", "sasl.username": "svc", "sasl.password": PASSWORD,
-               "ssl.key.password": KEY_PASSWORD, "client.id": "balancer-security-test"}
-    config = write_config(tmp_path, broker.bootstrap_servers, topic, source={"options": options},
-                          lakehouse={"path": str(run_dir / "lakehouse"), "engine": "delta-rs"},
-                          checkpoint={"path": str(run_dir / "checkpoints")}, quality={"enabled": False})
+    options = {
+        "security.protocol": "PLAINTEXT",
+        "sasl.username": "svc",
+        "sasl.password": PASSWORD,
+        "ssl.key.password": KEY_PASSWORD,
+        "client.id": "balancer-security-test",
+    }
+    config = write_config(
+        tmp_path,
+        broker.bootstrap_servers,
+        topic,
+        source={"options": options},
+        lakehouse={"path": str(run_dir / "lakehouse"), "engine": "delta-rs"},
+        checkpoint={"path": str(run_dir / "checkpoints")},
+        quality={"enabled": False},
+    )
     log = run_dir / "job.log"
     proc = start_job(config, log, "--once")
     assert proc.wait(timeout=240) == 0, tail(log)
 
     from deltalake import DeltaTable
+
     lakehouse = run_dir / "lakehouse"
     assert len(DeltaTable(str(lakehouse / "telemetry_raw")).to_pyarrow_table()) == produced
     assert len(DeltaTable(str(lakehouse / "telemetry_quarantine")).to_pyarrow_table()) == 1
@@ -91,9 +129,12 @@ def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker
 
 def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(tmp_path):
     with EmbeddedBroker(authentication=True) as secured:
-        config = write_config(tmp_path, secured.bootstrap_servers, "metrics",
-                              source={"options": {**SASL, "sasl.password": PASSWORD},
-                                      "unavailable_timeout": "5 seconds"})
+        config = write_config(
+            tmp_path,
+            secured.bootstrap_servers,
+            "metrics",
+            source={"options": {**SASL, "sasl.password": PASSWORD}, "unavailable_timeout": "5 seconds"},
+        )
         log = tmp_path / "job.log"
         proc = start_job(config, log, "--once")
         assert proc.wait(timeout=180) != 0
@@ -111,19 +152,31 @@ def test_sasl_login_end_to_end(spark, tmp_path):
         try:
             secured.add_user("balancer", PASSWORD)
         except RuntimeError as exc:
-            pytest.skip("tansu 0.6 creates SCRAM users only through a running broker's Kafka API "
-                        "('tansu user create --broker URL NAME PASSWORD'); a broker started with --authentication "
-                        "refuses that unauthenticated request (its log: NotAuthenticated), one without it offers no "
-                        "SASL handshake, and memory storage cannot be seeded otherwise; so no user can log in. "
-                        f"({str(exc).splitlines()[0][:160]})")
+            pytest.skip(
+                "tansu 0.6 creates SCRAM users only through a running broker's Kafka API "
+                "('tansu user create --broker URL NAME PASSWORD'); a broker started with --authentication "
+                "refuses that unauthenticated request (its log: NotAuthenticated), one without it offers no "
+                "SASL handshake, and memory storage cannot be seeded otherwise; so no user can log in. "
+                f"({str(exc).splitlines()[0][:160]})"
+            )
         client = {**SASL, "sasl.password": PASSWORD}
         secured.create_topic("metrics", partitions=2, config=client)
         produced = produce_cluster(secured.bootstrap_servers, "metrics", minutes=7, **client)
-        config = load_config(None, [
-            f"source.bootstrap_servers={secured.bootstrap_servers}", "source.topic=metrics",
-            f"lakehouse.path={tmp_path / 'lakehouse'}", "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}", "quality.enabled=false",
-            f"source.options={json.dumps(client)}"])
+        config = load_config(
+            None,
+            [
+                f"source.bootstrap_servers={secured.bootstrap_servers}",
+                "source.topic=metrics",
+                f"lakehouse.path={tmp_path / 'lakehouse'}",
+                "lakehouse.engine=delta-rs",
+                f"checkpoint.path={tmp_path / 'checkpoints'}",
+                "quality.enabled=false",
+                f"source.options={json.dumps(client)}",
+            ],
+        )
         job.run_until_idle(spark, job.start(spark, config, once=True))
     from balancer.spark.lakehouse import Lakehouse
-    assert Lakehouse(spark, config.lakehouse.path, engine="delta-rs").read("telemetry_raw").count() == produced
+
+    assert (
+        Lakehouse(spark, config.lakehouse.path, engine="delta-rs").read("telemetry_raw").count() == produced
+    )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from balancer.planner import PlannerOptions, broker_loads, plan
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
+from balancer.planner import PlannerOptions, broker_loads, plan
 
 
 def network_balance(snapshot: dict) -> dict[str, float]:

@@ -9,15 +9,15 @@ import uuid
 
 import pytest
 from deltalake import DeltaTable
+from support import T0, produce, write_config
+from test_pipeline import MALFORMED
 
-from balancer.demo.cluster import StandaloneCluster, application_executors
+from balancer import telemetry as tm
 from balancer.config import REPO_ROOT
+from balancer.demo.cluster import StandaloneCluster, application_executors
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark.lakehouse import TABLES
-from balancer import telemetry as tm
-from support import T0, produce, write_config
-from test_pipeline import MALFORMED
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
     """A master and two 1-core workers (the machine's two cores), stopped with their process groups."""
-    with StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1, memory="1g") as cluster:
+    with StandaloneCluster(
+        tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1, memory="1g"
+    ) as cluster:
         yield cluster
 
 
@@ -33,27 +35,65 @@ def table_rows(lakehouse, table: str) -> list[dict]:
     return DeltaTable(str(lakehouse / table)).to_pyarrow_table().to_pylist()
 
 
-def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(standalone, broker, topic, tmp_path):
-    spec = ScenarioSpec(brokers=4, racks=2, topics=4, partitions_per_topic=(3, 6), replication_factor=2,
-                        total_bytes_in=40e6, new_empty_brokers=1, seed=3, cluster="sa-1")
+def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(
+    standalone, broker, topic, tmp_path
+):
+    spec = ScenarioSpec(
+        brokers=4,
+        racks=2,
+        topics=4,
+        partitions_per_topic=(3, 6),
+        replication_factor=2,
+        total_bytes_in=40e6,
+        new_empty_brokers=1,
+        seed=3,
+        cluster="sa-1",
+    )
     cluster = SimulatedCluster(generate(spec), noise=0.0)
     valid = [tm.encode(r) for minute in range(12) for r in cluster.telemetry(T0 + minute * 60_000)]
-    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2:])
+    produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2 :])
     app_name = f"balancer-standalone-{uuid.uuid4().hex[:8]}"
     config = write_config(
-        tmp_path, broker.bootstrap_servers, topic,
+        tmp_path,
+        broker.bootstrap_servers,
+        topic,
         source={"max_records_per_batch": 300},
-        spark={"app_name": app_name, "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}})
+        spark={
+            "app_name": app_name,
+            "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+        },
+    )
     # Spark's own options pass through spark-submit.sh; the job's go to the job.
-    spark_options = ["--total-executor-cores", "2", "--executor-cores", "1", "--executor-memory", "768m",
-                     # Start the first job only once both executors are up, so both take tasks.
-                     "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
-                     "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"]
+    spark_options = [
+        "--total-executor-cores",
+        "2",
+        "--executor-cores",
+        "1",
+        "--executor-memory",
+        "768m",
+        # Start the first job only once both executors are up, so both take tasks.
+        "--conf",
+        "spark.scheduler.minRegisteredResourcesRatio=1.0",
+        "--conf",
+        "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
+    ]
     log = tmp_path / "submit.log"
     with open(log, "wb") as out:
-        done = subprocess.run([str(REPO_ROOT / "spark-submit.sh"), "--master", standalone.master_url, *spark_options,
-                               "--once", "--config", str(config)], cwd=REPO_ROOT, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=900)
+        done = subprocess.run(
+            [
+                str(REPO_ROOT / "spark-submit.sh"),
+                "--master",
+                standalone.master_url,
+                *spark_options,
+                "--once",
+                "--config",
+                str(config),
+            ],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+        )
     assert done.returncode == 0, log.read_text()[-6000:]
 
     lakehouse = tmp_path / "lakehouse"
@@ -74,8 +114,9 @@ def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(standa
         own = [a for a in rows["plan_actions"] if a["plan_id"] == plan["plan_id"]]
         assert sum(a["action"] == "leadership" for a in own) == plan["leader_moves"]
         assert sum(a["bytes_to_move"] for a in own) == plan["bytes_to_move"]
-    assert len(rows["plan_actions"]) == sum(len([a for a in rows["plan_actions"] if a["plan_id"] == p["plan_id"]])
-                                            for p in plans)
+    assert len(rows["plan_actions"]) == sum(
+        len([a for a in rows["plan_actions"] if a["plan_id"] == p["plan_id"]]) for p in plans
+    )
 
     # The master saw the application finish; both workers ran one of its executors, and each ran tasks.
     apps = [a for a in standalone.status()["completedapps"] if a["name"] == app_name]

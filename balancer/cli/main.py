@@ -16,8 +16,14 @@ COMMANDS = ("run", "sql", "plan", "export")
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="YAML on top of conf/balancer.yaml")
-    common.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one config key, e.g. --set lakehouse.path=/data/lh (repeatable)")
+    common.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set lakehouse.path=/data/lh (repeatable)",
+    )
     parser = argparse.ArgumentParser(prog="balancer", description="Traffic-aware Kafka balancer")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:

@@ -17,16 +17,25 @@ from balancer.planner import PlannerOptions, SnapshotError, plan
 
 
 def add_parser(subparsers, parents=()) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("plan", parents=list(parents),
-                                   help="plan leadership transfers and replica moves from a snapshot JSON")
-    parser.add_argument("snapshot", metavar="SNAPSHOT.json", help="cluster snapshot (brokers, partitions, loads)")
-    parser.add_argument("-o", "--output", metavar="PLAN.json", required=True,
-                        help="where to write the reassignment JSON")
-    parser.add_argument("--election-out", metavar="ELECT.json",
-                        help="where to write the preferred leader election JSON")
-    parser.add_argument("--drain", metavar="IDS", type=_broker_ids, default=(),
-                        help="comma-separated broker ids to empty (decommission), e.g. 7,8; "
-                             "added to balancer.drain_brokers")
+    parser = subparsers.add_parser(
+        "plan", parents=list(parents), help="plan leadership transfers and replica moves from a snapshot JSON"
+    )
+    parser.add_argument(
+        "snapshot", metavar="SNAPSHOT.json", help="cluster snapshot (brokers, partitions, loads)"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="PLAN.json", required=True, help="where to write the reassignment JSON"
+    )
+    parser.add_argument(
+        "--election-out", metavar="ELECT.json", help="where to write the preferred leader election JSON"
+    )
+    parser.add_argument(
+        "--drain",
+        metavar="IDS",
+        type=_broker_ids,
+        default=(),
+        help="comma-separated broker ids to empty (decommission), e.g. 7,8; added to balancer.drain_brokers",
+    )
     return parser
 
 

@@ -11,7 +11,9 @@ from balancer.config import Config
 def add_parser(subparsers, parents) -> None:
     parser = subparsers.add_parser("run", parents=parents, help="run the streaming balancer job")
     parser.add_argument("--once", action="store_true", help="process what is in the topic now, then exit")
-    parser.add_argument("--master", help="Spark master (default: spark.master from config, or spark-submit's)")
+    parser.add_argument(
+        "--master", help="Spark master (default: spark.master from config, or spark-submit's)"
+    )
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -20,9 +22,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     # Under spark-submit the master is spark-submit's to choose (PythonRunner sets the gateway port).
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    spark = build_session(master=args.master or (None if submitted else config.spark.master),
-                          app_name=config.spark.app_name,
-                          conf=config.spark.conf)
+    spark = build_session(
+        master=args.master or (None if submitted else config.spark.master),
+        app_name=config.spark.app_name,
+        conf=config.spark.conf,
+    )
     queries = job.start(spark, config, once=args.once)
     (job.run_until_idle if args.once else job.await_all)(spark, queries)
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from balancer.config import Config
 from balancer.resources import sql_files
@@ -20,15 +20,22 @@ def register_sql_views(spark) -> list[str]:
 
 def add_parser(subparsers, parents) -> None:
     parser = subparsers.add_parser(
-        "sql", parents=parents, help="query the lakehouse tables with Spark SQL",
+        "sql",
+        parents=parents,
+        help="query the lakehouse tables with Spark SQL",
         description="Tables: telemetry_raw, telemetry_quarantine, partition_load, broker_load, broker_ranking, "
-                    "balance_plans, plan_actions, plan_events, plan_batches, plan_outcomes, quality_runs. "
-                    "Views: latest_ranking, plan_history, plan_status, quarantine_reasons.")
+        "balance_plans, plan_actions, plan_events, plan_batches, plan_outcomes, quality_runs. "
+        "Views: latest_ranking, plan_history, plan_status, quarantine_reasons.",
+    )
     parser.add_argument("query", help='e.g. "SELECT * FROM balance_plans ORDER BY window_end DESC"')
     parser.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
-    parser.add_argument("--as-of", type=as_of, metavar="VERSION|TIMESTAMP",
-                        help="read every table as it was then: an ISO time (2026-11-24T03:10:00Z; what the job "
-                             "had committed at that moment, for audit) or a table version number")
+    parser.add_argument(
+        "--as-of",
+        type=as_of,
+        metavar="VERSION|TIMESTAMP",
+        help="read every table as it was then: an ISO time (2026-11-24T03:10:00Z; what the job "
+        "had committed at that moment, for audit) or a table version number",
+    )
 
 
 def as_of(text: str) -> int | datetime:
@@ -39,17 +46,22 @@ def as_of(text: str) -> int | datetime:
         stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither a version number nor an ISO time") from None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from balancer.spark.lakehouse import Lakehouse
     from balancer.spark.session import build_session
 
-    spark = build_session(master="local[*]", app_name="balancer-sql",
-                          conf={**config.spark.conf, "spark.ui.enabled": "false"})
-    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine,
-                          storage_options=config.lakehouse.storage_options)
+    spark = build_session(
+        master="local[*]", app_name="balancer-sql", conf={**config.spark.conf, "spark.ui.enabled": "false"}
+    )
+    lakehouse = Lakehouse(
+        spark,
+        config.lakehouse.path,
+        engine=config.lakehouse.engine,
+        storage_options=config.lakehouse.storage_options,
+    )
     lakehouse.register_views(as_of=args.as_of)
     register_sql_views(spark)
     spark.sql(args.query).show(args.limit, truncate=False)

@@ -30,8 +30,14 @@ def from_telemetry(records: list[dict], *, cpu: float = 0.35) -> list[tuple[byte
         if r["type"] != "partition":
             continue
         broker, topic = r["broker"], metric_topic(r["topic"])
-        out.append((str(broker).encode(), cc.encode_partition_metric(cc.PARTITION_SIZE, ts, broker, topic,
-                                                                     r["partition"], float(r["size"]))))
+        out.append(
+            (
+                str(broker).encode(),
+                cc.encode_partition_metric(
+                    cc.PARTITION_SIZE, ts, broker, topic, r["partition"], float(r["size"])
+                ),
+            )
+        )
         if r["leader"]:
             rates = topic_rates[(broker, topic)]
             rates[0] += r["bytes_in"]
@@ -43,14 +49,21 @@ def from_telemetry(records: list[dict], *, cpu: float = 0.35) -> list[tuple[byte
         key = topic.encode()
         out.append((key, cc.encode_topic_metric(cc.TOPIC_BYTES_IN, ts, broker, topic, bytes_in)))
         out.append((key, cc.encode_topic_metric(cc.TOPIC_BYTES_OUT, ts, broker, topic, bytes_out)))
-        out.append((key, cc.encode_topic_metric(cc.TOPIC_MESSAGES_IN_PER_SEC, ts, broker, topic, messages_in)))
+        out.append(
+            (key, cc.encode_topic_metric(cc.TOPIC_MESSAGES_IN_PER_SEC, ts, broker, topic, messages_in))
+        )
     for r in records:
         if r["type"] != "broker":
             continue
         broker = r["broker"]
         key = str(broker).encode()
         value = r.get("cpu", cpu)
-        out.append((key, cc.encode_broker_metric(cc.BROKER_CPU_UTIL, r["ts"], broker, cpu if value is None else value)))
+        out.append(
+            (
+                key,
+                cc.encode_broker_metric(cc.BROKER_CPU_UTIL, r["ts"], broker, cpu if value is None else value),
+            )
+        )
         bytes_in, bytes_out = all_topic.get(broker, (0.0, 0.0))
         out.append((key, cc.encode_broker_metric(cc.ALL_TOPIC_BYTES_IN, r["ts"], broker, bytes_in)))
         out.append((key, cc.encode_broker_metric(cc.ALL_TOPIC_BYTES_OUT, r["ts"], broker, bytes_out)))
@@ -59,17 +72,35 @@ def from_telemetry(records: list[dict], *, cpu: float = 0.35) -> list[tuple[byte
 
 def metadata_snapshot(snapshot: dict) -> dict:
     """A planner snapshot reduced to what ``metadata.source: file`` reads: brokers, racks, replicas, leaders."""
-    return {"cluster": snapshot["cluster"],
-            "brokers": [{"id": b["id"], "rack": b.get("rack")} for b in snapshot["brokers"]],
-            "partitions": [{"topic": p["topic"], "partition": p["partition"], "replicas": list(p["replicas"]),
-                            "leader": p["leader"]} for p in snapshot["partitions"]]}
+    return {
+        "cluster": snapshot["cluster"],
+        "brokers": [{"id": b["id"], "rack": b.get("rack")} for b in snapshot["brokers"]],
+        "partitions": [
+            {
+                "topic": p["topic"],
+                "partition": p["partition"],
+                "replicas": list(p["replicas"]),
+                "leader": p["leader"],
+            }
+            for p in snapshot["partitions"]
+        ],
+    }
 
 
 def capacity_file(snapshot: dict) -> dict:
     """The snapshot's broker capacities as Cruise Control's ``capacity.json`` (DISK MB, NW KB/s, strings)."""
-    return {"brokerCapacities": [
-        {"brokerId": str(b["id"]),
-         "capacity": {"DISK": f"{b['capacity']['disk'] / 1024 ** 2:.6f}", "CPU": "100",
-                      "NW_IN": f"{b['capacity']['network_in'] / 1024:.6f}",
-                      "NW_OUT": f"{b['capacity']['network_out'] / 1024:.6f}"},
-         "doc": f"broker {b['id']}"} for b in snapshot["brokers"]]}
+    return {
+        "brokerCapacities": [
+            {
+                "brokerId": str(b["id"]),
+                "capacity": {
+                    "DISK": f"{b['capacity']['disk'] / 1024**2:.6f}",
+                    "CPU": "100",
+                    "NW_IN": f"{b['capacity']['network_in'] / 1024:.6f}",
+                    "NW_OUT": f"{b['capacity']['network_out'] / 1024:.6f}",
+                },
+                "doc": f"broker {b['id']}",
+            }
+            for b in snapshot["brokers"]
+        ]
+    }

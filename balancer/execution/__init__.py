@@ -19,6 +19,20 @@ from .batches import Batch, participants, split_batches
 from .export import ExportError, batch_election, batch_reassignment, batch_rows, export_plan
 from .throttle import BatchThrottle, BrokerLoad, Schedule, compute_throttle, plan_schedule
 
-__all__ = ["Advice", "Batch", "BatchThrottle", "BrokerLoad", "ExportError", "Schedule", "advise", "batch_election",
-           "batch_reassignment", "batch_rows", "compute_throttle", "export_plan", "participants", "plan_schedule",
-           "split_batches"]
+__all__ = [
+    "Advice",
+    "Batch",
+    "BatchThrottle",
+    "BrokerLoad",
+    "ExportError",
+    "Schedule",
+    "advise",
+    "batch_election",
+    "batch_reassignment",
+    "batch_rows",
+    "compute_throttle",
+    "export_plan",
+    "participants",
+    "plan_schedule",
+    "split_batches",
+]

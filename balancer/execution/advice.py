@@ -39,7 +39,8 @@ ORDERING_CAVEAT = (
     "partition count): records of one key written before and after the change land in different partitions, so "
     "per-key order breaks across the change. If consumers rely on per-key order, stop the producers, let the "
     "consumers drain the topic to its end, add the partitions, then restart the producers. Existing data stays "
-    "where it is (the relief comes as new traffic spreads), and a topic's partition count can never be reduced.")
+    "where it is (the relief comes as new traffic spreads), and a topic's partition count can never be reduced."
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ def _mbps(x: float) -> str:
     return f"{x / 1e6:.3g} MB/s"
 
 
-def advise(snapshot_or_model: Mapping | ClusterModel, result: Plan,
-           options: PlannerOptions | None = None) -> list[Advice]:
+def advise(
+    snapshot_or_model: Mapping | ClusterModel, result: Plan, options: PlannerOptions | None = None
+) -> list[Advice]:
     """What to do about the cluster ``result`` was planned for (``snapshot_or_model``: the same
     snapshot, or a :class:`ClusterModel` of it before any move; ``options``: the planner's).
 
@@ -88,39 +90,67 @@ def advise(snapshot_or_model: Mapping | ClusterModel, result: Plan,
         raise TypeError(f"options must be PlannerOptions, got {type(options).__name__}")
     if not isinstance(result, Plan):
         raise TypeError(f"result must be a planner Plan, got {type(result).__name__}")
-    model = snapshot_or_model if isinstance(snapshot_or_model, ClusterModel) else ClusterModel(snapshot_or_model,
-                                                                                             options)
+    model = (
+        snapshot_or_model
+        if isinstance(snapshot_or_model, ClusterModel)
+        else ClusterModel(snapshot_or_model, options)
+    )
     out: list[Advice] = []
     n = model.n_brokers
     for dim, name in (*_TRAFFIC, (DISK, "disk")):
         load, cap = float(model.load[:, dim].sum()), float(model.cap[:, dim].sum())
         if load / cap > options.capacity_threshold + _EPS:
             needed = math.ceil(load / (cap / n * options.capacity_threshold) - _EPS)
-            out.append(Advice("add_brokers", None,
-                              f"the cluster's {name} utilization is {_pct(load / cap)}, above the capacity threshold "
-                              f"{_pct(options.capacity_threshold)}: no placement brings every broker under it. Add "
-                              f"at least {needed - n} broker(s) of the mean capacity ({needed} in all).",
-                              brokers_to_add=needed - n))
+            out.append(
+                Advice(
+                    "add_brokers",
+                    None,
+                    f"the cluster's {name} utilization is {_pct(load / cap)}, above the capacity threshold "
+                    f"{_pct(options.capacity_threshold)}: no placement brings every broker under it. Add "
+                    f"at least {needed - n} broker(s) of the mean capacity ({needed} in all).",
+                    brokers_to_add=needed - n,
+                )
+            )
 
     out.extend(_partition_advice(model, options))
 
     if result.actions:
-        out.append(Advice("move_replicas", None,
-                          f"carry out the plan: {result.leader_moves} leadership transfer(s), {result.replica_moves} "
-                          f"replica move(s), imbalance {result.imbalance_before:.3f} -> {result.imbalance_after:.3f}."))
+        out.append(
+            Advice(
+                "move_replicas",
+                None,
+                f"carry out the plan: {result.leader_moves} leadership transfer(s), {result.replica_moves} "
+                f"replica move(s), imbalance {result.imbalance_before:.3f} -> {result.imbalance_after:.3f}.",
+            )
+        )
     elif not out:
-        within = (all(result.before[r] <= options.balance_threshold + _EPS for r in ("network_in", "network_out"))
-                  and result.before["disk"] <= options.disk_threshold + _EPS
-                  and all(float(model.util(d).max()) <= options.capacity_threshold + _EPS for d in (IN, OUT, DISK)))
+        within = (
+            all(result.before[r] <= options.balance_threshold + _EPS for r in ("network_in", "network_out"))
+            and result.before["disk"] <= options.disk_threshold + _EPS
+            and all(float(model.util(d).max()) <= options.capacity_threshold + _EPS for d in (IN, OUT, DISK))
+        )
         if within:
-            out.append(Advice("no_action", None, "the cluster is within its balance and capacity thresholds: "
-                                                 "no action needed."))
+            out.append(
+                Advice(
+                    "no_action",
+                    None,
+                    "the cluster is within its balance and capacity thresholds: no action needed.",
+                )
+            )
         else:
-            unmet = "; ".join(result.unsatisfied) or "no move helps within the plan's limits (excluded topics or " \
-                                                     "brokers, max_bytes_to_move, max_moves_per_broker, racks)"
-            out.append(Advice("cannot_balance", None,
-                              f"the cluster is outside its thresholds (imbalance {result.imbalance_before:.3f}, "
-                              f"threshold {options.balance_threshold:.2f}) and the plan proposes nothing: {unmet}."))
+            unmet = (
+                "; ".join(result.unsatisfied)
+                or "no move helps within the plan's limits (excluded topics or "
+                "brokers, max_bytes_to_move, max_moves_per_broker, racks)"
+            )
+            out.append(
+                Advice(
+                    "cannot_balance",
+                    None,
+                    f"the cluster is outside its thresholds (imbalance {result.imbalance_before:.3f}, "
+                    f"threshold {options.balance_threshold:.2f}) and the plan proposes nothing: {unmet}.",
+                )
+            )
     return out
 
 
@@ -135,7 +165,9 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
         avg = model.cluster_util(dim)
         if avg <= 0:
             continue
-        per = model.bytes_in if dim == IN else model.leader_out   # on one broker: a replica's in, the leader's out
+        per = (
+            model.bytes_in if dim == IN else model.leader_out
+        )  # on one broker: a replica's in, the leader's out
         cap = model.cap[:, dim]
         band_biggest = float(cap.max()) * avg * threshold
         hot = per > band_biggest * (1 + _EPS)
@@ -152,15 +184,26 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
     for t in sorted(found, key=lambda k: str(names[k])):
         partitions = int(counts[t])
         target = max(target for *_, target in found[t])
-        reasons = "; ".join(f"its busiest partition's {name} is {_mbps(hottest)}, above the {_mbps(band)} band of "
-                            f"even the largest broker" for name, hottest, band, _ in found[t])
-        fewer = (f" With {partitions} partition(s) on {model.n_brokers} brokers, its traffic cannot spread over the "
-                 f"cluster." if partitions < model.n_brokers else "")
-        out.append(Advice(
-            "add_partitions", str(names[t]),
-            f"topic {names[t]!r}: moving replicas cannot fix this hot spot: {reasons}.{fewer} Grow it from "
-            f"{partitions} to {target} partitions (add {target - partitions}; kafka-topics.sh --alter --topic "
-            f"{names[t]} --partitions {target}), so that each carries at most a median broker's band if keys "
-            f"spread evenly (a single hot key stays on one partition whatever the count). {ORDERING_CAVEAT}",
-            partitions_to_add=target - partitions))
+        reasons = "; ".join(
+            f"its busiest partition's {name} is {_mbps(hottest)}, above the {_mbps(band)} band of "
+            f"even the largest broker"
+            for name, hottest, band, _ in found[t]
+        )
+        fewer = (
+            f" With {partitions} partition(s) on {model.n_brokers} brokers, its traffic cannot spread over the "
+            f"cluster."
+            if partitions < model.n_brokers
+            else ""
+        )
+        out.append(
+            Advice(
+                "add_partitions",
+                str(names[t]),
+                f"topic {names[t]!r}: moving replicas cannot fix this hot spot: {reasons}.{fewer} Grow it from "
+                f"{partitions} to {target} partitions (add {target - partitions}; kafka-topics.sh --alter --topic "
+                f"{names[t]} --partitions {target}), so that each carries at most a median broker's band if keys "
+                f"spread evenly (a single hot key stays on one partition whatever the count). {ORDERING_CAVEAT}",
+                partitions_to_add=target - partitions,
+            )
+        )
     return out

@@ -56,8 +56,13 @@ def _positive_int(name: str, value) -> int:
     return value
 
 
-def split_batches(actions: Iterable[Action], *, max_leadership_moves: int = 1000,
-                  max_partition_moves_per_broker: int = 5, max_partition_moves: int = 1250) -> list[Batch]:
+def split_batches(
+    actions: Iterable[Action],
+    *,
+    max_leadership_moves: int = 1000,
+    max_partition_moves_per_broker: int = 5,
+    max_partition_moves: int = 1250,
+) -> list[Batch]:
     """The plan's actions as batches: leadership transfers first, then replica moves.
 
     - Leadership transfers (kind ``leadership``) in plan order, ``max_leadership_moves`` a batch.
@@ -88,20 +93,24 @@ def split_batches(actions: Iterable[Action], *, max_leadership_moves: int = 1000
 
     batches: list[Batch] = []
     for start in range(0, len(leaderships), max_leadership_moves):
-        batches.append(Batch(len(batches), "leadership", tuple(leaderships[start:start + max_leadership_moves])))
+        batches.append(
+            Batch(len(batches), "leadership", tuple(leaderships[start : start + max_leadership_moves]))
+        )
 
-    members: list[list[Action]] = []        # replica batch k's actions, in plan order
-    counts: list[dict[int, int]] = []       # replica batch k: moves each broker takes part in
+    members: list[list[Action]] = []  # replica batch k's actions, in plan order
+    counts: list[dict[int, int]] = []  # replica batch k: moves each broker takes part in
     # Per broker, the first replica batch that may still have room for it: a batch's counts only
     # grow, so this only moves forward, and the search for an action starts at the max over its
     # brokers (and over the cluster limit's pointer) instead of at batch 0.
     first_room: dict[int, int] = {}
-    first_open = 0                          # first batch below max_partition_moves
+    first_open = 0  # first batch below max_partition_moves
     for action in moves:
         brokers = participants(action)
         k = max([first_open, *(first_room.get(b, 0) for b in brokers)])
-        while k < len(members) and (len(members[k]) >= max_partition_moves or any(
-                counts[k].get(b, 0) >= max_partition_moves_per_broker for b in brokers)):
+        while k < len(members) and (
+            len(members[k]) >= max_partition_moves
+            or any(counts[k].get(b, 0) >= max_partition_moves_per_broker for b in brokers)
+        ):
             k += 1
         if k == len(members):
             members.append([])
@@ -109,8 +118,10 @@ def split_batches(actions: Iterable[Action], *, max_leadership_moves: int = 1000
         members[k].append(action)
         for b in brokers:
             counts[k][b] = counts[k].get(b, 0) + 1
-            while first_room.get(b, 0) < len(members) and counts[first_room.get(b, 0)].get(b, 0) >= \
-                    max_partition_moves_per_broker:
+            while (
+                first_room.get(b, 0) < len(members)
+                and counts[first_room.get(b, 0)].get(b, 0) >= max_partition_moves_per_broker
+            ):
                 first_room[b] = first_room.get(b, 0) + 1
         while first_open < len(members) and len(members[first_open]) >= max_partition_moves:
             first_open += 1

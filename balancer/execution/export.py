@@ -47,13 +47,21 @@ class ExportError(ValueError):
 
 # ---- Kafka's JSON shapes -------------------------------------------------------------------
 
+
 def batch_reassignment(batch: Batch) -> dict | None:
     """``kafka-reassign-partitions.sh`` JSON for ``batch``: every partition whose replica list
     changes (for a leadership batch: only a reorder putting the intended leader first); None
     when there is none."""
-    parts = [{"topic": a.topic, "partition": a.partition, "replicas": list(a.new_replicas),
-              "log_dirs": ["any"] * len(a.new_replicas)}
-             for a in batch.actions if a.new_replicas != a.old_replicas]
+    parts = [
+        {
+            "topic": a.topic,
+            "partition": a.partition,
+            "replicas": list(a.new_replicas),
+            "log_dirs": ["any"] * len(a.new_replicas),
+        }
+        for a in batch.actions
+        if a.new_replicas != a.old_replicas
+    ]
     return {"version": 1, "partitions": parts} if parts else None
 
 
@@ -62,32 +70,44 @@ def batch_election(batch: Batch) -> dict | None:
     changes. For a replica batch, only those whose old leader stays in the replica set (Kafka
     keeps it as leader); where it leaves, the controller already elects the first live replica
     of the new list. None when there is none."""
-    parts = [{"topic": a.topic, "partition": a.partition} for a in batch.actions
-             if a.new_leader != a.old_leader and (batch.kind == "leadership" or a.old_leader in a.new_replicas)]
+    parts = [
+        {"topic": a.topic, "partition": a.partition}
+        for a in batch.actions
+        if a.new_leader != a.old_leader and (batch.kind == "leadership" or a.old_leader in a.new_replicas)
+    ]
     return {"partitions": parts} if parts else None
 
 
-def batch_rows(batches: Sequence[Batch], throttles: Sequence[BatchThrottle] | None = None, *, plan_id: str,
-               cluster: str) -> list[dict]:
+def batch_rows(
+    batches: Sequence[Batch], throttles: Sequence[BatchThrottle] | None = None, *, plan_id: str, cluster: str
+) -> list[dict]:
     """``plan_batches`` rows for ``batches`` (``throttles``: one per batch, same order, e.g.
     ``plan_schedule(...).throttles``). ``throttle`` is ``{broker: bytes/s}`` (whole bytes, rounded
     down: the computed rate is a safety limit); JSON columns are strings, None when empty."""
     if throttles is not None and len(throttles) != len(batches):
-        raise ValueError(f"throttles must have one entry per batch: {len(throttles)} for {len(batches)} batches")
+        raise ValueError(
+            f"throttles must have one entry per batch: {len(throttles)} for {len(batches)} batches"
+        )
     rows = []
     for i, batch in enumerate(batches):
         t = throttles[i] if throttles is not None else None
         if t is not None and t.batch != batch.index:
             raise ValueError(f"throttles[{i}] is for batch {t.batch}, not {batch.index}")
         reassignment, election = batch_reassignment(batch), batch_election(batch)
-        rows.append({
-            "plan_id": plan_id, "cluster": cluster, "batch": batch.index, "kind": batch.kind,
-            "actions": len(batch.actions), "bytes_to_move": batch.bytes_to_move,
-            "throttle": {int(b): int(r) for b, r in sorted(t.rate_by_broker.items())} if t else None,
-            "estimated_seconds": t.estimated_seconds if t else None,
-            "reassignment_json": json.dumps(reassignment) if reassignment else None,
-            "election_json": json.dumps(election) if election else None,
-        })
+        rows.append(
+            {
+                "plan_id": plan_id,
+                "cluster": cluster,
+                "batch": batch.index,
+                "kind": batch.kind,
+                "actions": len(batch.actions),
+                "bytes_to_move": batch.bytes_to_move,
+                "throttle": {int(b): int(r) for b, r in sorted(t.rate_by_broker.items())} if t else None,
+                "estimated_seconds": t.estimated_seconds if t else None,
+                "reassignment_json": json.dumps(reassignment) if reassignment else None,
+                "election_json": json.dumps(election) if election else None,
+            }
+        )
     return rows
 
 
@@ -96,7 +116,7 @@ def check_reassignment(doc, where: str) -> None:
     ``partitions`` a list of {topic, partition, replicas (non-empty, unique ints), log_dirs
     (optional, one per replica)}."""
     if not isinstance(doc, Mapping) or doc.get("version") != 1 or not isinstance(doc.get("partitions"), list):
-        raise ExportError(f"{where}: expected {{\"version\": 1, \"partitions\": [...]}}")
+        raise ExportError(f'{where}: expected {{"version": 1, "partitions": [...]}}')
     seen = set()
     for i, p in enumerate(doc["partitions"]):
         at = f"{where}.partitions[{i}]"
@@ -105,12 +125,17 @@ def check_reassignment(doc, where: str) -> None:
         part, reps = p.get("partition"), p.get("replicas")
         if isinstance(part, bool) or not isinstance(part, int) or part < 0:
             raise ExportError(f"{at}: partition must be an int >= 0, got {part!r}")
-        if (not isinstance(reps, list) or not reps or len(set(reps)) != len(reps)
-                or any(isinstance(b, bool) or not isinstance(b, int) for b in reps)):
+        if (
+            not isinstance(reps, list)
+            or not reps
+            or len(set(reps)) != len(reps)
+            or any(isinstance(b, bool) or not isinstance(b, int) for b in reps)
+        ):
             raise ExportError(f"{at}: replicas must be a non-empty list of distinct broker ids, got {reps!r}")
         dirs = p.get("log_dirs")
-        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(reps)
-                                 or not all(isinstance(d, str) for d in dirs)):
+        if dirs is not None and (
+            not isinstance(dirs, list) or len(dirs) != len(reps) or not all(isinstance(d, str) for d in dirs)
+        ):
             raise ExportError(f"{at}: log_dirs must be one string per replica, got {dirs!r}")
         if (p["topic"], part) in seen:
             raise ExportError(f"{at}: {p['topic']}-{part} listed twice")
@@ -121,11 +146,17 @@ def check_election(doc, where: str) -> None:
     """Raise :class:`ExportError` unless ``doc`` is ``kafka-leader-election.sh``'s JSON:
     ``partitions`` a list of {topic, partition}."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("partitions"), list):
-        raise ExportError(f"{where}: expected {{\"partitions\": [...]}}")
+        raise ExportError(f'{where}: expected {{"partitions": [...]}}')
     for i, p in enumerate(doc["partitions"]):
         part = p.get("partition") if isinstance(p, Mapping) else None
-        if (not isinstance(p, Mapping) or not isinstance(p.get("topic"), str) or not p["topic"]
-                or isinstance(part, bool) or not isinstance(part, int) or part < 0):
+        if (
+            not isinstance(p, Mapping)
+            or not isinstance(p.get("topic"), str)
+            or not p["topic"]
+            or isinstance(part, bool)
+            or not isinstance(part, int)
+            or part < 0
+        ):
             raise ExportError(f"{where}.partitions[{i}]: needs a topic and an int partition >= 0, got {p!r}")
 
 
@@ -134,16 +165,25 @@ def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
     out = []
     for row in sorted(rows, key=lambda r: r["seq"]):
         try:
-            out.append(Action(kind=row["action"], topic=row["topic"], partition=row["partition"],
-                              old_replicas=tuple(row["old_replicas"]), new_replicas=tuple(row["new_replicas"]),
-                              old_leader=row["old_leader"], new_leader=row["new_leader"],
-                              bytes_to_move=row["bytes_to_move"]))
+            out.append(
+                Action(
+                    kind=row["action"],
+                    topic=row["topic"],
+                    partition=row["partition"],
+                    old_replicas=tuple(row["old_replicas"]),
+                    new_replicas=tuple(row["new_replicas"]),
+                    old_leader=row["old_leader"],
+                    new_leader=row["new_leader"],
+                    bytes_to_move=row["bytes_to_move"],
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ExportError(f"plan_actions seq {row.get('seq')!r}: {exc}") from None
     return out
 
 
 # ---- reading plan_batches rows -------------------------------------------------------------
+
 
 def _json_column(row: Mapping, name: str, where: str):
     value = row.get(name)
@@ -177,7 +217,9 @@ def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> lis
     rows = []
     for i, row in enumerate(batches_rows):
         if not isinstance(row, Mapping):
-            raise ExportError(f"batches_rows[{i}] must be a mapping (a plan_batches row), got {type(row).__name__}")
+            raise ExportError(
+                f"batches_rows[{i}] must be a mapping (a plan_batches row), got {type(row).__name__}"
+            )
         index = row.get("batch")
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise ExportError(f"batches_rows[{i}].batch must be an int >= 0, got {index!r}")
@@ -199,23 +241,37 @@ def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> lis
         if kind == "replica_move" and reassignment is None:
             raise ExportError(f"{where}: a replica_move batch needs its reassignment_json")
         if kind == "replica_move" and not throttle and fallback_throttle is None:
-            raise ExportError(f"{where}: a replica_move batch needs its computed throttle, and the plan has none "
-                              f"({row.get('note') or 'not computed'}); replica moves are never run unthrottled: "
-                              "give one rate for such batches (balancer export --throttle BYTES_PER_SEC)")
+            raise ExportError(
+                f"{where}: a replica_move batch needs its computed throttle, and the plan has none "
+                f"({row.get('note') or 'not computed'}); replica moves are never run unthrottled: "
+                "give one rate for such batches (balancer export --throttle BYTES_PER_SEC)"
+            )
         if kind == "leadership" and election is None and reassignment is None:
             raise ExportError(f"{where}: a leadership batch needs its election_json")
         seconds = row.get("estimated_seconds")
         note = row.get("note")
-        rows.append({"batch": index, "kind": kind, "reassignment": reassignment, "election": election,
-                     "throttle": throttle, "flat_throttle": None if throttle else fallback_throttle,
-                     "note": note if isinstance(note, str) and note else None,
-                     "plan_id": row.get("plan_id"), "cluster": row.get("cluster"),
-                     "actions": row.get("actions"), "bytes_to_move": row.get("bytes_to_move"),
-                     "estimated_seconds": float(seconds) if isinstance(seconds, (int, float)) else None})
+        rows.append(
+            {
+                "batch": index,
+                "kind": kind,
+                "reassignment": reassignment,
+                "election": election,
+                "throttle": throttle,
+                "flat_throttle": None if throttle else fallback_throttle,
+                "note": note if isinstance(note, str) and note else None,
+                "plan_id": row.get("plan_id"),
+                "cluster": row.get("cluster"),
+                "actions": row.get("actions"),
+                "bytes_to_move": row.get("bytes_to_move"),
+                "estimated_seconds": float(seconds) if isinstance(seconds, (int, float)) else None,
+            }
+        )
     rows.sort(key=lambda r: r["batch"])
     indices = [r["batch"] for r in rows]
     if len(set(indices)) != len(indices):
-        raise ExportError(f"batches_rows: batch listed twice: {sorted({b for b in indices if indices.count(b) > 1})}")
+        raise ExportError(
+            f"batches_rows: batch listed twice: {sorted({b for b in indices if indices.count(b) > 1})}"
+        )
     plans = {r["plan_id"] for r in rows}
     if len(plans) > 1:
         raise ExportError(f"batches_rows: rows of more than one plan: {sorted(map(str, plans))}")
@@ -293,14 +349,20 @@ def _seconds(value: float | None) -> str:
 
 def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:
     first = rows[0] if rows else {}
-    text = _PROLOGUE.format(plan_id=first.get("plan_id") or "?", cluster=first.get("cluster") or "?",
-                            count=len(rows), default=default_bootstrap)
+    text = _PROLOGUE.format(
+        plan_id=first.get("plan_id") or "?",
+        cluster=first.get("cluster") or "?",
+        count=len(rows),
+        default=default_bootstrap,
+    )
     for row in rows:
         b, files = row["batch"], names[row["batch"]]
         tag = f"{b:03d}"
-        lines = [f"\n# ---- batch {b}: {row['kind']}, {row['actions'] if row['actions'] is not None else '?'} "
-                 f"action(s), {row['bytes_to_move'] or 0} bytes, estimated {_seconds(row['estimated_seconds'])} s",
-                 f'if [ "$START_BATCH" -le {b} ]; then']
+        lines = [
+            f"\n# ---- batch {b}: {row['kind']}, {row['actions'] if row['actions'] is not None else '?'} "
+            f"action(s), {row['bytes_to_move'] or 0} bytes, estimated {_seconds(row['estimated_seconds'])} s",
+            f'if [ "$START_BATCH" -le {b} ]; then',
+        ]
         if row["note"]:
             lines.insert(1, "# note: " + " ".join(row["note"].split()))
         if "reassignment" in files:
@@ -309,7 +371,9 @@ def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstra
                 lines.append(f"  reassign {tag} {files['reassignment']} --throttle {row['flat_throttle']}")
             elif row["kind"] == "replica_move":
                 # One rate for --throttle: the lowest computed rate is within every broker's safe limit.
-                lines.append(f"  reassign {tag} {files['reassignment']} --throttle {min(row['throttle'].values())}")
+                lines.append(
+                    f"  reassign {tag} {files['reassignment']} --throttle {min(row['throttle'].values())}"
+                )
                 for broker, rate in row["throttle"].items():
                     lines.append(f"  broker_throttle {broker} {rate}")
             else:
@@ -353,9 +417,14 @@ reassignment already started keeps running in Kafka: check it with --verify, or 
 """
 
 
-def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
-                bootstrap_placeholder: str = DEFAULT_BOOTSTRAP, overwrite: bool = False,
-                fallback_throttle: int | None = None) -> list[Path]:
+def export_plan(
+    batches_rows: Iterable[Mapping],
+    out_dir: str | Path,
+    *,
+    bootstrap_placeholder: str = DEFAULT_BOOTSTRAP,
+    overwrite: bool = False,
+    fallback_throttle: int | None = None,
+) -> list[Path]:
     """Write ``batches_rows`` (``plan_batches`` rows of one plan, any order) into ``out_dir``:
     per batch ``batch-NNN-reassignment.json`` and/or ``batch-NNN-election.json``, then
     ``run.sh`` and ``README.txt``. Returns the paths written, in that order.
@@ -370,9 +439,14 @@ def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
     """
     if not isinstance(bootstrap_placeholder, str) or not bootstrap_placeholder:
         raise ValueError(f"bootstrap_placeholder must be a non-empty string, got {bootstrap_placeholder!r}")
-    if fallback_throttle is not None and (isinstance(fallback_throttle, bool) or not isinstance(fallback_throttle, int)
-                                          or fallback_throttle <= 0):
-        raise ValueError(f"fallback_throttle must be a positive int (bytes/s) or None, got {fallback_throttle!r}")
+    if fallback_throttle is not None and (
+        isinstance(fallback_throttle, bool)
+        or not isinstance(fallback_throttle, int)
+        or fallback_throttle <= 0
+    ):
+        raise ValueError(
+            f"fallback_throttle must be a positive int (bytes/s) or None, got {fallback_throttle!r}"
+        )
     rows = _rows(batches_rows, fallback_throttle)
     if not rows:
         raise ExportError("batches_rows: no batches to export")
@@ -382,8 +456,11 @@ def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"out_dir {out} is not empty; choose a new folder (or overwrite)")
     # run.sh's fallback sits inside "${1:-${BOOTSTRAP_SERVERS:-...}}": backslash-escaped, not quoted.
-    default = ("" if bootstrap_placeholder == DEFAULT_BOOTSTRAP
-               else "".join("\\" + c if c in '"\\$`}' else c for c in bootstrap_placeholder))
+    default = (
+        ""
+        if bootstrap_placeholder == DEFAULT_BOOTSTRAP
+        else "".join("\\" + c if c in '"\\$`}' else c for c in bootstrap_placeholder)
+    )
 
     documents: list[tuple[Path, str]] = []
     names: dict[int, dict[str, str]] = {}
@@ -398,20 +475,38 @@ def export_plan(batches_rows: Iterable[Mapping], out_dir: str | Path, *,
     listing = "\n".join(
         f"  {r['batch']:>3}  {r['kind']:<12} {r['actions'] if r['actions'] is not None else '?':>5} action(s)  "
         f"{r['bytes_to_move'] or 0:>15} bytes  estimated {_seconds(r['estimated_seconds'])} s"
-        + (f"  throttle {min(r['throttle'].values())}-{max(r['throttle'].values())} B/s" if r["throttle"] else "")
-        + (f"  throttle {r['flat_throttle']} B/s (given at export, not computed)" if r["flat_throttle"] else "")
+        + (
+            f"  throttle {min(r['throttle'].values())}-{max(r['throttle'].values())} B/s"
+            if r["throttle"]
+            else ""
+        )
+        + (
+            f"  throttle {r['flat_throttle']} B/s (given at export, not computed)"
+            if r["flat_throttle"]
+            else ""
+        )
         + (f"\n       note: {r['note']}" if r["note"] else "")
-        for r in rows)
-    documents.append((out / "README.txt", _README.format(
-        plan_id=rows[0]["plan_id"] or "?", cluster=rows[0]["cluster"] or "?", count=len(rows),
-        bootstrap=bootstrap_placeholder, batches=listing)))
+        for r in rows
+    )
+    documents.append(
+        (
+            out / "README.txt",
+            _README.format(
+                plan_id=rows[0]["plan_id"] or "?",
+                cluster=rows[0]["cluster"] or "?",
+                count=len(rows),
+                bootstrap=bootstrap_placeholder,
+                batches=listing,
+            ),
+        )
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path, text in documents:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
-        tmp.replace(path)   # never leave a half-written file for an operator to run
+        tmp.replace(path)  # never leave a half-written file for an operator to run
         written.append(path)
     (out / "run.sh").chmod(0o755)
     return written

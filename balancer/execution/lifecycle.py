@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from balancer.planner.actions import Action
 
@@ -90,13 +90,15 @@ def measure(actions: Sequence[Action], topology: Topology) -> Progress:
         elif state == "unobserved":
             unobserved += 1
         elif state == "diverged":
-            diverged.append(f"{action.topic}-{action.partition} on {list(observed.replicas)}: plan "
-                            f"{list(action.old_replicas)} -> {list(action.new_replicas)}")
+            diverged.append(
+                f"{action.topic}-{action.partition} on {list(observed.replicas)}: plan "
+                f"{list(action.old_replicas)} -> {list(action.new_replicas)}"
+            )
     return Progress(done, len(actions), bytes_done, unobserved, tuple(diverged))
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,13 @@ class PlanState:
 
     plan_id: str
     cluster: str
-    proposed_ms: int           # window_end of the window the plan was made from
+    proposed_ms: int  # window_end of the window the plan was made from
     actions_total: int
     status: str = "proposed"
-    window_ms: int | None = None   # window_end of the window this state was observed in
-    since_ms: int | None = None    # window_end when progress last changed (the TTL's clock); proposed_ms at first
+    window_ms: int | None = None  # window_end of the window this state was observed in
+    since_ms: int | None = (
+        None  # window_end when progress last changed (the TTL's clock); proposed_ms at first
+    )
     actions_done: int = 0
     bytes_done: int = 0
     detail: str | None = None
@@ -128,20 +132,27 @@ class PlanState:
         return self.status, self.actions_done, self.bytes_done
 
 
-def advance(state: PlanState, actions: Sequence[Action], topology: Topology, window_ms: int,
-            ttl_ms: int) -> PlanState:
+def advance(
+    state: PlanState, actions: Sequence[Action], topology: Topology, window_ms: int, ttl_ms: int
+) -> PlanState:
     """The plan's state after the window ending at ``window_ms``. Closed plans, and windows not
     after the plan's own, leave it unchanged."""
     if not state.is_open or window_ms <= state.proposed_ms:
         return state
     progress = measure(actions, topology)
-    at = replace(state, window_ms=window_ms, actions_done=progress.actions_done, bytes_done=progress.bytes_done)
+    at = replace(
+        state, window_ms=window_ms, actions_done=progress.actions_done, bytes_done=progress.bytes_done
+    )
     if progress.diverged:
         shown = "; ".join(progress.diverged[:_SHOWN])
         more = len(progress.diverged) - _SHOWN
-        return replace(at, status="diverged", since_ms=window_ms,
-                       detail=f"{len(progress.diverged)} partition(s) moved where the plan did not say: {shown}"
-                              + (f" (and {more} more)" if more > 0 else ""))
+        return replace(
+            at,
+            status="diverged",
+            since_ms=window_ms,
+            detail=f"{len(progress.diverged)} partition(s) moved where the plan did not say: {shown}"
+            + (f" (and {more} more)" if more > 0 else ""),
+        )
     counted = f"{progress.actions_done}/{progress.actions_total} actions observed done"
     if progress.unobserved:
         counted += f", {progress.unobserved} partition(s) not reported in this window"
@@ -151,8 +162,11 @@ def advance(state: PlanState, actions: Sequence[Action], topology: Topology, win
         status = "executing" if progress.actions_done or state.status == "executing" else "proposed"
         return replace(at, status=status, since_ms=window_ms, detail=counted)
     if window_ms - state.since_ms >= ttl_ms:
-        idle = ("no action observed since it was proposed" if state.status == "proposed"
-                else f"no progress since the window ending {_when(state.since_ms)}")
+        idle = (
+            "no action observed since it was proposed"
+            if state.status == "proposed"
+            else f"no progress since the window ending {_when(state.since_ms)}"
+        )
         return replace(at, status="expired", detail=f"{idle} ({counted}); proposal_ttl passed")
     return replace(state, window_ms=window_ms)  # unchanged: no event
 
@@ -171,11 +185,15 @@ def waiting_reason(state: PlanState | None, window_ms: int, min_interval_ms: int
     if state is None:
         return None
     if state.is_open:
-        return (f"plan {state.plan_id} is {state.status} ({state.actions_done}/{state.actions_total} actions "
-                f"observed done), proposed for the window ending {_when(state.proposed_ms)}")
+        return (
+            f"plan {state.plan_id} is {state.status} ({state.actions_done}/{state.actions_total} actions "
+            f"observed done), proposed for the window ending {_when(state.proposed_ms)}"
+        )
     if state.status in SETTLING and window_ms - state.since_ms < min_interval_ms:
-        return (f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next plan "
-                f"waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)")
+        return (
+            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next plan "
+            f"waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)"
+        )
     return None
 
 
@@ -231,8 +249,15 @@ class ClusterTrack:
         if self._window is None:
             raise ValueError("decide() before observe()")
         if self.state is not None and self.state.is_open:
-            raise ValueError(f"plan {plan_id} proposed while plan {self.state.plan_id} is {self.state.status}")
-        if self.state is not None and self._before is not None and self.events and self.events[-1] is self.state:
+            raise ValueError(
+                f"plan {plan_id} proposed while plan {self.state.plan_id} is {self.state.status}"
+            )
+        if (
+            self.state is not None
+            and self._before is not None
+            and self.events
+            and self.events[-1] is self.state
+        ):
             replaced = supersede(self._before, self.state, plan_id)
             if replaced is not self.state:
                 self.events[-1] = self.state = replaced

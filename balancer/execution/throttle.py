@@ -41,11 +41,11 @@ from balancer.planner.actions import Action
 
 from .batches import Batch
 
-FLOOR_CAPACITY_SHARE = 0.01   # of the broker's capacity in that direction, above its produce traffic
+FLOOR_CAPACITY_SHARE = 0.01  # of the broker's capacity in that direction, above its produce traffic
 # Kafka reads a throttle of 0 as "replicate nothing": a move with nothing to copy and no produce
 # traffic (an empty, idle partition) still gets this much, so it completes.
-MIN_RATE = 1000.0             # bytes/s
-_SLACK = 1e-9                 # relative tolerance when comparing durations with the time allowed
+MIN_RATE = 1000.0  # bytes/s
+_SLACK = 1e-9  # relative tolerance when comparing durations with the time allowed
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,12 @@ class BrokerLoad:
     def __post_init__(self) -> None:
         for name in ("network_in", "network_out", "capacity_network_in", "capacity_network_out"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
                 raise ValueError(f"BrokerLoad.{name} must be a finite number >= 0, got {value!r}")
             if name.startswith("capacity") and value == 0:
                 raise ValueError(f"BrokerLoad.{name} must be > 0, got {value!r}")
@@ -70,18 +75,18 @@ class BrokerLoad:
 @dataclass(frozen=True)
 class BatchThrottle:
     batch: int
-    rate_by_broker: Mapping[int, float]    # bytes/s: the replication throttle to set on each broker
-    send_bytes: Mapping[int, int]          # per broker: bytes it sends as leader of moved partitions
-    receive_bytes: Mapping[int, int]       # per broker: bytes its new replicas receive
-    estimated_seconds: float               # at rate_by_broker: the slowest broker's time
-    meets_deadline: bool                   # estimated_seconds <= the time the batch was given
-    note: str | None = None                # for the operator: deadline missed, brokers without spare capacity
+    rate_by_broker: Mapping[int, float]  # bytes/s: the replication throttle to set on each broker
+    send_bytes: Mapping[int, int]  # per broker: bytes it sends as leader of moved partitions
+    receive_bytes: Mapping[int, int]  # per broker: bytes its new replicas receive
+    estimated_seconds: float  # at rate_by_broker: the slowest broker's time
+    meets_deadline: bool  # estimated_seconds <= the time the batch was given
+    note: str | None = None  # for the operator: deadline missed, brokers without spare capacity
 
 
 @dataclass(frozen=True)
 class Schedule:
     throttles: tuple[BatchThrottle, ...]
-    estimated_seconds: float               # all batches one after the other
+    estimated_seconds: float  # all batches one after the other
     meets_deadline: bool
     deadline_seconds: float
     note: str | None = None
@@ -92,14 +97,22 @@ def _mb(rate: float) -> str:
 
 
 def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
 def _check_threshold(capacity_threshold) -> float:
-    if isinstance(capacity_threshold, bool) or not isinstance(capacity_threshold, (int, float)) \
-            or not 0.0 < capacity_threshold <= 1.0:
+    if (
+        isinstance(capacity_threshold, bool)
+        or not isinstance(capacity_threshold, (int, float))
+        or not 0.0 < capacity_threshold <= 1.0
+    ):
         raise ValueError(f"capacity_threshold must be a number in (0.0, 1.0], got {capacity_threshold!r}")
     return float(capacity_threshold)
 
@@ -107,16 +120,29 @@ def _check_threshold(capacity_threshold) -> float:
 def _traffic(partition_traffic: Mapping[tuple[str, int], float], action: Action) -> float:
     key = (action.topic, action.partition)
     if key not in partition_traffic:
-        raise ValueError(f"partition_traffic has no bytes_in for {action.topic}-{action.partition}, "
-                         "a partition of this batch")
+        raise ValueError(
+            f"partition_traffic has no bytes_in for {action.topic}-{action.partition}, "
+            "a partition of this batch"
+        )
     value = partition_traffic[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"partition_traffic[{key!r}] must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
-def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[int, BrokerLoad],
-                     capacity_threshold: float, partition_traffic: Mapping[tuple[str, int], float]) -> BatchThrottle:
+def compute_throttle(
+    batch: Batch,
+    *,
+    seconds_left: float,
+    broker_load: Mapping[int, BrokerLoad],
+    capacity_threshold: float,
+    partition_traffic: Mapping[tuple[str, int], float],
+) -> BatchThrottle:
     """The replication throttle per broker for ``batch`` to finish within ``seconds_left``.
 
     ``broker_load``: every participating broker's current load and capacity;
@@ -134,14 +160,14 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
 
     send: dict[int, int] = {}
     receive: dict[int, int] = {}
-    metered_send: dict[int, float] = {}    # produce traffic the sender's throttle meters (every follower)
-    flowing_send: dict[int, float] = {}    # of which already in its current load (the old followers)
+    metered_send: dict[int, float] = {}  # produce traffic the sender's throttle meters (every follower)
+    flowing_send: dict[int, float] = {}  # of which already in its current load (the old followers)
     metered_receive: dict[int, float] = {}  # produce traffic each new replica fetches
     for action in batch.actions:
         added = set(action.new_replicas) - set(action.old_replicas)
         per_copy = action.bytes_to_move // len(added) if added else 0
         bytes_in = _traffic(partition_traffic, action)
-        leader = action.old_leader   # leads until the new replicas are in sync: every copy comes from it
+        leader = action.old_leader  # leads until the new replicas are in sync: every copy comes from it
         followers = len(set(action.old_replicas) | set(action.new_replicas)) - 1
         send[leader] = send.get(leader, 0) + action.bytes_to_move
         metered_send[leader] = metered_send.get(leader, 0.0) + bytes_in * followers
@@ -157,16 +183,28 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
     for b in sorted(batch.brokers):
         load = broker_load.get(b)
         if not isinstance(load, BrokerLoad):
-            raise ValueError(f"broker_load has no BrokerLoad for broker {b}, which takes part in batch {batch.index}")
+            raise ValueError(
+                f"broker_load has no BrokerLoad for broker {b}, which takes part in batch {batch.index}"
+            )
         # Per direction: (backlog bytes, metered produce B/s, safe limit B/s, spare B/s, capacity B/s, name).
         sides = []
         if b in send:
             spare = load.capacity_network_out * capacity_threshold - load.network_out
-            sides.append((send[b], metered_send[b], spare + flowing_send[b], spare, load.capacity_network_out,
-                          "network_out"))
+            sides.append(
+                (
+                    send[b],
+                    metered_send[b],
+                    spare + flowing_send[b],
+                    spare,
+                    load.capacity_network_out,
+                    "network_out",
+                )
+            )
         if b in receive:
             spare = load.capacity_network_in * capacity_threshold - load.network_in
-            sides.append((receive[b], metered_receive[b], spare, spare, load.capacity_network_in, "network_in"))
+            sides.append(
+                (receive[b], metered_receive[b], spare, spare, load.capacity_network_in, "network_in")
+            )
         need = max(backlog / seconds_left + metered for backlog, metered, *_ in sides)
         limit = min(side[2] for side in sides)
         floor = max(metered + FLOOR_CAPACITY_SHARE * cap for _, metered, _, _, cap, _ in sides)
@@ -175,26 +213,38 @@ def compute_throttle(batch: Batch, *, seconds_left: float, broker_load: Mapping[
         for backlog, metered, side_limit, spare, cap, direction in sides:
             if backlog:
                 seconds = max(seconds, backlog / (rate - metered))
-            if rate > max(side_limit, 0.0) + _SLACK * cap:   # only the floor sets a rate above the safe limit
-                no_spare.append(f"broker {b} has {'no' if spare <= 0 else 'too little'} spare {direction} "
-                                f"({_mb(max(spare, 0.0))} left below {capacity_threshold:.0%} of capacity)")
+            if rate > max(side_limit, 0.0) + _SLACK * cap:  # only the floor sets a rate above the safe limit
+                no_spare.append(
+                    f"broker {b} has {'no' if spare <= 0 else 'too little'} spare {direction} "
+                    f"({_mb(max(spare, 0.0))} left below {capacity_threshold:.0%} of capacity)"
+                )
         if rate < need * (1 - _SLACK):
             limited.append(f"broker {b} ({_mb(rate)} of {_mb(need)} needed)")
 
     meets = seconds <= seconds_left * (1 + _SLACK)
     parts = []
     if not meets:
-        parts.append(f"batch {batch.index} cannot finish in {seconds_left:.0f} s within spare network capacity: "
-                     f"at the safe throttle it takes {seconds:.0f} s, limited by " + ", ".join(limited))
+        parts.append(
+            f"batch {batch.index} cannot finish in {seconds_left:.0f} s within spare network capacity: "
+            f"at the safe throttle it takes {seconds:.0f} s, limited by " + ", ".join(limited)
+        )
     if no_spare:
-        parts.append("; ".join(no_spare) + f": throttle held at a floor of {FLOOR_CAPACITY_SHARE:.0%} of capacity "
-                     "above the moved partitions' produce traffic so the move still progresses; it adds load to a "
-                     "broker already at its limit, so watch it or run this batch off-peak")
+        parts.append(
+            "; ".join(no_spare) + f": throttle held at a floor of {FLOOR_CAPACITY_SHARE:.0%} of capacity "
+            "above the moved partitions' produce traffic so the move still progresses; it adds load to a "
+            "broker already at its limit, so watch it or run this batch off-peak"
+        )
     return BatchThrottle(batch.index, rates, send, receive, seconds, meets, ". ".join(parts) or None)
 
 
-def plan_schedule(batches: Sequence[Batch], *, deadline_seconds: float, broker_load: Mapping[int, BrokerLoad],
-                  capacity_threshold: float, partition_traffic: Mapping[tuple[str, int], float]) -> Schedule:
+def plan_schedule(
+    batches: Sequence[Batch],
+    *,
+    deadline_seconds: float,
+    broker_load: Mapping[int, BrokerLoad],
+    capacity_threshold: float,
+    partition_traffic: Mapping[tuple[str, int], float],
+) -> Schedule:
     """Each batch's throttle, the time to ``deadline_seconds`` split across batches in proportion
     to their bytes (leadership batches move none and get none; their seconds are negligible).
 
@@ -216,12 +266,25 @@ def plan_schedule(batches: Sequence[Batch], *, deadline_seconds: float, broker_l
         elif total:
             share = deadline_seconds * batch.bytes_to_move / total
         else:
-            share = deadline_seconds / len(moving)   # only empty partitions to move: equal shares
+            share = deadline_seconds / len(moving)  # only empty partitions to move: equal shares
         # A batch of empty partitions moves no backlog: its time does not matter, only its produce traffic.
-        throttles.append(compute_throttle(batch, seconds_left=share or deadline_seconds, broker_load=broker_load,
-                                          capacity_threshold=capacity_threshold, partition_traffic=partition_traffic))
+        throttles.append(
+            compute_throttle(
+                batch,
+                seconds_left=share or deadline_seconds,
+                broker_load=broker_load,
+                capacity_threshold=capacity_threshold,
+                partition_traffic=partition_traffic,
+            )
+        )
     seconds = sum(t.estimated_seconds for t in throttles)
     meets = seconds <= deadline_seconds * (1 + _SLACK)
-    note = None if meets else (f"the plan cannot finish within the deadline of {deadline_seconds:.0f} s within spare "
-                               f"network capacity: at the safe throttles it takes {seconds:.0f} s")
+    note = (
+        None
+        if meets
+        else (
+            f"the plan cannot finish within the deadline of {deadline_seconds:.0f} s within spare "
+            f"network capacity: at the safe throttles it takes {seconds:.0f} s"
+        )
+    )
     return Schedule(tuple(throttles), seconds, meets, deadline_seconds, note)

@@ -14,26 +14,61 @@ import time
 from collections.abc import Mapping
 
 from .actions import Action, Move
-from .goals import (CapacityGoal, DiskDistributionGoal, DistinctBrokersGoal, DistributionGoal, DrainGoal, Goal,
-                    GoalError, LeaderBytesInDistributionGoal, LeaderCountDistributionGoal, NetworkInDistributionGoal,
-                    NetworkOutDistributionGoal, RackAwareGoal, ReplicaCountDistributionGoal, ReplicationFactorGoal,
-                    ResourceGoal, default_goals)
+from .goals import (
+    CapacityGoal,
+    DiskDistributionGoal,
+    DistinctBrokersGoal,
+    DistributionGoal,
+    DrainGoal,
+    Goal,
+    GoalError,
+    LeaderBytesInDistributionGoal,
+    LeaderCountDistributionGoal,
+    NetworkInDistributionGoal,
+    NetworkOutDistributionGoal,
+    RackAwareGoal,
+    ReplicaCountDistributionGoal,
+    ReplicationFactorGoal,
+    ResourceGoal,
+    default_goals,
+)
 from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
 from .result import Plan, build_actions, figures, total_bytes
 
-MAX_SWEEPS = 3   # passes over all goals; the last one usually finds nothing
+MAX_SWEEPS = 3  # passes over all goals; the last one usually finds nothing
 
 __all__ = [
-    "Action", "CapacityGoal", "ClusterModel", "DiskDistributionGoal", "LeaderBytesInDistributionGoal",
-    "LeaderCountDistributionGoal", "NetworkInDistributionGoal", "NetworkOutDistributionGoal",
-    "ReplicaCountDistributionGoal", "DistinctBrokersGoal", "DistributionGoal", "DrainGoal", "Goal", "GoalError",
-    "Move", "Plan", "PlannerOptions", "RackAwareGoal", "ReplicationFactorGoal", "ResourceGoal", "SnapshotError",
-    "broker_loads", "default_goals", "plan",
+    "Action",
+    "CapacityGoal",
+    "ClusterModel",
+    "DiskDistributionGoal",
+    "LeaderBytesInDistributionGoal",
+    "LeaderCountDistributionGoal",
+    "NetworkInDistributionGoal",
+    "NetworkOutDistributionGoal",
+    "ReplicaCountDistributionGoal",
+    "DistinctBrokersGoal",
+    "DistributionGoal",
+    "DrainGoal",
+    "Goal",
+    "GoalError",
+    "Move",
+    "Plan",
+    "PlannerOptions",
+    "RackAwareGoal",
+    "ReplicationFactorGoal",
+    "ResourceGoal",
+    "SnapshotError",
+    "broker_loads",
+    "default_goals",
+    "plan",
 ]
 
 
-def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: list[Goal] | None = None) -> Plan:
+def plan(
+    snapshot: Mapping, options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
+) -> Plan:
     """Plan leadership transfers and replica moves that balance ``snapshot``.
 
     Raises :class:`SnapshotError` for a malformed snapshot. Hard goals that cannot be met
@@ -58,7 +93,7 @@ def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: lis
         applied = len(model.log)
         for i, goal in enumerate(goals):
             if ran_at[i] == len(model.log):
-                continue   # nothing moved since this goal last started: it would find the same
+                continue  # nothing moved since this goal last started: it would find the same
             ran_at[i] = len(model.log)
             goal.reset()
             report = goal.run(model, tuple(goals[:i]), options)
@@ -66,16 +101,25 @@ def plan(snapshot: Mapping, options: PlannerOptions | None = None, *, goals: lis
                 reports.append(report)
             else:
                 first = reports[i]
-                reports[i] = {**first, "after": report["after"], "violated": first["violated"] or report["violated"],
-                              "moves": first["moves"] + report["moves"]}
+                reports[i] = {
+                    **first,
+                    "after": report["after"],
+                    "violated": first["violated"] or report["violated"],
+                    "moves": first["moves"] + report["moves"],
+                }
         if len(model.log) == applied:
             break
-    unsatisfied = tuple(f"{r['goal']}: still {r['after']:.4g} outside its limits" for r in reports
-                        if r["hard"] and r["after"] > 1e-9)
+    unsatisfied = tuple(
+        f"{r['goal']}: still {r['after']:.4g} outside its limits"
+        for r in reports
+        if r["hard"] and r["after"] > 1e-9
+    )
     notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
-        notes += (f"the drained brokers hold every broker of {model.n_racks - model.n_live_racks} rack(s): "
-                  f"partitions now span at most {model.n_live_racks} racks",)
+        notes += (
+            f"the drained brokers hold every broker of {model.n_racks - model.n_live_racks} rack(s): "
+            f"partitions now span at most {model.n_live_racks} racks",
+        )
     actions = build_actions(model)
     return Plan(
         actions=actions,

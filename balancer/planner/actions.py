@@ -47,30 +47,48 @@ class Action:
             raise ValueError(f"{where}: partition must be an int >= 0")
         for name in ("old_replicas", "new_replicas"):
             value = getattr(self, name)
-            if not isinstance(value, tuple) or not value or not all(isinstance(b, int) and not isinstance(b, bool) for b in value):
-                raise ValueError(f"{where}: {name} must be a non-empty tuple of int broker ids, got {value!r}")
+            if (
+                not isinstance(value, tuple)
+                or not value
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in value)
+            ):
+                raise ValueError(
+                    f"{where}: {name} must be a non-empty tuple of int broker ids, got {value!r}"
+                )
             if len(set(value)) != len(value):
                 raise ValueError(f"{where}: {name} has a duplicate broker: {value!r}")
         if len(self.old_replicas) != len(self.new_replicas):
-            raise ValueError(f"{where}: replication factor changed {self.old_replicas} -> {self.new_replicas}")
+            raise ValueError(
+                f"{where}: replication factor changed {self.old_replicas} -> {self.new_replicas}"
+            )
         if self.old_leader not in self.old_replicas:
             raise ValueError(f"{where}: old_leader {self.old_leader} not in old_replicas {self.old_replicas}")
         if self.new_leader not in self.new_replicas:
             raise ValueError(f"{where}: new_leader {self.new_leader} not in new_replicas {self.new_replicas}")
         if self.new_replicas[0] != self.new_leader:
-            raise ValueError(f"{where}: new_replicas[0] must be the intended leader {self.new_leader}, got {self.new_replicas}")
-        if isinstance(self.bytes_to_move, bool) or not isinstance(self.bytes_to_move, int) or self.bytes_to_move < 0:
+            raise ValueError(
+                f"{where}: new_replicas[0] must be the intended leader {self.new_leader}, got {self.new_replicas}"
+            )
+        if (
+            isinstance(self.bytes_to_move, bool)
+            or not isinstance(self.bytes_to_move, int)
+            or self.bytes_to_move < 0
+        ):
             raise ValueError(f"{where}: bytes_to_move must be an int >= 0, got {self.bytes_to_move!r}")
         same_set = set(self.old_replicas) == set(self.new_replicas)
         if self.kind == "leadership":
             if not same_set:
-                raise ValueError(f"{where}: a leadership transfer keeps the replica set, got {self.old_replicas} -> {self.new_replicas}")
+                raise ValueError(
+                    f"{where}: a leadership transfer keeps the replica set, got {self.old_replicas} -> {self.new_replicas}"
+                )
             if self.old_leader == self.new_leader:
                 raise ValueError(f"{where}: a leadership transfer changes the leader")
             if self.bytes_to_move:
                 raise ValueError(f"{where}: a leadership transfer moves no data")
         elif same_set:
-            raise ValueError(f"{where}: a {self.kind} changes the replica set, got {self.old_replicas} -> {self.new_replicas}")
+            raise ValueError(
+                f"{where}: a {self.kind} changes the replica set, got {self.old_replicas} -> {self.new_replicas}"
+            )
 
     @property
     def moved_replicas(self) -> int:

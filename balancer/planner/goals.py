@@ -18,14 +18,14 @@ from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from .options import PlannerOptions
 
 _EPS = 1e-9
-_DEST_TRIES = 4          # coldest feasible destinations tried per candidate
+_DEST_TRIES = 4  # coldest feasible destinations tried per candidate
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
-_CHAIN_TRIES = 256        # network_out leaderships per shed that may go on by a chain of two transfers
+_CHAIN_TRIES = 256  # network_out leaderships per shed that may go on by a chain of two transfers
 # Candidates screened with numpy at once (ResourceGoal._screen): none while candidates keep
 # passing; after _SCREEN_FIRST rejections in a row, chunks of _SCREEN_FIRST growing 4x per empty one.
 _SCREEN_FIRST = 16
 _SCREEN_CHUNK = 1024
-_SCREEN_SLACK = 1e-12     # utilization by which the screen's limits are looser than the scalar checks'
+_SCREEN_SLACK = 1e-12  # utilization by which the screen's limits are looser than the scalar checks'
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
 # where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
@@ -58,7 +58,7 @@ class GoalError(RuntimeError):
 class Goal:
     name = "goal"
     hard = False
-    all_or_nothing = False   # keep this goal's moves only if they bring it within its band
+    all_or_nothing = False  # keep this goal's moves only if they bring it within its band
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         return True
@@ -74,10 +74,12 @@ class Goal:
         """The goal has work to do (soft goals: some broker is outside the band that triggers a plan)."""
         return self.metric(model) > _EPS
 
-    def optimize(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> None:
+    def optimize(
+        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> None:
         return None
 
-    def run(self, model: ClusterModel, optimized_goals: Sequence["Goal"], options: PlannerOptions) -> dict:
+    def run(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> dict:
         before = self.metric(model)
         violated = self.violated(model)
         moves = model.moves_applied
@@ -92,11 +94,17 @@ class Goal:
             after, moves = self.metric(model), model.moves_applied
         if after > before + _EPS * max(1.0, abs(before)):
             raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
-        return {"goal": self.name, "hard": self.hard, "before": before, "after": after,
-                "violated": violated, "moves": model.moves_applied - moves}
+        return {
+            "goal": self.name,
+            "hard": self.hard,
+            "before": before,
+            "after": after,
+            "violated": violated,
+            "moves": model.moves_applied - moves,
+        }
 
     @staticmethod
-    def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence["Goal"]) -> bool:
+    def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence[Goal]) -> bool:
         """Apply ``move`` if the plan's caps allow it and no optimized goal vetoes it."""
         for goal in optimized_goals:
             if not goal.accept(move, model):
@@ -279,7 +287,7 @@ class DrainGoal(Goal):
             # A rack the partition lacks first: the drained copy may have been its only one there.
             others = row[(row >= 0) & (row != src)]
             score = score + 1e3 * np.isin(model.rack[dests], model.rack[others])
-        for dst in dests[np.argsort(score, kind="stable")][:_DEST_TRIES * 4].tolist():
+        for dst in dests[np.argsort(score, kind="stable")][: _DEST_TRIES * 4].tolist():
             if self.try_move(Move("replica_move", p, src, dst), model, checks):
                 return True
         return False
@@ -317,14 +325,14 @@ class ResourceGoal(Goal):
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
 
-    leadership = False   # may transfer leadership (no data moves)
-    moves = True         # may move replicas
-    swaps = True         # may swap two replicas when no plain move helps
+    leadership = False  # may transfer leadership (no data moves)
+    moves = True  # may move replicas
+    swaps = True  # may swap two replicas when no plain move helps
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._disk_line = math.inf   # set per optimize (take-back)
+        self._disk_line = math.inf  # set per optimize (take-back)
 
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -351,7 +359,9 @@ class ResourceGoal(Goal):
         u = load / model.cap[b, self.dim]
         return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
 
-    margin = 0.0   # utilization kept clear of the limits while an all-or-nothing goal searches (DistributionGoal)
+    margin = (
+        0.0  # utilization kept clear of the limits while an all-or-nothing goal searches (DistributionGoal)
+    )
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
@@ -362,8 +372,10 @@ class ResourceGoal(Goal):
         d = abs(d)
         cap = model.cap[:, self.dim]
         tol = _EPS * max(1.0, abs(upper[gain])) - self.margin
-        return bool((model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
-                    and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol)
+        return bool(
+            (model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
+            and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol
+        )
 
     def improves(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
@@ -388,8 +400,8 @@ class ResourceGoal(Goal):
         """``min_gain`` for many excesses at once."""
         return np.full(len(excess), self.min_gain(model, 0.0))
 
-    guards: tuple[int, ...] = ()   # dimensions optimized later that this goal must not unbalance
-    _guard_ratio: float | None = None   # guard ceiling / cluster utilization; None: the threshold
+    guards: tuple[int, ...] = ()  # dimensions optimized later that this goal must not unbalance
+    _guard_ratio: float | None = None  # guard ceiling / cluster utilization; None: the threshold
 
     def wants(self, move: Move, model: ClusterModel) -> bool:
         """Improves this goal, and pushes no broker past the threshold on a guarded dimension.
@@ -441,7 +453,7 @@ class ResourceGoal(Goal):
             # planning 3x slower; benchmarks/planning_bench.py).
             return -_bucketed(model.size[ps] / (model.bytes_in[ps] + 1.0), relief)
         if self.dim in (NREP, NLEAD):
-            return model.size[ps] + model.bytes_in[ps] * 1e-9   # cheapest data first
+            return model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
         key = -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
         if self.dim == IN:
             # Followers first within a bucket: moving a leader replica drags its network_out along.
@@ -450,15 +462,18 @@ class ResourceGoal(Goal):
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
         if self.dim == NLEAD:
-            return model.leader_out[ps]       # least traffic disturbed first
+            return model.leader_out[ps]  # least traffic disturbed first
         return -self.relief(model, ps, model.leader[ps])
 
     # ---- search --------------------------------------------------------------------------
     def optimize(self, model, optimized_goals, options) -> None:
         optimized = tuple(optimized_goals)
         # A goal whose resource is under its low-utilization threshold vetoes nothing.
-        res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal)
-                          and not (isinstance(g, DistributionGoal) and g.idle(model))) + (self,)
+        res_goals = tuple(
+            g
+            for g in optimized
+            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
+        ) + (self,)
         rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
         # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
         self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
@@ -474,7 +489,11 @@ class ResourceGoal(Goal):
         stuck: set[int] = set()
         while True:
             excess = model.util(self.dim) - upper
-            over = [b for b in np.argsort(-excess, kind="stable").tolist() if excess[b] > self.slack(model) and b not in stuck]
+            over = [
+                b
+                for b in np.argsort(-excess, kind="stable").tolist()
+                if excess[b] > self.slack(model) and b not in stuck
+            ]
             if not over:
                 return
             a = over[0]
@@ -492,8 +511,10 @@ class ResourceGoal(Goal):
     def _sets_figure(self, model, a) -> bool:
         """``a`` is the hottest broker and more than 2% above the bound."""
         util = model.util(self.dim)
-        return bool(util[a] >= util.max() - _EPS
-                    and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim))
+        return bool(
+            util[a] >= util.max() - _EPS
+            and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim)
+        )
 
     def _over(self, model, b) -> bool:
         upper, _ = self.limits(model)
@@ -515,12 +536,16 @@ class ResourceGoal(Goal):
                     # A leadership none of whose followers passes the screen is refused by the
                     # scalar checks too, and (no chain left to try) changes nothing: skip it.
                     chunk = max(chunk, _SCREEN_FIRST)
-                    cand = ps[i:i + chunk]
+                    cand = ps[i : i + chunk]
                     rows = model.replicas[cand]
                     follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
                     kk, jj = np.nonzero(follower)
                     vec = np.zeros((len(kk), model.load.shape[1]))
-                    vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[cand[kk]], model.bytes_in[cand[kk]], 1.0
+                    vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                        model.leader_out[cand[kk]],
+                        model.bytes_in[cand[kk]],
+                        1.0,
+                    )
                     passed = np.zeros(len(cand), dtype=bool)
                     passed[kk[self._screen(model, np.full(len(kk), a), rows[kk, jj], vec, res_goals)]] = True
                     hits = np.flatnonzero(passed)
@@ -530,7 +555,7 @@ class ResourceGoal(Goal):
                         chunk = min(4 * chunk, _SCREEN_CHUNK)
                         continue
                     if hits[0] < _SCREEN_FIRST // 4:
-                        misses, chunk = 0, 0   # not skipping much here: one by one again
+                        misses, chunk = 0, 0  # not skipping much here: one by one again
                     chains += int(hits[0])
                     i += int(hits[0])
                 p = int(ps[i])
@@ -542,13 +567,21 @@ class ResourceGoal(Goal):
                 followers.sort(key=lambda b: (b != preferred, util[b], b))
                 for f in followers:
                     move = Move("leadership", p, a, f)
-                    if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
+                    if (
+                        self._fits(move, model)
+                        and self.wants(move, model)
+                        and self.try_move(move, model, checks)
+                    ):
                         util = model.util(self.dim)
                         misses, chunk = 0, 0
                         break
                 else:
                     misses += 1
-                    if self.dim == OUT and chains < _CHAIN_TRIES and self._chain_leadership(p, a, followers, model, checks, led):
+                    if (
+                        self.dim == OUT
+                        and chains < _CHAIN_TRIES
+                        and self._chain_leadership(p, a, followers, model, checks, led)
+                    ):
                         util = model.util(self.dim)
                         misses, chunk = 0, 0
                     chains += 1
@@ -573,8 +606,10 @@ class ResourceGoal(Goal):
                         # Candidates whose leaving would take ``a`` under another goal's lower
                         # limit fail ``_source_ok`` and change nothing: skipped in one step.
                         chunk = max(chunk, _SCREEN_FIRST)
-                        cand = ps[i:i + chunk]
-                        hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), model, res_goals))
+                        cand = ps[i : i + chunk]
+                        hits = np.flatnonzero(
+                            self._source_ok_many(a, model.contrib_matrix(cand, a), model, res_goals)
+                        )
                         if not len(hits):
                             i += len(cand)
                             chunk = min(4 * chunk, _SCREEN_CHUNK)
@@ -611,7 +646,7 @@ class ResourceGoal(Goal):
         for f in followers:
             overflow = model.load[f, d] + lo_p - upper[f] * model.cap[f, d]
             if overflow <= 0:
-                continue   # a plain transfer was refused for another reason
+                continue  # a plain transfer was refused for another reason
             if f not in led:
                 led[f] = np.nonzero((model.leader == f) & model.movable & (model.rf > 1))[0]
             qs = led[f]
@@ -623,9 +658,15 @@ class ResourceGoal(Goal):
             for j in range(model.replicas.shape[1]):
                 g = model.replicas[qs, j]
                 gi = np.maximum(g, 0)
-                ok = ((g >= 0) & (g != f) & (g != a) & model.dest_ok[gi] & (lo_q >= overflow)
-                      & (model.load[gi, d] + lo_q <= upper[gi] * model.cap[gi, d])
-                      & (model.load[f, d] + lo_p - lo_q >= lower[f] * model.cap[f, d]))
+                ok = (
+                    (g >= 0)
+                    & (g != f)
+                    & (g != a)
+                    & model.dest_ok[gi]
+                    & (lo_q >= overflow)
+                    & (model.load[gi, d] + lo_q <= upper[gi] * model.cap[gi, d])
+                    & (model.load[f, d] + lo_p - lo_q >= lower[f] * model.cap[f, d])
+                )
                 if ok.any():
                     # A receiver under its lower limit first (the transfer fills it too), then the
                     # lightest leadership that makes the room.
@@ -639,12 +680,14 @@ class ResourceGoal(Goal):
             _, q, g = best
             # f may dip under this goal's lower limit between the two transfers (not after them:
             # see ``ok``), so the first one answers to the other goals only.
-            if not self.try_move(Move("leadership", q, f, g), model, tuple(c for c in checks if c is not self)):
+            if not self.try_move(
+                Move("leadership", q, f, g), model, tuple(c for c in checks if c is not self)
+            ):
                 continue
             move = Move("leadership", p, a, f)
             if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
                 return True
-            model.apply(Move("leadership", q, g, f))   # undo: the pair only counts together
+            model.apply(Move("leadership", q, g, f))  # undo: the pair only counts together
         return False
 
     def _best_fit_out(self, a, ps, relief, bucket, model, checks, res_goals, rack) -> None:
@@ -662,7 +705,10 @@ class ResourceGoal(Goal):
             pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
             left.remove(pick)
             mark = len(model.log)
-            if self._move_out(int(ps[pick]), a, model, checks, res_goals, rack) and len(model.log) == mark + 1:
+            if (
+                self._move_out(int(ps[pick]), a, model, checks, res_goals, rack)
+                and len(model.log) == mark + 1
+            ):
                 moved.append(model.log[-1])
         self._take_back(a, moved, model, checks)
 
@@ -704,7 +750,7 @@ class ResourceGoal(Goal):
         ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
         load_p = self.relief(model, ps, a)
         ps = ps[np.argsort(-load_p, kind="stable")][:50]
-        on_a = model.partitions_on(a)   # leadership transfers leave it as it is
+        on_a = model.partitions_on(a)  # leadership transfers leave it as it is
         for p in ps.tolist():
             if not self._over(model, a):
                 return
@@ -726,8 +772,9 @@ class ResourceGoal(Goal):
                 q = int(qs[k])
                 first, second = Move("leadership", p, a, f), Move("leadership", q, f, a)
                 before = self._term(model, a, model.load[a, d]) + self._term(model, f, model.load[f, d])
-                after = (self._term(model, a, model.load[a, d] - net[k])
-                         + self._term(model, f, model.load[f, d] + net[k]))
+                after = self._term(model, a, model.load[a, d] - net[k]) + self._term(
+                    model, f, model.load[f, d] + net[k]
+                )
                 if before - after < self.min_gain(model, before) or not self.try_move(first, model, checks):
                     continue
                 if self.try_move(second, model, checks):
@@ -774,7 +821,9 @@ class ResourceGoal(Goal):
                 continue
             v = vecs[:, g.dim]
             _, lower = g.limits(model)
-            ok &= ~((v > 0) & ((model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS - _SCREEN_SLACK))
+            ok &= ~(
+                (v > 0) & ((model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS - _SCREEN_SLACK)
+            )
         return ok
 
     def _move_out(self, p, a, model, checks, res_goals, rack) -> bool:
@@ -852,7 +901,7 @@ class ResourceGoal(Goal):
             order = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
             cb = model.contrib_matrix(pb, b)
             order = order.tolist()
-            screened: dict[int, np.ndarray] = {}   # per candidate, until a swap changes the loads
+            screened: dict[int, np.ndarray] = {}  # per candidate, until a swap changes the loads
             for n_done, i in enumerate(order):
                 if not self._over(model, a):
                     return
@@ -882,7 +931,7 @@ class ResourceGoal(Goal):
                 ok = screened[i]
                 if not ok.any():
                     continue
-                net = ca[i][None, :] - cb            # what goes a -> b, per dimension
+                net = ca[i][None, :] - cb  # what goes a -> b, per dimension
                 # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
                 want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
                 cand = np.nonzero(ok)[0]
@@ -890,7 +939,7 @@ class ResourceGoal(Goal):
                 for k in cand.tolist():
                     move = Move("swap", int(pa[i]), a, b, int(pb[k]))
                     if self.wants(move, model) and self.try_move(move, model, checks):
-                        cb = model.contrib_matrix(pb, b)   # b's replicas changed
+                        cb = model.contrib_matrix(pb, b)  # b's replicas changed
                         pb[k] = pa[i]
                         cb[k] = model.contrib(int(pa[i]), b)
                         screened = {}
@@ -912,13 +961,21 @@ class ResourceGoal(Goal):
             w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
         out = {}
         for dim, (lo, hi) in windows.items():
-            widen = 1e-9 * (abs(model.load[a, dim]) + abs(model.load[b, dim]) + abs(lo if math.isfinite(lo) else 0)
-                            + abs(hi if math.isfinite(hi) else 0)) + 1e-300
+            widen = (
+                1e-9
+                * (
+                    abs(model.load[a, dim])
+                    + abs(model.load[b, dim])
+                    + abs(lo if math.isfinite(lo) else 0)
+                    + abs(hi if math.isfinite(hi) else 0)
+                )
+                + 1e-300
+            )
             out[dim] = (lo - widen, hi + widen)
         return out
 
     @staticmethod
-    def _swap_screen(g: "ResourceGoal", n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
+    def _swap_screen(g: ResourceGoal, n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
         """Per candidate: transferring ``n`` from a to b keeps goal g's limits (vectorized accept)."""
         upper, lower = g.limits(model)
         load, cap = model.load[:, g.dim], model.cap[:, g.dim]
@@ -933,8 +990,11 @@ class ResourceGoal(Goal):
             return
         checks = optimized + (self,)
         util = model.util(self.dim)
-        under = [b for b in np.argsort(util, kind="stable").tolist()
-                 if util[b] < lower[b] - self.slack(model) and model.dest_ok[b]]
+        under = [
+            b
+            for b in np.argsort(util, kind="stable").tolist()
+            if util[b] < lower[b] - self.slack(model) and model.dest_ok[b]
+        ]
         if not under:
             return
         avg = model.cluster_util(self.dim)
@@ -952,21 +1012,29 @@ class ResourceGoal(Goal):
                 while i < n and self._under(model, b):
                     if misses >= _SCREEN_FIRST:
                         chunk = max(chunk, _SCREEN_FIRST)
-                        cand = ps[i:i + chunk]
+                        cand = ps[i : i + chunk]
                         vec = np.zeros((len(cand), model.load.shape[1]))
-                        vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[cand], model.bytes_in[cand], 1.0
+                        vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                            model.leader_out[cand],
+                            model.bytes_in[cand],
+                            1.0,
+                        )
                         hits = np.flatnonzero(self._screen(model, model.leader[cand], b, vec, res_goals))
                         if not len(hits):
                             i += len(cand)
                             chunk = min(4 * chunk, _SCREEN_CHUNK)
                             continue
                         if hits[0] < _SCREEN_FIRST // 4:
-                            misses, chunk = 0, 0   # not skipping much here: one by one again
+                            misses, chunk = 0, 0  # not skipping much here: one by one again
                         i += int(hits[0])
                     p = int(ps[i])
                     i += 1
                     move = Move("leadership", p, int(model.leader[p]), b)
-                    if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
+                    if (
+                        self._fits(move, model)
+                        and self.wants(move, model)
+                        and self.try_move(move, model, checks)
+                    ):
                         misses, chunk = 0, 0
                     else:
                         misses += 1
@@ -974,8 +1042,9 @@ class ResourceGoal(Goal):
                 continue
             if pool is None:
                 pool = self._fill_pool(model, avg)
-            self._fill_from_pool(b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, model, checks,
-                                 res_goals, rack)
+            self._fill_from_pool(
+                b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, model, checks, res_goals, rack
+            )
 
     def _fill_from_pool(self, b, pool, limit, model, checks, res_goals, rack) -> None:
         """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
@@ -999,10 +1068,12 @@ class ResourceGoal(Goal):
                 tries += 1
             else:
                 chunk = max(chunk, _SCREEN_FIRST)
-                ps, srcs = pool_p[i:i + chunk], pool_a[i:i + chunk]
+                ps, srcs = pool_p[i : i + chunk], pool_a[i : i + chunk]
                 rows = model.replicas[ps]
                 led = model.leader[ps] == srcs
-                valid = (rows == srcs[:, None]).any(axis=1) & ~(rows == b).any(axis=1) & bool(model.dest_ok[b])
+                valid = (
+                    (rows == srcs[:, None]).any(axis=1) & ~(rows == b).any(axis=1) & bool(model.dest_ok[b])
+                )
                 if leader_only:
                     valid &= led
                 # The loop stops at the first candidate met with more than ``limit`` tried before it.
@@ -1011,7 +1082,11 @@ class ResourceGoal(Goal):
                 end = int(stop[0]) if len(stop) else len(ps)
                 vec = model.contrib_matrix(ps[:end], -1)
                 ledf = led[:end].astype(np.float64)
-                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = model.leader_out[ps[:end]] * ledf, vec[:, IN] * ledf, ledf
+                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                    model.leader_out[ps[:end]] * ledf,
+                    vec[:, IN] * ledf,
+                    ledf,
+                )
                 hits = np.flatnonzero(valid[:end] & self._screen(model, srcs[:end], b, vec, res_goals))
                 if not len(hits):
                     tries += int(valid[:end].sum())
@@ -1022,13 +1097,17 @@ class ResourceGoal(Goal):
                     continue
                 k = int(hits[0])
                 if k < _SCREEN_FIRST // 4:
-                    misses, chunk = 0, 0   # the screen is not skipping much here: one by one again
+                    misses, chunk = 0, 0  # the screen is not skipping much here: one by one again
                 tries += int(valid[:k].sum()) + 1
                 i += k + 1
                 p, a = int(ps[k]), int(srcs[k])
             move = Move("replica_move", p, a, b)
-            if (self._fits(move, model) and self.wants(move, model)
-                    and (rack is None or rack.accept(move, model)) and self.try_move(move, model, checks)):
+            if (
+                self._fits(move, model)
+                and self.wants(move, model)
+                and (rack is None or rack.accept(move, model))
+                and self.try_move(move, model, checks)
+            ):
                 misses, chunk = 0, 0
             else:
                 misses += 1
@@ -1048,8 +1127,10 @@ class ResourceGoal(Goal):
             v = vec[:, g.dim]
             upper, lower = g.limits(model)
             tol = _EPS * np.maximum(1.0, np.abs(upper[dst])) - g.margin + _SCREEN_SLACK
-            ok &= (v == 0) | (((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
-                              & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol))
+            ok &= (v == 0) | (
+                ((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
+                & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol)
+            )
         v = vec[:, d]
         upper, lower = self.limits(model)
         fit_b = np.where(v > 0, dst, src)
@@ -1059,6 +1140,7 @@ class ResourceGoal(Goal):
         def term(b, x):
             u = x / cap[b, d]
             return np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
+
         before = term(src, ls) + term(dst, lt)
         after = term(src, ls - v) + term(dst, lt + v)
         ok &= (v != 0) & (before - after >= self.min_gain_array(model, before) - _SCREEN_SLACK)
@@ -1200,9 +1282,9 @@ class DistributionGoal(ResourceGoal):
 
     def min_gain(self, model: ClusterModel, excess: float) -> float:
         if self.dim in (NREP, NLEAD):
-            return 0.5                       # counts: every whole replica/leadership counts
+            return 0.5  # counts: every whole replica/leadership counts
         if excess < self.slack(model):
-            return math.inf                  # within noise of the target band: leave it
+            return math.inf  # within noise of the target band: leave it
         return _EPS * 1e-3
 
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
@@ -1219,13 +1301,15 @@ class DistributionGoal(ResourceGoal):
             # Counts are exact (no measurement noise): one integer band for both.
             avg = model.load[:, d].sum() / int(model.live.sum() or n)
             upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
-            lower = np.full(n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf)
+            lower = np.full(
+                n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf
+            )
             if d == NREP:
                 # With RF >= racks every rack holds a replica of each partition: a small rack's
                 # brokers cannot get down to the cluster average (nor a big rack's up to it).
                 upper = np.maximum(upper, np.ceil(model.rack_floor(d) - 1e-9))
                 lower = np.minimum(lower, np.floor(model.rack_ceiling(d) + 1e-9))
-            lower[model.drained] = -np.inf   # a drained broker ends empty
+            lower[model.drained] = -np.inf  # a drained broker ends empty
             return upper, lower
         avg = model.cluster_util(d)
         # Where one partition alone, or the broker's rack, forces more than the threshold,
@@ -1259,7 +1343,7 @@ class DistributionGoal(ResourceGoal):
                 lower = np.minimum(lower, rest * (1.0 - low))
         # A rack that cannot hold more (one replica per partition) is not pushed to.
         lower = np.minimum(lower, (1.0 - (BOUND_TOLERANCE if trigger else 0.01)) * model.rack_ceiling(d))
-        lower[model.drained] = -np.inf   # a drained broker ends empty
+        lower[model.drained] = -np.inf  # a drained broker ends empty
         return upper, lower
 
 
@@ -1339,6 +1423,7 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
 
     def measured(cls, resource: str):
         return lambda: cls(options.threshold(resource), low_utilization=options.low_utilization_of(resource))
+
     soft = {
         "network_in_distribution": measured(NetworkInDistributionGoal, "network_in"),
         "network_out_distribution": measured(NetworkOutDistributionGoal, "network_out"),

@@ -21,7 +21,7 @@ RESOURCES = ("network_in", "network_out", "disk")
 IN, OUT, DISK, LBIN, NREP, NLEAD = range(6)
 DIMS = ("network_in", "network_out", "disk", "leader_bytes_in", "replicas", "leaders")
 NDIM = len(DIMS)
-MOVE_OVERHEAD_SHARE = 0.5   # of the mean partition size
+MOVE_OVERHEAD_SHARE = 0.5  # of the mean partition size
 
 
 class SnapshotError(ValueError):
@@ -51,9 +51,24 @@ class ColumnarSnapshot(Mapping):
 
     _KEYS = ("cluster", "brokers", "partitions")
 
-    def __init__(self, *, cluster: str, broker_ids, racks, capacity, partition_ids, replica_counts,
-                 replicas_flat, leader, bytes_in, bytes_out, size, topics=None, topic_names=None,
-                 topic_codes=None) -> None:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        broker_ids,
+        racks,
+        capacity,
+        partition_ids,
+        replica_counts,
+        replicas_flat,
+        leader,
+        bytes_in,
+        bytes_out,
+        size,
+        topics=None,
+        topic_names=None,
+        topic_codes=None,
+    ) -> None:
         self.cluster = cluster
         self.broker_ids = np.asarray(broker_ids)
         self.racks = list(racks)
@@ -104,11 +119,27 @@ class ColumnarSnapshot(Mapping):
             flat = self.replicas_flat.tolist()
             ends = np.cumsum(self.replica_counts).tolist()
             starts = [0] + ends[:-1]
-            partitions = [{"topic": t, "partition": pid, "replicas": flat[a:b], "leader": lead, "bytes_in": bi,
-                           "bytes_out": bo, "size": sz}
-                          for t, pid, a, b, lead, bi, bo, sz in zip(
-                              self.topics, self.partition_ids.tolist(), starts, ends, self.leader.tolist(),
-                              self.bytes_in.tolist(), self.bytes_out.tolist(), self.size.tolist())]
+            partitions = [
+                {
+                    "topic": t,
+                    "partition": pid,
+                    "replicas": flat[a:b],
+                    "leader": lead,
+                    "bytes_in": bi,
+                    "bytes_out": bo,
+                    "size": sz,
+                }
+                for t, pid, a, b, lead, bi, bo, sz in zip(
+                    self.topics,
+                    self.partition_ids.tolist(),
+                    starts,
+                    ends,
+                    self.leader.tolist(),
+                    self.bytes_in.tolist(),
+                    self.bytes_out.tolist(),
+                    self.size.tolist(),
+                )
+            ]
             self._dict = {"cluster": self.cluster, "brokers": brokers, "partitions": partitions}
         return self._dict
 
@@ -117,12 +148,12 @@ class _Parsed(NamedTuple):
     """A validated snapshot, brokers sorted by id, broker fields as indices into ``broker_ids``."""
 
     cluster: str
-    broker_ids: np.ndarray    # sorted
-    racks: list               # per sorted broker: rack name or None
-    cap3: np.ndarray          # (brokers, 3)
+    broker_ids: np.ndarray  # sorted
+    racks: list  # per sorted broker: rack name or None
+    cap3: np.ndarray  # (brokers, 3)
     topics: list
     partition_ids: np.ndarray
-    replicas: np.ndarray      # (partitions, max RF), -1 padded
+    replicas: np.ndarray  # (partitions, max RF), -1 padded
     rf: np.ndarray
     leader: np.ndarray
     bytes_in: np.ndarray
@@ -151,7 +182,12 @@ def _parse_dicts(snapshot: Mapping) -> _Parsed:
         cap = b.get("capacity")
         if not isinstance(cap, Mapping):
             raise SnapshotError(f"brokers[{i}] (id {bid}): missing capacity object")
-        caps.append([_number(cap.get(r), f"brokers[{i}] (id {bid}).capacity.{r}", allow_zero=False) for r in RESOURCES])
+        caps.append(
+            [
+                _number(cap.get(r), f"brokers[{i}] (id {bid}).capacity.{r}", allow_zero=False)
+                for r in RESOURCES
+            ]
+        )
         rack = b.get("rack")
         if rack is not None and not isinstance(rack, str):
             raise SnapshotError(f"brokers[{i}] (id {bid}).rack must be a string, got {rack!r}")
@@ -181,7 +217,9 @@ def _parse_dicts(snapshot: Mapping) -> _Parsed:
         if not isinstance(topic, str) or not topic:
             raise SnapshotError(f"partitions[{i}].topic must be a non-empty string, got {topic!r}")
         if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
-            raise SnapshotError(f"partitions[{i}] (topic {topic!r}).partition must be an int >= 0, got {pid!r}")
+            raise SnapshotError(
+                f"partitions[{i}] (topic {topic!r}).partition must be an int >= 0, got {pid!r}"
+            )
         where = f"partitions[{i}] ({topic}-{pid})"
         key = (topic, pid)
         if key in seen:
@@ -216,9 +254,20 @@ def _parse_dicts(snapshot: Mapping) -> _Parsed:
     else:
         for i, r in enumerate(rows):
             reps_arr[i, : len(r)] = r
-    return _Parsed(str(snapshot.get("cluster", "")), broker_ids, [racks[i] for i in order],
-                   np.array([caps[i] for i in order], dtype=np.float64), topics, pids, reps_arr, rf, lead,
-                   bin_, bout, size)
+    return _Parsed(
+        str(snapshot.get("cluster", "")),
+        broker_ids,
+        [racks[i] for i in order],
+        np.array([caps[i] for i in order], dtype=np.float64),
+        topics,
+        pids,
+        reps_arr,
+        rf,
+        lead,
+        bin_,
+        bout,
+        size,
+    )
 
 
 def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
@@ -236,8 +285,13 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
     arrays = (s.partition_ids, counts, s.leader, s.bytes_in, s.bytes_out, s.size)
     if any(len(a) != n for a in arrays) or len(s.replicas_flat) != int(counts.sum()):
         return None
-    if n and (s.partition_ids.dtype.kind not in "iu" or s.leader.dtype.kind not in "iu"
-              or s.replicas_flat.dtype.kind not in "iu" or (s.partition_ids < 0).any() or (counts < 1).any()):
+    if n and (
+        s.partition_ids.dtype.kind not in "iu"
+        or s.leader.dtype.kind not in "iu"
+        or s.replicas_flat.dtype.kind not in "iu"
+        or (s.partition_ids < 0).any()
+        or (counts < 1).any()
+    ):
         return None
     for v in (s.bytes_in, s.bytes_out, s.size):
         if not (np.isfinite(v).all() and (v >= 0).all()):
@@ -253,25 +307,36 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
     if n:
         key = codes * (int(pids.max()) + 1) + pids
         if not (key[1:] > key[:-1]).all() and len(np.unique(key)) != n:
-            return None   # a partition listed twice
+            return None  # a partition listed twice
     flat = s.replicas_flat.astype(np.int64)
     pos = np.minimum(np.searchsorted(broker_ids, flat), len(broker_ids) - 1)
     if not (broker_ids[pos] == flat).all():
-        return None       # unknown broker
+        return None  # unknown broker
     rf_max = int(counts.max()) if n else 1
     reps = np.full((n, rf_max), -1, dtype=np.int64)
     starts = np.cumsum(counts) - counts
     reps[np.repeat(np.arange(n), counts), np.arange(len(flat)) - np.repeat(starts, counts)] = pos
     ordered = np.sort(reps, axis=1)
     if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
-        return None       # duplicate replica
+        return None  # duplicate replica
     leader = s.leader.astype(np.int64)
     lpos = np.minimum(np.searchsorted(broker_ids, leader), len(broker_ids) - 1)
     if not ((broker_ids[lpos] == leader) & (reps == lpos[:, None]).any(axis=1)).all():
-        return None       # leader not among the replicas
-    return _Parsed(s.cluster, broker_ids, [s.racks[i] or None for i in order.tolist()], cap[order],
-                   s.topics, pids, reps, counts.copy(), lpos.astype(np.int64),
-                   s.bytes_in.copy(), s.bytes_out.copy(), s.size.copy())
+        return None  # leader not among the replicas
+    return _Parsed(
+        s.cluster,
+        broker_ids,
+        [s.racks[i] or None for i in order.tolist()],
+        cap[order],
+        s.topics,
+        pids,
+        reps,
+        counts.copy(),
+        lpos.astype(np.int64),
+        s.bytes_in.copy(),
+        s.bytes_out.copy(),
+        s.size.copy(),
+    )
 
 
 class ClusterModel:
@@ -294,8 +359,9 @@ class ClusterModel:
         self.rack_aware = bool(rack_names)
         # A broker without a rack is a rack of its own: never colocated with anyone.
         rank = {r: k for k, r in enumerate(rack_names)}
-        self.rack = np.array([rank[r] if r is not None else len(rack_names) + k for k, r in enumerate(racks)],
-                             dtype=np.int64)
+        self.rack = np.array(
+            [rank[r] if r is not None else len(rack_names) + k for k, r in enumerate(racks)], dtype=np.int64
+        )
         self.n_racks = len(set(self.rack.tolist()))
         self.rack_names = rack_names
         cap3 = parsed.cap3
@@ -312,7 +378,7 @@ class ClusterModel:
         self.bytes_in = bin_
         self.bytes_out = bout
         self.size = size
-        self.leader_out = bout + bin_ * (rf - 1)   # network_out a leader serves
+        self.leader_out = bout + bin_ * (rf - 1)  # network_out a leader serves
         # Fixed cost charged per replica move when ranking candidates (not in bytes_to_move):
         # without it, "relief per byte" prefers hundreds of tiny moves to a few useful ones.
         self.move_overhead = MOVE_OVERHEAD_SHARE * float(size.mean()) + 1.0 if n else 1.0
@@ -352,16 +418,16 @@ class ClusterModel:
             self.movable = np.fromiter((t not in excluded for t in topics), dtype=bool, count=n)
         self.bytes_moved = 0.0
         self.broker_moves = np.zeros(nb, dtype=np.int64)
-        self.touched: dict[int, None] = {}   # insertion-ordered set of changed partitions
+        self.touched: dict[int, None] = {}  # insertion-ordered set of changed partitions
         self.swapped: set[int] = set()
         self.moves_applied = 0
-        self.log: list[Move] = []            # every move applied, in order (for undo)
+        self.log: list[Move] = []  # every move applied, in order (for undo)
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
         self._delta_memo: tuple | None = None
         self._cluster_util_memo: tuple[int, dict] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
-        self._on_cache: dict[int, np.ndarray] = {}   # partitions_on, per broker
+        self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
 
     # ---- load -------------------------------------------------------------------------
     def _compute_load(self) -> np.ndarray:
@@ -392,7 +458,7 @@ class ClusterModel:
 
     def cluster_util(self, dim: int) -> float:
         memo = self._cluster_util_memo
-        if memo[0] != self._version:   # loads changed (rounding can move the sums): recompute
+        if memo[0] != self._version:  # loads changed (rounding can move the sums): recompute
             memo = self._cluster_util_memo = (self._version, {})
         value = memo[1].get(dim)
         if value is None:
@@ -464,7 +530,9 @@ class ClusterModel:
         """``contrib`` for many partitions on one broker: (len(ps), NDIM)."""
         led = (self.leader[ps] == b).astype(np.float64)
         bi = self.bytes_in[ps]
-        return np.column_stack([bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led])
+        return np.column_stack(
+            [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
+        )
 
     def leadership_vec(self, p: int) -> np.ndarray:
         return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
@@ -545,14 +613,15 @@ class ClusterModel:
         if opts.max_bytes_to_move is not None and total > opts.max_bytes_to_move:
             return False
         if opts.max_moves_per_broker is not None and any(
-                c > opts.max_moves_per_broker and c > self.broker_moves[b] for b, c in counts.items()):
+            c > opts.max_moves_per_broker and c > self.broker_moves[b] for b, c in counts.items()
+        ):
             return False
         return True
 
     def apply(self, move: Move) -> None:
         total, counts = self.cost_after(move)
         vec = self.delta(move)
-        self._version += 1   # loads, replicas, leaders change: memoized figures are stale
+        self._version += 1  # loads, replicas, leaders change: memoized figures are stale
         self.load[move.src] -= vec
         self.load[move.dst] += vec
         p = move.p
@@ -602,7 +671,9 @@ class ClusterModel:
             return np.zeros(0, dtype=np.int64)
         racks = np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1)
         racks = np.sort(racks, axis=1)
-        distinct = (racks >= 0).sum(axis=1) - ((racks[:, 1:] == racks[:, :-1]) & (racks[:, 1:] >= 0)).sum(axis=1)
+        distinct = (racks >= 0).sum(axis=1) - ((racks[:, 1:] == racks[:, :-1]) & (racks[:, 1:] >= 0)).sum(
+            axis=1
+        )
         target = np.minimum(self.rf, self.n_live_racks)
         return np.nonzero(distinct < target)[0]
 
@@ -613,6 +684,11 @@ def broker_loads(snapshot: Mapping) -> dict[int, dict[str, float]]:
     out = {}
     for k, b in enumerate(model.broker_ids.tolist()):
         row = model.load[k]
-        out[b] = {"network_in": float(row[IN]), "network_out": float(row[OUT]), "disk": float(row[DISK]),
-                  "replicas": float(row[NREP]), "leaders": float(row[NLEAD])}
+        out[b] = {
+            "network_in": float(row[IN]),
+            "network_out": float(row[OUT]),
+            "disk": float(row[DISK]),
+            "replicas": float(row[NREP]),
+            "leaders": float(row[NLEAD]),
+        }
     return out

@@ -7,18 +7,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # Resource -> the soft goal that balances it.
-RESOURCE_GOALS = {"network_in": "network_in_distribution", "network_out": "network_out_distribution",
-                  "disk": "disk_distribution", "replicas": "replicas_distribution",
-                  "leaders": "leaders_distribution"}
-SOFT_GOALS = ("network_in_distribution", "network_out_distribution", "leader_bytes_in_distribution",
-              "disk_distribution", "replicas_distribution", "leaders_distribution")
+RESOURCE_GOALS = {
+    "network_in": "network_in_distribution",
+    "network_out": "network_out_distribution",
+    "disk": "disk_distribution",
+    "replicas": "replicas_distribution",
+    "leaders": "leaders_distribution",
+}
+SOFT_GOALS = (
+    "network_in_distribution",
+    "network_out_distribution",
+    "leader_bytes_in_distribution",
+    "disk_distribution",
+    "replicas_distribution",
+    "leaders_distribution",
+)
 # Disk below 20% full on average is not evened out: a broker at 1.5x such an average is still at
 # 30%, far under the capacity goal's ceiling (which always holds), and every byte moved to even
 # it out costs replication bandwidth and buys nothing an operator needs. (Cruise Control's default
 # is 0.0, i.e. always balance.) Traffic keeps 0.0: hot brokers cost latency at any utilization.
-LOW_UTILIZATION_DEFAULTS = {"network_in": 0.0, "network_out": 0.0, "disk": 0.2, "replicas": 0.0, "leaders": 0.0}
+LOW_UTILIZATION_DEFAULTS = {
+    "network_in": 0.0,
+    "network_out": 0.0,
+    "disk": 0.2,
+    "replicas": 0.0,
+    "leaders": 0.0,
+}
 # Counts have no capacity, so no utilization to be low: only 0.0 is meaningful for them.
 _MEASURED = ("network_in", "network_out", "disk")
 
@@ -40,12 +55,14 @@ class _FrozenMap(dict):
 
 @dataclass(frozen=True, kw_only=True)
 class PlannerOptions:
-    balance_threshold: float = 1.10       # max utilization / cluster utilization allowed per resource
-    disk_balance_threshold: float | None = None  # disk's own (Cruise Control's disk.balance.threshold); None: the same
-    capacity_threshold: float = 0.8       # hard ceiling on any broker's utilization
+    balance_threshold: float = 1.10  # max utilization / cluster utilization allowed per resource
+    disk_balance_threshold: float | None = (
+        None  # disk's own (Cruise Control's disk.balance.threshold); None: the same
+    )
+    capacity_threshold: float = 0.8  # hard ceiling on any broker's utilization
     max_bytes_to_move: int | None = None  # cap on data copied by the whole plan
     max_moves_per_broker: int | None = None  # cap on replica moves in or out of any one broker
-    excluded_topics: str | None = None    # regex of topics never moved; whole-name match, like Java matches()
+    excluded_topics: str | None = None  # regex of topics never moved; whole-name match, like Java matches()
     excluded_brokers: tuple[int, ...] = field(default=())  # never receive replicas or leadership
     # Drained (decommissioned) brokers: every replica and leadership leaves them, and none comes back.
     drain_brokers: tuple[int, ...] = field(default=())
@@ -66,7 +83,9 @@ class PlannerOptions:
         if isinstance(bt, bool) or not isinstance(bt, (int, float)) or not 1.0 < bt <= 10.0:
             raise bad("balance_threshold", "must be a number in (1.0, 10.0]", bt)
         dt = self.disk_balance_threshold
-        if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float)) or not 1.0 < dt <= 10.0):
+        if dt is not None and (
+            isinstance(dt, bool) or not isinstance(dt, (int, float)) or not 1.0 < dt <= 10.0
+        ):
             raise bad("disk_balance_threshold", "must be None or a number in (1.0, 10.0]", dt)
         ct = self.capacity_threshold
         if isinstance(ct, bool) or not isinstance(ct, (int, float)) or not 0.0 < ct <= 1.0:
@@ -81,7 +100,9 @@ class PlannerOptions:
             try:
                 re.compile(self.excluded_topics)
             except re.error as exc:
-                raise bad("excluded_topics", f"is not a valid regular expression: {exc}", self.excluded_topics) from None
+                raise bad(
+                    "excluded_topics", f"is not a valid regular expression: {exc}", self.excluded_topics
+                ) from None
         for name in ("excluded_brokers", "drain_brokers"):
             brokers = getattr(self, name)
             if brokers is None or isinstance(brokers, (str, bytes)) or not hasattr(brokers, "__iter__"):
@@ -90,17 +111,24 @@ class PlannerOptions:
             if any(isinstance(b, bool) or not isinstance(b, int) for b in brokers):
                 raise bad(name, "must hold only int broker ids", brokers)
             object.__setattr__(self, name, tuple(sorted(set(brokers))))
-        for name, lo, hi, what in (("thresholds", 1.0, 10.0, "a number in (1.0, 10.0]"),
-                                   ("low_utilization", 0.0, 1.0, "a number in [0.0, 1.0]")):
+        for name, lo, hi, what in (
+            ("thresholds", 1.0, 10.0, "a number in (1.0, 10.0]"),
+            ("low_utilization", 0.0, 1.0, "a number in [0.0, 1.0]"),
+        ):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise bad(name, "must be a mapping of resource name to number", value)
             clean = {}
             for key, v in value.items():
                 if key not in RESOURCE_GOALS:
-                    raise bad(f"{name}[{key!r}]", f"is not a resource; allowed: {', '.join(RESOURCE_GOALS)}", v)
-                ok = not isinstance(v, bool) and isinstance(v, (int, float)) and (
-                    lo < v <= hi if name == "thresholds" else lo <= v <= hi)
+                    raise bad(
+                        f"{name}[{key!r}]", f"is not a resource; allowed: {', '.join(RESOURCE_GOALS)}", v
+                    )
+                ok = (
+                    not isinstance(v, bool)
+                    and isinstance(v, (int, float))
+                    and (lo < v <= hi if name == "thresholds" else lo <= v <= hi)
+                )
                 if not ok:
                     raise bad(f"{name}[{key!r}]", f"must be {what}", v)
                 if name == "low_utilization" and key not in _MEASURED and v != 0:
@@ -136,9 +164,8 @@ class PlannerOptions:
     def low_utilization_of(self, resource: str) -> float:
         return self.low_utilization.get(resource, LOW_UTILIZATION_DEFAULTS[resource])
 
-
     @classmethod
-    def from_config(cls, balancer_config: Any) -> "PlannerOptions":
+    def from_config(cls, balancer_config: Any) -> PlannerOptions:
         """From ``balancer.config.BalancerConfig`` (or anything with the same attributes)."""
         return cls(
             balance_threshold=balancer_config.balance_threshold,
@@ -149,7 +176,9 @@ class PlannerOptions:
             excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
             drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),
             **_thresholds_from(getattr(balancer_config, "thresholds", None)),
-            goals=tuple(balancer_config.goals) if getattr(balancer_config, "goals", None) is not None else None,
+            goals=tuple(balancer_config.goals)
+            if getattr(balancer_config, "goals", None) is not None
+            else None,
         )
 
     def topic_excluded(self, topic: str) -> bool:

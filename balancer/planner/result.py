@@ -19,12 +19,12 @@ class Plan:
     bytes_to_move: int
     leader_moves: int
     replica_moves: int
-    total_bytes: int = 0                  # all data on the cluster (every replica)
-    unsatisfied: tuple[str, ...] = ()     # hard goals the plan could not meet, with why
-    goals: tuple[dict, ...] = field(default=(), compare=False)   # per-goal metric before/after
+    total_bytes: int = 0  # all data on the cluster (every replica)
+    unsatisfied: tuple[str, ...] = ()  # hard goals the plan could not meet, with why
+    goals: tuple[dict, ...] = field(default=(), compare=False)  # per-goal metric before/after
     seconds: float = field(default=0.0, compare=False)
-    drain_brokers: tuple[int, ...] = ()   # broker ids the plan empties (the checker verifies it)
-    notes: tuple[str, ...] = field(default=(), compare=False)   # why a goal could not do all it was asked
+    drain_brokers: tuple[int, ...] = ()  # broker ids the plan empties (the checker verifies it)
+    notes: tuple[str, ...] = field(default=(), compare=False)  # why a goal could not do all it was asked
 
     @property
     def imbalance_before(self) -> float:
@@ -36,25 +36,41 @@ class Plan:
 
     def to_reassignment(self) -> dict:
         """Kafka's reassignment JSON (``kafka-reassign-partitions.sh --execute``): changed partitions only."""
-        parts = [{"topic": a.topic, "partition": a.partition, "replicas": list(a.new_replicas),
-                  "log_dirs": ["any"] * len(a.new_replicas)}
-                 for a in self.actions if a.new_replicas != a.old_replicas]
+        parts = [
+            {
+                "topic": a.topic,
+                "partition": a.partition,
+                "replicas": list(a.new_replicas),
+                "log_dirs": ["any"] * len(a.new_replicas),
+            }
+            for a in self.actions
+            if a.new_replicas != a.old_replicas
+        ]
         return {"version": 1, "partitions": parts}
 
     def to_election(self) -> dict:
         """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader changes."""
-        return {"partitions": [{"topic": a.topic, "partition": a.partition}
-                               for a in self.actions if a.new_leader != a.old_leader]}
+        return {
+            "partitions": [
+                {"topic": a.topic, "partition": a.partition}
+                for a in self.actions
+                if a.new_leader != a.old_leader
+            ]
+        }
 
     def summary(self) -> str:
         lines = [f"{'resource':<12} {'before':>8} {'after':>8} {'bound':>8}"]
         for r in RESOURCES:
             lines.append(f"{r:<12} {self.before[r]:>8.3f} {self.after[r]:>8.3f} {self.lower_bound[r]:>8.3f}")
         share = self.bytes_to_move / self.total_bytes if self.total_bytes else 0.0
-        lines.append(f"leadership transfers: {self.leader_moves}, replica moves: {self.replica_moves}, "
-                     f"data moved: {_human(self.bytes_to_move)} ({share:.2%} of {_human(self.total_bytes)})")
-        lines.append(f"imbalance (max of network in/out): {self.imbalance_before:.3f} -> {self.imbalance_after:.3f}"
-                     f" in {self.seconds:.2f}s")
+        lines.append(
+            f"leadership transfers: {self.leader_moves}, replica moves: {self.replica_moves}, "
+            f"data moved: {_human(self.bytes_to_move)} ({share:.2%} of {_human(self.total_bytes)})"
+        )
+        lines.append(
+            f"imbalance (max of network in/out): {self.imbalance_before:.3f} -> {self.imbalance_after:.3f}"
+            f" in {self.seconds:.2f}s"
+        )
         for problem in self.unsatisfied:
             lines.append(f"UNSATISFIED hard goal: {problem}")
         for note in self.notes:
@@ -93,9 +109,16 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
         else:
             kind = "swap" if p in model.swapped else "replica_move"
             moved = size * len(set(new) - set(old))
-        action = Action(kind=kind, topic=model.topics[p], partition=int(model.partition_ids[p]),
-                        old_replicas=tuple(old), new_replicas=tuple(new_ordered), old_leader=old_leader,
-                        new_leader=new_leader, bytes_to_move=moved)
+        action = Action(
+            kind=kind,
+            topic=model.topics[p],
+            partition=int(model.partition_ids[p]),
+            old_replicas=tuple(old),
+            new_replicas=tuple(new_ordered),
+            old_leader=old_leader,
+            new_leader=new_leader,
+            bytes_to_move=moved,
+        )
         (leaderships if kind == "leadership" else moves).append(action)
     return tuple(leaderships + moves)
 

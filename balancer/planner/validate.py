@@ -64,11 +64,16 @@ def check_plan(snapshot: Mapping, result) -> list[str]:
     for entry in reassign["partitions"]:
         if set(entry) != {"topic", "partition", "replicas", "log_dirs"}:
             problems.append(f"reassignment entry has keys {sorted(entry)}")
-        elif len(entry["log_dirs"]) != len(entry["replicas"]) or (entry["topic"], entry["partition"]) not in parts:
+        elif (
+            len(entry["log_dirs"]) != len(entry["replicas"])
+            or (entry["topic"], entry["partition"]) not in parts
+        ):
             problems.append(f"reassignment entry {entry} is malformed")
         elif list(entry["replicas"]) == list(parts[(entry["topic"], entry["partition"])]["replicas"]):
             problems.append(f"reassignment lists unchanged partition {entry['topic']}-{entry['partition']}")
     election = result.to_election()
-    if set(election) != {"partitions"} or any(set(e) != {"topic", "partition"} for e in election["partitions"]):
+    if set(election) != {"partitions"} or any(
+        set(e) != {"topic", "partition"} for e in election["partitions"]
+    ):
         problems.append("election JSON is malformed")
     return problems

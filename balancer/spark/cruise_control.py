@@ -37,15 +37,22 @@ from balancer import cruise_control as cc
 from balancer import telemetry as tm
 from balancer.config import WindowsConfig, spark_interval
 from balancer.spark.loads import WINDOW_KEYS
-from balancer.spark.parse import KAFKA_COLUMNS, TELEMETRY_COLUMNS
+from balancer.spark.parse import TELEMETRY_COLUMNS
 
 if TYPE_CHECKING:
     from balancer.capacity import Capacities
 
 CLASSES = ("broker", "topic", "partition")  # metric class ids 0, 1, 2
-BYTE_RATES = ("ALL_TOPIC_BYTES_IN", "ALL_TOPIC_BYTES_OUT", "TOPIC_BYTES_IN", "TOPIC_BYTES_OUT",
-              "ALL_TOPIC_REPLICATION_BYTES_IN", "ALL_TOPIC_REPLICATION_BYTES_OUT",
-              "TOPIC_REPLICATION_BYTES_IN", "TOPIC_REPLICATION_BYTES_OUT")
+BYTE_RATES = (
+    "ALL_TOPIC_BYTES_IN",
+    "ALL_TOPIC_BYTES_OUT",
+    "TOPIC_BYTES_IN",
+    "TOPIC_BYTES_OUT",
+    "ALL_TOPIC_REPLICATION_BYTES_IN",
+    "ALL_TOPIC_REPLICATION_BYTES_OUT",
+    "TOPIC_REPLICATION_BYTES_IN",
+    "TOPIC_REPLICATION_BYTES_OUT",
+)
 
 
 def metric_names() -> list[str]:
@@ -67,8 +74,9 @@ def _show(number: Column) -> Column:
     return number.cast("string")
 
 
-def parse_cruise_control(kafka: DataFrame, *, cluster: str, max_value_bytes: int, max_rate: float,
-                         max_size: float) -> DataFrame:
+def parse_cruise_control(
+    kafka: DataFrame, *, cluster: str, max_value_bytes: int, max_rate: float, max_size: float
+) -> DataFrame:
     """Kafka records with the source's ``value_cc`` column → the columns ``parse_telemetry`` gives,
     ``quarantine_reason`` NULL for a valid record. The first failing rule gives the reason."""
     rec = F.col("value_cc")
@@ -79,40 +87,77 @@ def parse_cruise_control(kafka: DataFrame, *, cluster: str, max_value_bytes: int
     plausible = (rec["ts"] >= tm.MIN_TS_MS) & (rec["ts"] <= now_ms + tm.MAX_CLOCK_SKEW_MS)
     reason = F.coalesce(
         F.when(value.isNull() | (F.octet_length(value) == 0), F.lit("empty value")),
-        F.when(F.octet_length(value) > max_value_bytes,
-               F.format_string(f"value is %d bytes, over source.max_value_bytes={max_value_bytes}",
-                               F.octet_length(value))),
+        F.when(
+            F.octet_length(value) > max_value_bytes,
+            F.format_string(
+                f"value is %d bytes, over source.max_value_bytes={max_value_bytes}", F.octet_length(value)
+            ),
+        ),
         F.when(rec.isNull(), F.lit("not decoded as a Cruise Control metric")),
-        F.when(rec["error"].isNotNull(), F.concat(F.lit("not a Cruise Control metric record: "), rec["error"])),
-        F.when(~plausible,
-               F.concat(F.lit("time is not a plausible epoch-milliseconds time: "), rec["ts"].cast("string"))),
+        F.when(
+            rec["error"].isNotNull(), F.concat(F.lit("not a Cruise Control metric record: "), rec["error"])
+        ),
+        F.when(
+            ~plausible,
+            F.concat(F.lit("time is not a plausible epoch-milliseconds time: "), rec["ts"].cast("string")),
+        ),
         F.when(rec["broker"] < 0, F.concat(F.lit("broker id is negative: "), rec["broker"].cast("string"))),
-        F.when(rec["partition"] < 0, F.concat(F.lit("partition is negative: "), rec["partition"].cast("string"))),
-        F.when(F.isnan(number) | (F.abs(number) == float("inf")),
-               F.concat(F.lit("value of "), metric, F.lit(" is not a finite number"))),
+        F.when(
+            rec["partition"] < 0, F.concat(F.lit("partition is negative: "), rec["partition"].cast("string"))
+        ),
+        F.when(
+            F.isnan(number) | (F.abs(number) == float("inf")),
+            F.concat(F.lit("value of "), metric, F.lit(" is not a finite number")),
+        ),
         F.when(number < 0, F.concat(F.lit("value of "), metric, F.lit(" is negative: "), _show(number))),
-        F.when(metric.isin(*BYTE_RATES) & (number > max_rate),
-               F.concat(F.lit("value of "), metric, F.lit(" is "), _show(number),
-                        F.lit(f" B/s, over source.max_rate={max_rate:g}"))),
-        F.when((metric == "PARTITION_SIZE") & (number > max_size),
-               F.concat(F.lit("value of PARTITION_SIZE is "), _show(number),
-                        F.lit(f" bytes, over source.max_size={max_size:g}"))),
+        F.when(
+            metric.isin(*BYTE_RATES) & (number > max_rate),
+            F.concat(
+                F.lit("value of "),
+                metric,
+                F.lit(" is "),
+                _show(number),
+                F.lit(f" B/s, over source.max_rate={max_rate:g}"),
+            ),
+        ),
+        F.when(
+            (metric == "PARTITION_SIZE") & (number > max_size),
+            F.concat(
+                F.lit("value of PARTITION_SIZE is "),
+                _show(number),
+                F.lit(f" bytes, over source.max_size={max_size:g}"),
+            ),
+        ),
     )
     schema = _telemetry_types()
     typed = {name: F.lit(None) for name in TELEMETRY_COLUMNS}
     typed.update(
-        v=rec["version"], type=_named(CLASSES, rec["metric_class"]),
+        v=rec["version"],
+        type=_named(CLASSES, rec["metric_class"]),
         # Only a plausible time becomes a timestamp: an absurd one would overflow it (and is quarantined).
-        ts=F.when(plausible, F.timestamp_millis(rec["ts"])), cluster=F.lit(cluster), broker=rec["broker"],
-        topic=rec["topic"], partition=rec["partition"], metric=metric, metric_value=number)
+        ts=F.when(plausible, F.timestamp_millis(rec["ts"])),
+        cluster=F.lit(cluster),
+        broker=rec["broker"],
+        topic=rec["topic"],
+        partition=rec["partition"],
+        metric=metric,
+        metric_value=number,
+    )
     parsed = kafka.select(
-        F.col("topic").alias("kafka_topic"), F.col("partition").alias("kafka_partition"),
-        F.col("offset").alias("kafka_offset"), F.col("timestamp").alias("kafka_timestamp"),
-        "key", "value", *(typed[name].cast(schema[name]).alias(name) for name in TELEMETRY_COLUMNS),
-        reason.alias("quarantine_reason"))
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        "key",
+        "value",
+        *(typed[name].cast(schema[name]).alias(name) for name in TELEMETRY_COLUMNS),
+        reason.alias("quarantine_reason"),
+    )
     # Key and value only where the record is quarantined (kept as it arrived), as parse_telemetry does.
     bad = F.col("quarantine_reason").isNotNull()
-    return parsed.select(*(F.when(bad, F.col(c)).alias(c) if c in ("key", "value") else c for c in parsed.columns))
+    return parsed.select(
+        *(F.when(bad, F.col(c)).alias(c) if c in ("key", "value") else c for c in parsed.columns)
+    )
 
 
 def _telemetry_types() -> dict[str, str]:
@@ -123,6 +168,7 @@ def _telemetry_types() -> dict[str, str]:
 
 
 # -- windows ---------------------------------------------------------------------------------------
+
 
 def metric_topic(topic: Column) -> Column:
     """A topic's name as Kafka's metrics spell it ('.' → '_')."""
@@ -142,11 +188,13 @@ def topology_at(metadata: DataFrame, windows: DataFrame) -> DataFrame:
     # Observations before the end rank above every later one; among later ones the earliest ranks highest.
     rank = F.when(observed <= end, observed + F.lit(1 << 50)).otherwise(-observed)
     latest = F.struct("replicas", "leader")
-    return (metadata.join(windows, "cluster")
-            .groupBy(*WINDOW_KEYS, "topic", "partition")
-            .agg(F.max_by(latest, rank).alias("_t"))
-            .select(*WINDOW_KEYS, "topic", "partition", "_t.replicas", "_t.leader")
-            .where(F.size("replicas") > 0))
+    return (
+        metadata.join(windows, "cluster")
+        .groupBy(*WINDOW_KEYS, "topic", "partition")
+        .agg(F.max_by(latest, rank).alias("_t"))
+        .select(*WINDOW_KEYS, "topic", "partition", "_t.replicas", "_t.leader")
+        .where(F.size("replicas") > 0)
+    )
 
 
 def brokers_at(brokers: DataFrame, windows: DataFrame) -> DataFrame:
@@ -154,32 +202,55 @@ def brokers_at(brokers: DataFrame, windows: DataFrame) -> DataFrame:
     observed = F.unix_millis("observed_at")
     end = F.unix_millis("window_end")
     rank = F.when(observed <= end, observed + F.lit(1 << 50)).otherwise(-observed)
-    return (brokers.join(windows, "cluster")
-            .groupBy(*WINDOW_KEYS, "broker")
-            .agg(F.max_by(F.struct("rack", "present"), rank).alias("_b"))
-            .where(F.col("_b.present"))
-            .select(*WINDOW_KEYS, "broker", F.col("_b.rack").alias("rack")))
+    return (
+        brokers.join(windows, "cluster")
+        .groupBy(*WINDOW_KEYS, "broker")
+        .agg(F.max_by(F.struct("rack", "present"), rank).alias("_b"))
+        .where(F.col("_b.present"))
+        .select(*WINDOW_KEYS, "broker", F.col("_b.rack").alias("rack"))
+    )
 
 
 def capacity_frame(spark: SparkSession, capacities: Capacities | None, brokers: DataFrame) -> DataFrame:
     """``brokers`` with capacity_network_in / _out / _disk from the capacity file (the default entry for
     an unlisted broker; NULL without a file, which the planner reports as a missing capacity)."""
-    listed = [] if capacities is None else [
-        (int(b), float(c.network_in), float(c.network_out), float(c.disk)) for b, c in capacities.brokers.items()]
+    listed = (
+        []
+        if capacities is None
+        else [
+            (int(b), float(c.network_in), float(c.network_out), float(c.disk))
+            for b, c in capacities.brokers.items()
+        ]
+    )
     schema = "broker int, cap_in double, cap_out double, cap_disk double"
     table = spark.createDataFrame(listed, schema)
     default = None if capacities is None else capacities.default
-    fallback = [F.lit(None if default is None else float(getattr(default, name))).cast("double")
-                for name in ("network_in", "network_out", "disk")]
-    return (brokers.join(F.broadcast(table), "broker", "left")
-            .select("*", F.coalesce("cap_in", fallback[0]).alias("capacity_network_in"),
-                    F.coalesce("cap_out", fallback[1]).alias("capacity_network_out"),
-                    F.coalesce("cap_disk", fallback[2]).alias("capacity_disk"))
-            .drop("cap_in", "cap_out", "cap_disk"))
+    fallback = [
+        F.lit(None if default is None else float(getattr(default, name))).cast("double")
+        for name in ("network_in", "network_out", "disk")
+    ]
+    return (
+        brokers.join(F.broadcast(table), "broker", "left")
+        .select(
+            "*",
+            F.coalesce("cap_in", fallback[0]).alias("capacity_network_in"),
+            F.coalesce("cap_out", fallback[1]).alias("capacity_network_out"),
+            F.coalesce("cap_disk", fallback[2]).alias("capacity_disk"),
+        )
+        .drop("cap_in", "cap_out", "cap_disk")
+    )
 
 
-def replica_windows(raw: DataFrame, metadata: DataFrame, brokers: DataFrame, capacities: Capacities | None,
-                    windows: WindowsConfig, *, ends_after_ms: int | None, ends_until_ms: int) -> DataFrame:
+def replica_windows(
+    raw: DataFrame,
+    metadata: DataFrame,
+    brokers: DataFrame,
+    capacities: Capacities | None,
+    windows: WindowsConfig,
+    *,
+    ends_after_ms: int | None,
+    ends_until_ms: int,
+) -> DataFrame:
     """``loads.replica_windows`` for Cruise Control records (``raw``: telemetry_raw rows with v 0).
 
     ``metadata`` / ``brokers``: cluster_metadata / broker_metadata rows. See the module docstring for
@@ -188,60 +259,128 @@ def replica_windows(raw: DataFrame, metadata: DataFrame, brokers: DataFrame, cap
     closed = ends <= F.lit(ends_until_ms)
     if ends_after_ms is not None:
         closed &= ends > F.lit(ends_after_ms)
-    reports = (raw.where(F.col("v") == 0)
-               .select("cluster", "broker", "type", "topic", "partition", "metric", "metric_value", "ts",
-                       F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"))
-               .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
-               .where(closed).drop("w"))
+    reports = (
+        raw.where(F.col("v") == 0)
+        .select(
+            "cluster",
+            "broker",
+            "type",
+            "topic",
+            "partition",
+            "metric",
+            "metric_value",
+            "ts",
+            F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"),
+        )
+        .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
+        .where(closed)
+        .drop("w")
+    )
     keys = reports.select(*WINDOW_KEYS).distinct()
 
     def rate(name: str) -> Column:
         return F.avg(F.when(F.col("metric") == name, F.col("metric_value")))
 
-    topic_rates = (reports.where(F.col("type") == "topic")
-                   .groupBy(*WINDOW_KEYS, F.col("broker").alias("leader"), F.col("topic").alias("_mtopic"))
-                   .agg(rate("TOPIC_BYTES_IN").alias("_bi"), rate("TOPIC_BYTES_OUT").alias("_bo"),
-                        rate("TOPIC_MESSAGES_IN_PER_SEC").alias("_mi")))
-    sizes = (reports.where((F.col("type") == "partition") & (F.col("metric") == "PARTITION_SIZE"))
-             .groupBy(*WINDOW_KEYS, "broker", F.col("topic").alias("_mtopic"), "partition")
-             .agg(F.max_by("metric_value", "ts").alias("size"), F.max("ts").alias("last_ts"),
-                  F.count(F.lit(1)).alias("samples")))
+    topic_rates = (
+        reports.where(F.col("type") == "topic")
+        .groupBy(*WINDOW_KEYS, F.col("broker").alias("leader"), F.col("topic").alias("_mtopic"))
+        .agg(
+            rate("TOPIC_BYTES_IN").alias("_bi"),
+            rate("TOPIC_BYTES_OUT").alias("_bo"),
+            rate("TOPIC_MESSAGES_IN_PER_SEC").alias("_mi"),
+        )
+    )
+    sizes = (
+        reports.where((F.col("type") == "partition") & (F.col("metric") == "PARTITION_SIZE"))
+        .groupBy(*WINDOW_KEYS, "broker", F.col("topic").alias("_mtopic"), "partition")
+        .agg(
+            F.max_by("metric_value", "ts").alias("size"),
+            F.max("ts").alias("last_ts"),
+            F.count(F.lit(1)).alias("samples"),
+        )
+    )
     topology = topology_at(metadata, keys).withColumn("_mtopic", metric_topic(F.col("topic")))
     led = topology.groupBy(*WINDOW_KEYS, "_mtopic", "leader").agg(F.count(F.lit(1)).alias("_led"))
-    leader_sizes = sizes.select(*WINDOW_KEYS, F.col("broker").alias("leader"), "_mtopic", "partition",
-                                F.col("size").alias("_leader_size"))
+    leader_sizes = sizes.select(
+        *WINDOW_KEYS,
+        F.col("broker").alias("leader"),
+        "_mtopic",
+        "partition",
+        F.col("size").alias("_leader_size"),
+    )
     zero = F.lit(0.0)
-    per_partition = (topology.join(led, [*WINDOW_KEYS, "_mtopic", "leader"], "left")
-                     .join(topic_rates, [*WINDOW_KEYS, "leader", "_mtopic"], "left")
-                     .join(leader_sizes, [*WINDOW_KEYS, "leader", "_mtopic", "partition"], "left")
-                     .select(*WINDOW_KEYS, "topic", "_mtopic", "partition", "replicas",
-                             F.col("leader").alias("_leader"), "_leader_size",
-                             (F.coalesce("_bi", zero) / F.col("_led")).alias("bytes_in"),
-                             (F.coalesce("_bo", zero) / F.col("_led")).alias("bytes_out"),
-                             (F.coalesce("_mi", zero) / F.col("_led")).alias("messages_in")))
+    per_partition = (
+        topology.join(led, [*WINDOW_KEYS, "_mtopic", "leader"], "left")
+        .join(topic_rates, [*WINDOW_KEYS, "leader", "_mtopic"], "left")
+        .join(leader_sizes, [*WINDOW_KEYS, "leader", "_mtopic", "partition"], "left")
+        .select(
+            *WINDOW_KEYS,
+            "topic",
+            "_mtopic",
+            "partition",
+            "replicas",
+            F.col("leader").alias("_leader"),
+            "_leader_size",
+            (F.coalesce("_bi", zero) / F.col("_led")).alias("bytes_in"),
+            (F.coalesce("_bo", zero) / F.col("_led")).alias("bytes_out"),
+            (F.coalesce("_mi", zero) / F.col("_led")).alias("messages_in"),
+        )
+    )
     null = F.lit(None)
-    replica_rows = (sizes.join(per_partition, [*WINDOW_KEYS, "_mtopic", "partition"])
-                    .select(*WINDOW_KEYS, F.lit("partition").alias("type"), "broker", "topic", "partition",
-                            "bytes_in", "bytes_out", "messages_in",
-                            F.coalesce("_leader_size", "size").alias("size"),
-                            (F.col("broker") == F.col("_leader")).alias("leader"), "replicas",
-                            null.cast("string").alias("rack"), null.cast("double").alias("capacity_network_in"),
-                            null.cast("double").alias("capacity_network_out"),
-                            null.cast("double").alias("capacity_disk"), null.cast("double").alias("cpu"),
-                            "last_ts", "samples"))
-    broker_reports = (reports.where(F.col("type") == "broker")
-                      .groupBy(*WINDOW_KEYS, "broker")
-                      .agg(rate("BROKER_CPU_UTIL").alias("cpu"), F.max("ts").alias("last_ts"),
-                           F.countDistinct("ts").alias("samples")))
+    replica_rows = sizes.join(per_partition, [*WINDOW_KEYS, "_mtopic", "partition"]).select(
+        *WINDOW_KEYS,
+        F.lit("partition").alias("type"),
+        "broker",
+        "topic",
+        "partition",
+        "bytes_in",
+        "bytes_out",
+        "messages_in",
+        F.coalesce("_leader_size", "size").alias("size"),
+        (F.col("broker") == F.col("_leader")).alias("leader"),
+        "replicas",
+        null.cast("string").alias("rack"),
+        null.cast("double").alias("capacity_network_in"),
+        null.cast("double").alias("capacity_network_out"),
+        null.cast("double").alias("capacity_disk"),
+        null.cast("double").alias("cpu"),
+        "last_ts",
+        "samples",
+    )
+    broker_reports = (
+        reports.where(F.col("type") == "broker")
+        .groupBy(*WINDOW_KEYS, "broker")
+        .agg(
+            rate("BROKER_CPU_UTIL").alias("cpu"),
+            F.max("ts").alias("last_ts"),
+            F.countDistinct("ts").alias("samples"),
+        )
+    )
     known = brokers_at(brokers, keys)
-    broker_rows = (capacity_frame(raw.sparkSession, capacities, known).join(broker_reports, [*WINDOW_KEYS, "broker"], "left")
-                   .select(*WINDOW_KEYS, F.lit("broker").alias("type"), "broker", null.cast("string").alias("topic"),
-                           null.cast("int").alias("partition"), null.cast("double").alias("bytes_in"),
-                           null.cast("double").alias("bytes_out"), null.cast("double").alias("messages_in"),
-                           null.cast("double").alias("size"), null.cast("boolean").alias("leader"),
-                           null.cast("array<int>").alias("replicas"), "rack", "capacity_network_in",
-                           "capacity_network_out", "capacity_disk", "cpu", "last_ts",
-                           F.coalesce("samples", F.lit(0)).cast("long").alias("samples")))
+    broker_rows = (
+        capacity_frame(raw.sparkSession, capacities, known)
+        .join(broker_reports, [*WINDOW_KEYS, "broker"], "left")
+        .select(
+            *WINDOW_KEYS,
+            F.lit("broker").alias("type"),
+            "broker",
+            null.cast("string").alias("topic"),
+            null.cast("int").alias("partition"),
+            null.cast("double").alias("bytes_in"),
+            null.cast("double").alias("bytes_out"),
+            null.cast("double").alias("messages_in"),
+            null.cast("double").alias("size"),
+            null.cast("boolean").alias("leader"),
+            null.cast("array<int>").alias("replicas"),
+            "rack",
+            "capacity_network_in",
+            "capacity_network_out",
+            "capacity_disk",
+            "cpu",
+            "last_ts",
+            F.coalesce("samples", F.lit(0)).cast("long").alias("samples"),
+        )
+    )
     return replica_rows.unionByName(broker_rows)
 
 
@@ -262,11 +401,21 @@ def with_cruise_control_values(kafka: DataFrame) -> DataFrame:
 def fill_capacities(windows: DataFrame, capacities: Capacities) -> DataFrame:
     """v1 report rows with the capacity file's figures where a broker's own record gave none
     (a broker record's capacity wins for that broker)."""
-    filled = capacity_frame(windows.sparkSession, capacities, windows.select(F.col("broker").alias("_b")).distinct()
-                            .withColumnRenamed("_b", "broker"))
+    filled = capacity_frame(
+        windows.sparkSession,
+        capacities,
+        windows.select(F.col("broker").alias("_b")).distinct().withColumnRenamed("_b", "broker"),
+    )
     filled = filled.select("broker", *(F.col(f"capacity_{r}").alias(f"_file_{r}") for r in tm.CAPACITY_KEYS))
     joined = windows.join(F.broadcast(filled), "broker", "left")
     is_broker = F.col("type") == "broker"
-    return joined.select(*(
-        F.when(is_broker, F.coalesce(F.col(c), F.col(f"_file_{c[len('capacity_'):]}"))).otherwise(F.col(c)).alias(c)
-        if c.startswith("capacity_") else c for c in windows.columns))
+    return joined.select(
+        *(
+            F.when(is_broker, F.coalesce(F.col(c), F.col(f"_file_{c[len('capacity_') :]}")))
+            .otherwise(F.col(c))
+            .alias(c)
+            if c.startswith("capacity_")
+            else c
+            for c in windows.columns
+        )
+    )

@@ -28,10 +28,13 @@ log = logging.getLogger(__name__)
 def python_source_options(config: Config, *, streaming: bool = True) -> dict[str, str]:
     """Options of our Kafka source (``kafka_py``) for the configured topic and format."""
     source = config.source
-    options = {"kafka.bootstrap.servers": source.bootstrap_servers, "subscribe": source.topic,
-               "startingOffsets": source.starting_offsets if streaming else "earliest",
-               "kafkaUnavailableTimeoutMs": str(int(duration_seconds(source.unavailable_timeout) * 1000)),
-               "failOnDataLoss": "true"}
+    options = {
+        "kafka.bootstrap.servers": source.bootstrap_servers,
+        "subscribe": source.topic,
+        "startingOffsets": source.starting_offsets if streaming else "earliest",
+        "kafkaUnavailableTimeoutMs": str(int(duration_seconds(source.unavailable_timeout) * 1000)),
+        "failOnDataLoss": "true",
+    }
     if streaming:
         options["maxOffsetsPerTrigger"] = str(source.max_records_per_batch)
     if source.format == "cruise-control":
@@ -53,15 +56,19 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
         spark.dataSource.register(KafkaSource)
         return spark.readStream.format(KafkaSource.name()).options(**python_source_options(config)).load()
     if not kafka_jar_available(spark):
-        raise RuntimeError("source.connector is 'native' but Spark's Kafka connector jar is not on the "
-                           "classpath; submit with spark-submit.sh (it passes --packages "
-                           "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python")
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", source.bootstrap_servers)
-              .option("subscribe", source.topic)
-              .option("startingOffsets", source.starting_offsets)
-              .option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
-              .option("failOnDataLoss", "true"))
+        raise RuntimeError(
+            "source.connector is 'native' but Spark's Kafka connector jar is not on the "
+            "classpath; submit with spark-submit.sh (it passes --packages "
+            "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python"
+        )
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.bootstrap_servers)
+        .option("subscribe", source.topic)
+        .option("startingOffsets", source.starting_offsets)
+        .option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
+        .option("failOnDataLoss", "true")
+    )
     for key, value in source.options.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()
@@ -73,33 +80,51 @@ def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
     if source.format == "cruise-control":
         if "value_cc" not in kafka.columns:  # Spark's own Kafka source: decode in one Arrow pass
             kafka = with_cruise_control_values(kafka)
-        return parse_cruise_control(kafka, cluster=source.cluster, max_value_bytes=source.max_value_bytes,
-                                    max_rate=source.max_rate, max_size=source.max_size)
-    return parse_telemetry(kafka, max_value_bytes=source.max_value_bytes, max_rate=source.max_rate,
-                           max_size=source.max_size)
+        return parse_cruise_control(
+            kafka,
+            cluster=source.cluster,
+            max_value_bytes=source.max_value_bytes,
+            max_rate=source.max_rate,
+            max_size=source.max_size,
+        )
+    return parse_telemetry(
+        kafka, max_value_bytes=source.max_value_bytes, max_rate=source.max_rate, max_size=source.max_size
+    )
 
 
-def start(spark: SparkSession, config: Config, *, once: bool = False,
-          on_plans: PlanListener | None = None) -> list[StreamingQuery]:
+def start(
+    spark: SparkSession, config: Config, *, once: bool = False, on_plans: PlanListener | None = None
+) -> list[StreamingQuery]:
     """Start the job's streaming query; the caller awaits or stops it (a list, as ``await_all`` takes)."""
-    lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine,
-                          storage_options=config.lakehouse.storage_options)
+    lakehouse = Lakehouse(
+        spark,
+        config.lakehouse.path,
+        engine=config.lakehouse.engine,
+        storage_options=config.lakehouse.storage_options,
+    )
     lakehouse.create_all()
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
     parsed = parse_stream(kafka_stream(spark, config), config)
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
-    query = (parsed.writeStream.queryName("balancer")
-             .trigger(processingTime="1 second" if once else config.trigger.interval)
-             .option("checkpointLocation", str(checkpoint))
-             .foreachBatch(BalancerSink(lakehouse, config, checkpoint, on_plans)).start())
+    query = (
+        parsed.writeStream.queryName("balancer")
+        .trigger(processingTime="1 second" if once else config.trigger.interval)
+        .option("checkpointLocation", str(checkpoint))
+        .foreachBatch(BalancerSink(lakehouse, config, checkpoint, on_plans))
+        .start()
+    )
     log.info("started query %s; lakehouse at %s (%s)", query.name, lakehouse.root, lakehouse.engine)
     return [query]
 
 
 def _idle(query: StreamingQuery) -> bool:
     status, progress = query.status, query.lastProgress
-    return (progress is not None and progress["numInputRows"] == 0
-            and not status["isDataAvailable"] and not status["isTriggerActive"])
+    return (
+        progress is not None
+        and progress["numInputRows"] == 0
+        and not status["isDataAvailable"]
+        and not status["isTriggerActive"]
+    )
 
 
 def run_until_idle(spark: SparkSession, queries: list[StreamingQuery], *, poll_seconds: float = 0.5) -> None:

@@ -41,8 +41,11 @@ _READ = pj.ReadOptions(use_threads=False, block_size=1 << 22)
 def decode_json(values: pa.Array, value_type: pa.StructType) -> pa.StructArray:
     """One struct (or NULL: left to Spark) per value of a binary array, typed as ``value_type``."""
     n = len(values)
-    parse = pj.ParseOptions(explicit_schema=pa.schema([("r", value_type)]), unexpected_field_behavior="ignore",
-                            newlines_in_values=False)
+    parse = pj.ParseOptions(
+        explicit_schema=pa.schema([("r", value_type)]),
+        unexpected_field_behavior="ignore",
+        newlines_in_values=False,
+    )
     eligible = pc.is_valid(values)
     every = values.null_count == 0
     chosen = values if every else values.filter(eligible)
@@ -50,7 +53,7 @@ def decode_json(values: pa.Array, value_type: pa.StructType) -> pa.StructArray:
         return pa.nulls(n, value_type)
     wrapped = pc.binary_join_element_wise(pa.scalar(_PREFIX), chosen, pa.scalar(_SUFFIX), pa.scalar(b""))
     offsets = np.frombuffer(wrapped.buffers()[1], dtype=np.int32, count=len(wrapped) + 1 + wrapped.offset)
-    offsets = offsets[wrapped.offset:]
+    offsets = offsets[wrapped.offset :]
     decoded = _decode_rows(wrapped.buffers()[2], offsets, 0, len(chosen), value_type, parse)
     if every:
         return decoded
@@ -60,16 +63,21 @@ def decode_json(values: pa.Array, value_type: pa.StructType) -> pa.StructArray:
     return pa.concat_arrays([decoded, pa.nulls(1, value_type)]).take(pa.array(index))
 
 
-def _decode_rows(data: pa.Buffer, offsets: np.ndarray, lo: int, hi: int, value_type: pa.StructType,
-                 parse: pj.ParseOptions) -> pa.StructArray:
+def _decode_rows(
+    data: pa.Buffer, offsets: np.ndarray, lo: int, hi: int, value_type: pa.StructType, parse: pj.ParseOptions
+) -> pa.StructArray:
     """Rows ``[lo, hi)`` of the wrapped values; a rejected range is split until the bad rows are alone."""
     start, end = int(offsets[lo]), int(offsets[hi])
     try:
         # The reader does not check UTF-8; Spark rejects a value that is not UTF-8 anywhere in it.
-        pa.Array.from_buffers(pa.string(), hi - lo, [None, pa.py_buffer(offsets[lo:hi + 1] - start),
-                                                     data.slice(start, end - start)]).validate(full=True)
-        table = pj.read_json(pa.BufferReader(data.slice(start, end - start)), read_options=_READ,
-                             parse_options=parse)
+        pa.Array.from_buffers(
+            pa.string(),
+            hi - lo,
+            [None, pa.py_buffer(offsets[lo : hi + 1] - start), data.slice(start, end - start)],
+        ).validate(full=True)
+        table = pj.read_json(
+            pa.BufferReader(data.slice(start, end - start)), read_options=_READ, parse_options=parse
+        )
         if table.num_rows != hi - lo:
             raise pa.ArrowInvalid(f"{table.num_rows} rows for {hi - lo} values")
         column = table.column(0).combine_chunks()
@@ -80,8 +88,9 @@ def _decode_rows(data: pa.Buffer, offsets: np.ndarray, lo: int, hi: int, value_t
         if hi - lo == 1:
             return pa.nulls(1, value_type)
     step = max(1, -(-(hi - lo) // _SPLIT))
-    return pa.concat_arrays([_decode_rows(data, offsets, i, min(i + step, hi), value_type, parse)
-                             for i in range(lo, hi, step)])
+    return pa.concat_arrays(
+        [_decode_rows(data, offsets, i, min(i + step, hi), value_type, parse) for i in range(lo, hi, step)]
+    )
 
 
 def _nonfinite(column: pa.StructArray) -> pa.BooleanArray | None:

@@ -61,24 +61,33 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from itertools import chain
-from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 log = logging.getLogger(__name__)
 
-SCHEMA = StructType([
-    StructField("key", BinaryType()),
-    StructField("value", BinaryType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("offset", LongType()),
-    StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
-])
+SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+)
 
 EARLIEST, LATEST = -2, -1  # Spark's markers inside startingOffsets/endingOffsets JSON
 _CONSUME_BATCH = 20_000  # messages per Consumer.consume() call and per Arrow batch
@@ -127,12 +136,17 @@ class _Options:
         self.value_json_schema = _struct_option(opts.get("valuejsonschema"))
         self.value_format = opts.get("valueformat", "raw").strip().lower()
         if self.value_format not in ("raw", "cruise-control"):
-            raise ValueError(f"option 'valueFormat' must be 'raw' or 'cruise-control', got {self.value_format!r}")
+            raise ValueError(
+                f"option 'valueFormat' must be 'raw' or 'cruise-control', got {self.value_format!r}"
+            )
         if self.value_format == "cruise-control" and self.value_json_schema is not None:
             raise ValueError("options 'valueFormat=cruise-control' and 'valueJsonSchema' exclude each other")
         # Every other kafka.<prop> goes to librdkafka unchanged.
-        self.client = {k[len("kafka."):]: v for k, v in opts.items()
-                       if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        self.client = {
+            k[len("kafka.") :]: v
+            for k, v in opts.items()
+            if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+        }
         self.secrets = [v for k, v in self.client.items() if any(w in k for w in _SECRET_WORDS)]
 
     def __repr__(self) -> str:
@@ -167,8 +181,9 @@ def _struct_option(text: str | None) -> StructType | None:
     try:
         schema = StructType.fromJson(json.loads(text))
     except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"option 'valueJsonSchema' must be a Spark struct type as JSON (StructType.json()): "
-                         f"{exc}") from exc
+        raise ValueError(
+            f"option 'valueJsonSchema' must be a Spark struct type as JSON (StructType.json()): {exc}"
+        ) from exc
     return schema
 
 
@@ -253,8 +268,9 @@ class _Broker:
             try:
                 self._consumer = Consumer({**self.opts.consumer_config(), "error_cb": self._on_error})
             except KafkaException as exc:  # a bad client property: retrying cannot help
-                raise KafkaSourceError(self.opts.redact(
-                    f"Kafka client options for {self.opts.bootstrap} are invalid: {exc}")) from None
+                raise KafkaSourceError(
+                    self.opts.redact(f"Kafka client options for {self.opts.bootstrap} are invalid: {exc}")
+                ) from None
         return self._consumer
 
     def close(self) -> None:
@@ -282,17 +298,23 @@ class _Broker:
                 if self._consumer is not None:
                     self._consumer.poll(0)  # serves error_cb, which is how a refused login shows up
             if self._auth_error is not None:
-                raise KafkaSourceError(self.opts.redact(
-                    f"authentication to Kafka brokers {self.opts.bootstrap} failed while {what}: "
-                    f"{self._auth_error.str()} (check sasl.* in source.options)"))
+                raise KafkaSourceError(
+                    self.opts.redact(
+                        f"authentication to Kafka brokers {self.opts.bootstrap} failed while {what}: "
+                        f"{self._auth_error.str()} (check sasl.* in source.options)"
+                    )
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 2.0)
-        raise KafkaUnavailableError(self.opts.redact(
-            f"Kafka brokers {self.opts.bootstrap} unavailable for {self.opts.unavailable_timeout:g}s "
-            f"(kafkaUnavailableTimeoutMs) while {what}: {last}"))
+        raise KafkaUnavailableError(
+            self.opts.redact(
+                f"Kafka brokers {self.opts.bootstrap} unavailable for {self.opts.unavailable_timeout:g}s "
+                f"(kafkaUnavailableTimeoutMs) while {what}: {last}"
+            )
+        )
 
     def partitions(self) -> list[tuple[str, int]]:
         from confluent_kafka import KafkaError
@@ -301,6 +323,7 @@ class _Broker:
             metadata = self.consumer().list_topics(timeout=timeout)
             if not metadata.brokers:
                 from confluent_kafka import KafkaException
+
                 raise KafkaException(KafkaError(KafkaError._TRANSPORT, "no brokers in metadata"))
             return metadata
 
@@ -321,7 +344,9 @@ class _Broker:
             out[(topic, p)] = self.retry(
                 f"reading offsets of {topic}-{p}",
                 lambda t, topic=topic, p=p: self.consumer().get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=t, cached=False))
+                    TopicPartition(topic, p), timeout=t, cached=False
+                ),
+            )
         return out
 
     def end_offsets(self, tps) -> dict[tuple[str, int], tuple[int, int]]:
@@ -399,8 +424,10 @@ def _resolve(spec: str, which: str, broker: _Broker, tps, ends) -> dict[tuple[st
     try:
         named = _offset_map(json.loads(spec))
     except (ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(f"option '{which}' must be 'earliest', 'latest' or JSON like "
-                         f'{{"topic":{{"0":23}}}}, got {spec!r}') from exc
+        raise ValueError(
+            f"option '{which}' must be 'earliest', 'latest' or JSON like "
+            f'{{"topic":{{"0":23}}}}, got {spec!r}'
+        ) from exc
     out = {}
     for tp in tps:
         o = named.get(tp, EARLIEST)
@@ -416,7 +443,9 @@ def _cap(start: dict, end: dict, limit: int) -> dict:
         return dict(end)
     shares = {tp: limit * n / total for tp, n in lag.items()}
     alloc = {tp: int(s) for tp, s in shares.items()}
-    for tp in sorted(shares, key=lambda tp: shares[tp] - alloc[tp], reverse=True)[:limit - sum(alloc.values())]:
+    for tp in sorted(shares, key=lambda tp: shares[tp] - alloc[tp], reverse=True)[
+        : limit - sum(alloc.values())
+    ]:
         alloc[tp] += 1
     return {tp: (start[tp] + alloc[tp] if tp in start and lag[tp] else end[tp]) for tp in end}
 
@@ -439,7 +468,11 @@ def _plan(broker: _Broker, opts: _Options, start: dict, end: dict) -> list[Kafka
     starts, ends = _offset_map(start), _offset_map(end)
     missing = [tp for tp in ends if tp not in starts]
     backwards = [tp for tp in ends if tp in starts and starts[tp] > ends[tp]]
-    lows = {tp: lh[0] for tp, lh in broker.watermarks(missing + backwards).items()} if missing or backwards else {}
+    lows = (
+        {tp: lh[0] for tp, lh in broker.watermarks(missing + backwards).items()}
+        if missing or backwards
+        else {}
+    )
     ranges = []
     for tp, e in sorted(ends.items()):
         s = starts.get(tp)
@@ -454,9 +487,11 @@ def _plan(broker: _Broker, opts: _Options, start: dict, end: dict) -> list[Kafka
 
 
 def _data_loss(opts: _Options, tp, expected: int, found, why: str) -> None:
-    message = (f"Data loss on topic {tp[0]!r} partition {tp[1]}: expected offset {expected}, found {found} "
-               f"({why}; the broker lost data, or the topic was deleted/recreated). "
-               "Set failOnDataLoss=false to continue from what exists.")
+    message = (
+        f"Data loss on topic {tp[0]!r} partition {tp[1]}: expected offset {expected}, found {found} "
+        f"({why}; the broker lost data, or the topic was deleted/recreated). "
+        "Set failOnDataLoss=false to continue from what exists."
+    )
     if opts.fail_on_data_loss:
         raise KafkaDataLossError(opts.redact(message))
     log.warning(opts.redact(message))
@@ -496,10 +531,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             elif ends[tp][1] < at:
                 _data_loss(self.opts, tp, at, f"latest offset {ends[tp][1]}", "offsets went backwards")
             elif ends[tp][0] > at:
-                _data_loss(self.opts, tp, at, f"earliest offset {ends[tp][0]}",
-                           "records were deleted before they were read")
-        start = {tp: (current[tp] if tp in current and current[tp] <= latest[tp] else ends[tp][0])
-                 for tp in latest}
+                _data_loss(
+                    self.opts,
+                    tp,
+                    at,
+                    f"earliest offset {ends[tp][0]}",
+                    "records were deleted before they were read",
+                )
+        start = {
+            tp: (current[tp] if tp in current and current[tp] <= latest[tp] else ends[tp][0]) for tp in latest
+        }
         if self.opts.max_per_trigger:
             latest = _cap(start, latest, self.opts.max_per_trigger)
         # Spark uses the returned offset as the next batch's start.
@@ -562,8 +603,14 @@ class KafkaSource(DataSource):
 
 # --------------------------------------------------------------------------- executor side
 
-def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None = None,
-              decoder: ValueDecoder | None = None):
+
+def _to_batch(
+    topic: str,
+    partition: int,
+    msgs: list,
+    first_offset: int | None = None,
+    decoder: ValueDecoder | None = None,
+):
     """Messages → one Arrow batch. Each accessor runs once per message through C-level
     ``map()`` (no Python bytecode per message); columns are built in bulk.
 
@@ -586,8 +633,10 @@ def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None =
         offsets = np.arange(first_offset, first_offset + n, dtype=np.int64)
     topic_bytes = topic.encode()
     topic_arr = pa.StringArray.from_buffers(
-        n, pa.py_buffer((np.arange(n + 1, dtype=np.int32) * len(topic_bytes)).tobytes()),
-        pa.py_buffer(topic_bytes * n))
+        n,
+        pa.py_buffer((np.arange(n + 1, dtype=np.int32) * len(topic_bytes)).tobytes()),
+        pa.py_buffer(topic_bytes * n),
+    )
     # librdkafka: 0 none, 1 create, 2 log-append; Spark: -1 none, 0 create, 1 log-append.
     no_ts = ts_type == 0
     value_arr = pa.array(values, type=pa.binary())
@@ -603,18 +652,26 @@ def _to_batch(topic: str, partition: int, msgs: list, first_offset: int | None =
     if decoder is None:
         return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA())
     columns.append(decoder.decode(value_arr))
-    return pa.RecordBatch.from_arrays(columns,
-                                      schema=_ARROW_SCHEMA().append(pa.field(decoder.column, decoder.arrow_type)))
+    return pa.RecordBatch.from_arrays(
+        columns, schema=_ARROW_SCHEMA().append(pa.field(decoder.column, decoder.arrow_type))
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ARROW_SCHEMA():
     import pyarrow as pa
 
-    return pa.schema([
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-        ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ])
+    return pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("timestampType", pa.int32()),
+        ]
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -632,9 +689,15 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
     if start >= end:
         return
     decoder = value_decoder(opts)
-    consumer = Consumer(opts.consumer_config(**{
-        # Prefetch enough for fast bulk consumes without holding huge queues per task.
-        "queued.max.messages.kbytes": 65536, "fetch.wait.max.ms": 100}))
+    consumer = Consumer(
+        opts.consumer_config(
+            **{
+                # Prefetch enough for fast bulk consumes without holding huge queues per task.
+                "queued.max.messages.kbytes": 65536,
+                "fetch.wait.max.ms": 100,
+            }
+        )
+    )
     try:
         consumer.assign([TopicPartition(topic, p, start)])
         nxt = start
@@ -644,15 +707,21 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
             with _gc_paused():
                 msgs = consumer.consume(num_messages=min(_CONSUME_BATCH, end - nxt), timeout=0.5)
                 # Fast path: contiguous records, no error events (the common case).
-                fast = (msgs and msgs[0].offset() == nxt and msgs[-1].offset() == nxt + len(msgs) - 1
-                        and not any(map(Message.error, msgs)))
-                batch = (_to_batch(topic, p, msgs, first_offset=nxt, decoder=decoder)
-                         if fast else None)
+                fast = (
+                    msgs
+                    and msgs[0].offset() == nxt
+                    and msgs[-1].offset() == nxt + len(msgs) - 1
+                    and not any(map(Message.error, msgs))
+                )
+                batch = _to_batch(topic, p, msgs, first_offset=nxt, decoder=decoder) if fast else None
             if not msgs:
                 if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(opts.redact(
-                        f"no records from Kafka brokers {opts.bootstrap} for {opts.unavailable_timeout:g}s "
-                        f"(kafkaUnavailableTimeoutMs) reading {topic}-{p} at offset {nxt} (range {start}..{end})"))
+                    raise KafkaUnavailableError(
+                        opts.redact(
+                            f"no records from Kafka brokers {opts.bootstrap} for {opts.unavailable_timeout:g}s "
+                            f"(kafkaUnavailableTimeoutMs) reading {topic}-{p} at offset {nxt} (range {start}..{end})"
+                        )
+                    )
                 continue
             deadline = time.monotonic() + opts.unavailable_timeout
             if fast:
@@ -668,8 +737,13 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                     if err.code() == KafkaError._PARTITION_EOF:
                         if m.offset() < end:
                             # The broker's own end is before our range end: records are gone.
-                            _data_loss(opts, (topic, p), end, f"end of partition at offset {m.offset()}",
-                                       f"records {max(nxt, m.offset())}..{end - 1} do not exist")
+                            _data_loss(
+                                opts,
+                                (topic, p),
+                                end,
+                                f"end of partition at offset {m.offset()}",
+                                f"records {max(nxt, m.offset())}..{end - 1} do not exist",
+                            )
                             stop = True
                         continue
                     if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
@@ -677,7 +751,9 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                         stop = True
                         continue
                     if err.fatal() or not err.retriable():
-                        raise KafkaSourceError(opts.redact(f"reading {topic}-{p} from {opts.bootstrap}: {err.str()}"))
+                        raise KafkaSourceError(
+                            opts.redact(f"reading {topic}-{p} from {opts.bootstrap}: {err.str()}")
+                        )
                     continue  # transient (e.g. transport): librdkafka retries itself
                 o = m.offset()
                 if o < nxt:

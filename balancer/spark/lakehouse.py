@@ -37,8 +37,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from balancer.resources import sql_files
-from balancer.storage import Storage
 from balancer.spark.session import delta_jar_available
+from balancer.storage import Storage
 
 _COLUMNS = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)\s*\((.*)\)\s*USING DELTA", re.S | re.I)
 
@@ -59,8 +59,15 @@ def table_ddl() -> dict[str, str]:
 TABLES = tuple(table_ddl())
 
 
-_SCALARS = {"STRING": T.StringType(), "INT": T.IntegerType(), "BIGINT": T.LongType(), "DOUBLE": T.DoubleType(),
-            "BOOLEAN": T.BooleanType(), "TIMESTAMP": T.TimestampType(), "BINARY": T.BinaryType()}
+_SCALARS = {
+    "STRING": T.StringType(),
+    "INT": T.IntegerType(),
+    "BIGINT": T.LongType(),
+    "DOUBLE": T.DoubleType(),
+    "BOOLEAN": T.BooleanType(),
+    "TIMESTAMP": T.TimestampType(),
+    "BINARY": T.BinaryType(),
+}
 _COLUMN = re.compile(r"^(\w+)\s+(ARRAY<(\w+)>|\w+)(\s+NOT NULL)?$", re.I)
 
 
@@ -93,16 +100,24 @@ class Lakehouse:
     """The balancer's tables under one root (one sub-folder per table): a local folder, or an object-store
     URI (``s3://bucket/prefix``) with ``storage_options`` (see balancer/storage.py)."""
 
-    def __init__(self, spark: SparkSession, root: str | Path, *, engine: str = "auto",
-                 storage_options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str | Path,
+        *,
+        engine: str = "auto",
+        storage_options: dict[str, str] | None = None,
+    ):
         if engine not in ("auto", "delta-rs", "delta-spark"):
             raise ValueError(f"engine must be 'auto', 'delta-rs' or 'delta-spark', got {engine!r}")
         if engine == "auto":
             engine = "delta-spark" if delta_jar_available(spark) else "delta-rs"
         elif engine == "delta-spark" and not delta_jar_available(spark):
-            raise RuntimeError("lakehouse.engine is 'delta-spark' but Delta's jar is not on the Spark classpath; "
-                               "submit with spark-submit.sh (it passes --packages io.delta:delta-spark_2.13) "
-                               "or set lakehouse.engine=delta-rs")
+            raise RuntimeError(
+                "lakehouse.engine is 'delta-spark' but Delta's jar is not on the Spark classpath; "
+                "submit with spark-submit.sh (it passes --packages io.delta:delta-spark_2.13) "
+                "or set lakehouse.engine=delta-rs"
+            )
         self.spark = spark
         self.storage = Storage.of(root, storage_options)
         self.root = self.storage.root
@@ -129,10 +144,17 @@ class Lakehouse:
             Path(self.root).mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             if self.engine == "delta-rs":
-                DeltaTable.create(self.path(table), schema=arrow_schema(table), mode="ignore", name=table,
-                                  storage_options=self.storage.delta_options())
+                DeltaTable.create(
+                    self.path(table),
+                    schema=arrow_schema(table),
+                    mode="ignore",
+                    name=table,
+                    storage_options=self.storage.delta_options(),
+                )
             else:
-                self.spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{self.path(table)}` ({table_ddl()[table]}) USING DELTA")
+                self.spark.sql(
+                    f"CREATE TABLE IF NOT EXISTS delta.`{self.path(table)}` ({table_ddl()[table]}) USING DELTA"
+                )
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -140,7 +162,11 @@ class Lakehouse:
         """Highest batch id committed to ``table`` by ``app_id``, or None."""
         if self.engine == "delta-rs":
             return self.delta(table).transaction_version(app_id)
-        rows = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path(table)}`").select("operationParameters").collect()
+        rows = (
+            self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path(table)}`")
+            .select("operationParameters")
+            .collect()
+        )
         versions = [int(r[0].get("txnVersion", -1)) for r in rows if r[0] and r[0].get("txnAppId") == app_id]
         return max(versions) if versions else None
 
@@ -172,11 +198,20 @@ class Lakehouse:
             done = self.committed_version(table, app_id)
             if done is not None and done >= batch_id:
                 return False
-            frame = data if isinstance(data, DataFrame) else self.spark.createDataFrame(data.to_pandas(),
-                                                                                          spark_schema(table))
+            frame = (
+                data
+                if isinstance(data, DataFrame)
+                else self.spark.createDataFrame(data.to_pandas(), spark_schema(table))
+            )
             # Delta would also skip a (txnAppId, txnVersion) it has seen; the check above tells the caller.
-            (frame.select(*spark_schema(table).names).write.format("delta").mode("append")
-             .option("txnAppId", app_id).option("txnVersion", batch_id).save(self.path(table)))
+            (
+                frame.select(*spark_schema(table).names)
+                .write.format("delta")
+                .mode("append")
+                .option("txnAppId", app_id)
+                .option("txnVersion", batch_id)
+                .save(self.path(table))
+            )
             return True
         delta = self.delta(table)
         done = delta.transaction_version(app_id)
@@ -185,24 +220,42 @@ class Lakehouse:
         if isinstance(data, DataFrame) and estimated_bytes(data) > DRIVER_MAX_BYTES:
             # An empty frame (the usual quarantine) costs one JVM-only job here instead of
             # starting Python workers that write nothing.
-            actions = [] if data.isEmpty() else write_files(data, self.path(table), table, prefix=f"b{batch_id}",
-                                                                 storage=self.storage)
+            actions = (
+                []
+                if data.isEmpty()
+                else write_files(data, self.path(table), table, prefix=f"b{batch_id}", storage=self.storage)
+            )
             self._commit_files(delta, table, actions, app_id, batch_id)
             return True
         arrow = data.toArrow() if isinstance(data, DataFrame) else data
-        write_deltalake(delta, conform(arrow, arrow_schema(table), table), mode="append",
-                        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+        write_deltalake(
+            delta,
+            conform(arrow, arrow_schema(table), table),
+            mode="append",
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
+        )
         return True
 
     @staticmethod
-    def _commit_files(delta: DeltaTable, table: str, actions: list[AddAction], app_id: str, batch_id: int) -> None:
+    def _commit_files(
+        delta: DeltaTable, table: str, actions: list[AddAction], app_id: str, batch_id: int
+    ) -> None:
         """ONE Delta commit of files already written into the table's folder, recording (app_id, batch_id)."""
         commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-        delta.create_write_transaction(actions, mode="append", schema=arrow_schema(table), commit_properties=commit)
+        delta.create_write_transaction(
+            actions, mode="append", schema=arrow_schema(table), commit_properties=commit
+        )
 
-    def append_routed(self, frame: DataFrame, tables: list[str], *, route: str, app_id: str, batch_id: int,
-                      summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
-                      ) -> tuple[dict[str, bool], pa.Table | None]:
+    def append_routed(
+        self,
+        frame: DataFrame,
+        tables: list[str],
+        *,
+        route: str,
+        app_id: str,
+        batch_id: int,
+        summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+    ) -> tuple[dict[str, bool], pa.Table | None]:
         """``append`` to several tables in ONE pass over ``frame`` (delta-rs only): a row goes to
         ``tables[i]`` where its ``route`` column holds ``i``, and ``summarize`` runs on the same Arrow
         batches (see ``write_routed``). One commit per table, each idempotent per (app_id, batch_id)
@@ -217,8 +270,9 @@ class Lakehouse:
         for table in tables:
             done = self.committed_version(table, app_id)
             outputs.append((table, self.path(table)) if done is None or done < batch_id else None)
-        actions, summary = write_routed(frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize,
-                                        storage=self.storage)
+        actions, summary = write_routed(
+            frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize, storage=self.storage
+        )
         for table in actions:
             self._commit_files(self.delta(table), table, actions[table], app_id, batch_id)
         return {table: table in actions for table in tables}, summary
@@ -336,15 +390,16 @@ def estimated_bytes(frame: DataFrame) -> int:
 # and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
 _STRING_STAT_CHARS = 64
-_RESULT_SCHEMA = ("table string, path string, size long, rows long, stats string, mtime long, inline binary, "
-                  "summary binary")
+_RESULT_SCHEMA = (
+    "table string, path string, size long, rows long, stats string, mtime long, inline binary, summary binary"
+)
 
 
 def _ts_text(micros: int, round_up: bool) -> str:
     # Delta stats keep timestamps to the millisecond: round the max up and the min down so the
     # range still covers every value (data skipping must never skip a file that matches).
     millis = -(-micros // 1000) if round_up else micros // 1000
-    stamp = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=millis)
+    stamp = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=millis)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
@@ -366,7 +421,11 @@ class _Stats:
                 continue
             column = batch.column(field.name)
             self.nulls[field.name] += column.null_count
-            if pa.types.is_boolean(field.type) or pa.types.is_binary(field.type) or column.null_count == len(column):
+            if (
+                pa.types.is_boolean(field.type)
+                or pa.types.is_binary(field.type)
+                or column.null_count == len(column)
+            ):
                 continue  # Delta keeps no min/max for booleans and binary
             if pa.types.is_timestamp(field.type):
                 column = column.cast(pa.int64())
@@ -406,11 +465,15 @@ class _Stats:
                 # highest code point (an upper bound of every string with that prefix).
                 lo[name] = self.lo[name][:_STRING_STAT_CHARS]
                 high = self.hi[name]
-                hi[name] = high if len(high) <= _STRING_STAT_CHARS else high[:_STRING_STAT_CHARS] + "\U0010ffff"
+                hi[name] = (
+                    high if len(high) <= _STRING_STAT_CHARS else high[:_STRING_STAT_CHARS] + "\U0010ffff"
+                )
             else:
                 lo[name], hi[name] = self.lo[name], self.hi[name]
-        return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
-                          allow_nan=False)
+        return json.dumps(
+            {"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
+            allow_nan=False,
+        )
 
 
 def _file_reader(storage: Storage, table: str):
@@ -458,12 +521,23 @@ class _ParquetFile:
         self.sink.close()  # the writer leaves a stream it did not open to its owner
         info = self.storage.filesystem.get_file_info(self.full)
         mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
-        return {"path": self.name, "size": info.size, "rows": self.stats.rows, "stats": self.stats.json(),
-                "mtime": mtime, "inline": None}
+        return {
+            "path": self.name,
+            "size": info.size,
+            "rows": self.stats.rows,
+            "stats": self.stats.json(),
+            "mtime": mtime,
+            "inline": None,
+        }
 
 
-def write_parquet(batches: Iterator[pa.RecordBatch], folder: str, schema: pa.Schema, prefix: str,
-                  storage: Storage | None = None) -> dict | None:
+def write_parquet(
+    batches: Iterator[pa.RecordBatch],
+    folder: str,
+    schema: pa.Schema,
+    prefix: str,
+    storage: Storage | None = None,
+) -> dict | None:
     """Write ``batches`` as one new parquet file in ``folder``; its add-action fields, or None if empty."""
     file = _ParquetFile(folder, schema, prefix, storage)
     try:
@@ -507,8 +581,15 @@ class _TaskOutput:
         rows = sum(b.num_rows for b in self.held)
         if not rows:
             return None
-        return {"table": self.table, "path": None, "size": 0, "rows": rows, "stats": None, "mtime": 0,
-                "inline": _ipc_bytes(pa.Table.from_batches(self.held, self.schema))}
+        return {
+            "table": self.table,
+            "path": None,
+            "size": 0,
+            "rows": rows,
+            "stats": None,
+            "mtime": 0,
+            "inline": _ipc_bytes(pa.Table.from_batches(self.held, self.schema)),
+        }
 
 
 def _ipc_bytes(table: pa.Table) -> bytes:
@@ -518,11 +599,21 @@ def _ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _task_writer(outputs: list[tuple[str, str] | None], route: str | None, prefix: str, inline_max_bytes: int,
-                 summarize: Callable[[pa.RecordBatch], pa.Table] | None, storage: Storage | None):
+def _task_writer(
+    outputs: list[tuple[str, str] | None],
+    route: str | None,
+    prefix: str,
+    inline_max_bytes: int,
+    summarize: Callable[[pa.RecordBatch], pa.Table] | None,
+    storage: Storage | None,
+):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tasks = {i: _TaskOutput(folder, table, prefix, inline_max_bytes, storage)
-                 for i, out in enumerate(outputs) if out is not None for table, folder in [out]}
+        tasks = {
+            i: _TaskOutput(folder, table, prefix, inline_max_bytes, storage)
+            for i, out in enumerate(outputs)
+            if out is not None
+            for table, folder in [out]
+        }
         partials = []
         for batch in batches:
             if summarize is not None:
@@ -540,27 +631,55 @@ def _task_writer(outputs: list[tuple[str, str] | None], route: str | None, prefi
 
 @cache
 def _result_arrow_schema() -> pa.Schema:
-    return pa.schema([("table", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()),
-                      ("stats", pa.string()), ("mtime", pa.int64()), ("inline", pa.binary()),
-                      ("summary", pa.binary())])
+    return pa.schema(
+        [
+            ("table", pa.string()),
+            ("path", pa.string()),
+            ("size", pa.int64()),
+            ("rows", pa.int64()),
+            ("stats", pa.string()),
+            ("mtime", pa.int64()),
+            ("inline", pa.binary()),
+            ("summary", pa.binary()),
+        ]
+    )
 
 
-def write_files(frame: DataFrame, folder: str, table: str, *, prefix: str,
-                inline_max_bytes: int | None = None, storage: Storage | None = None) -> list[AddAction]:
+def write_files(
+    frame: DataFrame,
+    folder: str,
+    table: str,
+    *,
+    prefix: str,
+    inline_max_bytes: int | None = None,
+    storage: Storage | None = None,
+) -> list[AddAction]:
     """Executors write ``frame`` as parquet files in ``folder``; returns add actions for ONE commit.
 
     Partitions under ``inline_max_bytes`` come back to the driver as Arrow IPC and are written
     here as a single file. The files are not in the table until the caller commits the actions.
     """
-    actions, _ = write_routed(frame, [(table, folder)], route=None, prefix=prefix, inline_max_bytes=inline_max_bytes,
-                              storage=storage)
+    actions, _ = write_routed(
+        frame,
+        [(table, folder)],
+        route=None,
+        prefix=prefix,
+        inline_max_bytes=inline_max_bytes,
+        storage=storage,
+    )
     return actions[table]
 
 
-def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, route: str | None, prefix: str,
-                 summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
-                 inline_max_bytes: int | None = None,
-                 storage: Storage | None = None) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
+def write_routed(
+    frame: DataFrame,
+    outputs: list[tuple[str, str] | None],
+    *,
+    route: str | None,
+    prefix: str,
+    summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+    inline_max_bytes: int | None = None,
+    storage: Storage | None = None,
+) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
     """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[i]`` is (table, folder)
     for the rows whose ``route`` column holds ``i`` (None: those rows are not written); ``route``
     None: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
@@ -575,9 +694,13 @@ def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, rou
     if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
         names = set().union(*(arrow_schema(out[0]).names for out in outputs if out is not None), {route})
         frame = frame.select(*(c for c in frame.columns if c in names))
-    results = (frame.mapInArrow(_task_writer(outputs, route, prefix, inline_max_bytes, summarize, storage),
-                                _RESULT_SCHEMA)
-               .toArrow().to_pylist())
+    results = (
+        frame.mapInArrow(
+            _task_writer(outputs, route, prefix, inline_max_bytes, summarize, storage), _RESULT_SCHEMA
+        )
+        .toArrow()
+        .to_pylist()
+    )
     actions: dict[str, list[AddAction]] = {}
     for table, folder in (out for out in outputs if out is not None):
         mine = [r for r in results if r["table"] == table]
@@ -596,8 +719,11 @@ def write_routed(frame: DataFrame, outputs: list[tuple[str, str] | None], *, rou
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, table: str) -> pa.RecordBatch:
     if batch.schema.equals(schema):
         return batch
-    return conform(pa.Table.from_batches([batch]), schema, table).combine_chunks().to_batches()[0] \
-        if batch.num_rows else pa.RecordBatch.from_pylist([], schema=schema)
+    return (
+        conform(pa.Table.from_batches([batch]), schema, table).combine_chunks().to_batches()[0]
+        if batch.num_rows
+        else pa.RecordBatch.from_pylist([], schema=schema)
+    )
 
 
 def conform(arrow: pa.Table, schema: pa.Schema, table: str) -> pa.Table:

@@ -15,8 +15,9 @@ WINDOW_KEYS = ("cluster", "window_start", "window_end")
 PARTITION_KEYS = (*WINDOW_KEYS, "topic", "partition")
 
 
-def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: int | None,
-                    ends_until_ms: int) -> DataFrame:
+def replica_windows(
+    valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: int | None, ends_until_ms: int
+) -> DataFrame:
     """Per window ending in (ends_after, ends_until] (epoch ms), one row per (broker, partition replica)
     report and per broker report. Windows are aligned to the epoch, as Spark's ``window`` is.
 
@@ -31,10 +32,13 @@ def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: 
         closed &= ends > F.lit(ends_after_ms)
     # One max_by for all the latest report's fields: they come from the same row either way, and one
     # ordering per row is cheaper than seven (measured: ~10% of this aggregation).
-    latest = F.struct("size", "leader", "replicas", "rack", "capacity_network_in", "capacity_network_out",
-                      "capacity_disk")
+    latest = F.struct(
+        "size", "leader", "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk"
+    )
     return (
-        valid.select("*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"))
+        valid.select(
+            "*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w")
+        )
         .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)
         .repartition(*PARTITION_KEYS)
@@ -48,9 +52,26 @@ def replica_windows(valid: DataFrame, windows: WindowsConfig, *, ends_after_ms: 
             F.max("ts").alias("last_ts"),
             F.count(F.lit(1)).alias("samples"),
         )
-        .select(*WINDOW_KEYS, "type", "broker", "topic", "partition", "bytes_in", "bytes_out", "messages_in",
-                "_latest.size", "_latest.leader", "_latest.replicas", "_latest.rack", "_latest.capacity_network_in",
-                "_latest.capacity_network_out", "_latest.capacity_disk", "cpu", "last_ts", "samples")
+        .select(
+            *WINDOW_KEYS,
+            "type",
+            "broker",
+            "topic",
+            "partition",
+            "bytes_in",
+            "bytes_out",
+            "messages_in",
+            "_latest.size",
+            "_latest.leader",
+            "_latest.replicas",
+            "_latest.rack",
+            "_latest.capacity_network_in",
+            "_latest.capacity_network_out",
+            "_latest.capacity_disk",
+            "cpu",
+            "last_ts",
+            "samples",
+        )
     )
 
 
@@ -61,9 +82,13 @@ def partition_load(replicas: DataFrame) -> DataFrame:
     # to a follower's figures (followers replicate the same bytes in).
     leader_first = F.struct(F.col("leader").cast("int"), F.col("last_ts"))
     # The leader's figures by one max_by, as in replica_windows (measured: ~25% of this aggregation).
-    lead = F.struct(F.when(F.col("leader"), F.col("broker")).alias("leader"), "bytes_in",
-                    F.when(F.col("leader"), F.col("bytes_out")).otherwise(F.lit(0.0)).alias("bytes_out"),
-                    "messages_in", "size")
+    lead = F.struct(
+        F.when(F.col("leader"), F.col("broker")).alias("leader"),
+        "bytes_in",
+        F.when(F.col("leader"), F.col("bytes_out")).otherwise(F.lit(0.0)).alias("bytes_out"),
+        "messages_in",
+        "size",
+    )
     return (
         reports.groupBy(*PARTITION_KEYS)
         .agg(
@@ -72,22 +97,41 @@ def partition_load(replicas: DataFrame) -> DataFrame:
             F.sum("samples").alias("samples"),
             F.count(F.lit(1)).cast("int").alias("reporting_replicas"),
         )
-        .select(*PARTITION_KEYS, F.coalesce("_lead.leader", F.col("replicas")[0]).alias("leader"), "replicas",
-                "_lead.bytes_in", "_lead.bytes_out", "_lead.messages_in", "_lead.size", "samples",
-                "reporting_replicas", F.size("replicas").alias("replication_factor"))
+        .select(
+            *PARTITION_KEYS,
+            F.coalesce("_lead.leader", F.col("replicas")[0]).alias("leader"),
+            "replicas",
+            "_lead.bytes_in",
+            "_lead.bytes_out",
+            "_lead.messages_in",
+            "_lead.size",
+            "samples",
+            "reporting_replicas",
+            F.size("replicas").alias("replication_factor"),
+        )
     )
 
 
 def hosted_load(partitions: DataFrame) -> DataFrame:
     """Per (window, broker) hosting a replica: network_in, network_out, disk, replicas, leaders (the
     model below, without capacity). Also gives a plan's predicted loads: partitions with its targets."""
-    hosted = partitions.select(*WINDOW_KEYS, "leader", "bytes_in", "bytes_out", "size", "replication_factor",
-                               F.explode("replicas").alias("broker"))
+    hosted = partitions.select(
+        *WINDOW_KEYS,
+        "leader",
+        "bytes_in",
+        "bytes_out",
+        "size",
+        "replication_factor",
+        F.explode("replicas").alias("broker"),
+    )
     is_leader = F.col("broker") == F.col("leader")
     return hosted.groupBy(*WINDOW_KEYS, "broker").agg(
         F.sum("bytes_in").alias("network_in"),
-        F.sum(F.when(is_leader, F.col("bytes_out") + F.col("bytes_in") * (F.col("replication_factor") - 1))
-              .otherwise(0.0)).alias("network_out"),
+        F.sum(
+            F.when(
+                is_leader, F.col("bytes_out") + F.col("bytes_in") * (F.col("replication_factor") - 1)
+            ).otherwise(0.0)
+        ).alias("network_out"),
         F.sum("size").alias("disk"),
         F.count(F.lit(1)).cast("int").alias("replicas"),
         F.sum(is_leader.cast("int")).cast("int").alias("leaders"),
@@ -104,18 +148,30 @@ def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
     """
     loads = hosted_load(partitions)
     capacity = replicas.where(F.col("type") == "broker").select(
-        *WINDOW_KEYS, "broker", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
-        "samples")
+        *WINDOW_KEYS,
+        "broker",
+        "rack",
+        "capacity_network_in",
+        "capacity_network_out",
+        "capacity_disk",
+        "cpu",
+        "samples",
+    )
     joined = loads.join(capacity, [*WINDOW_KEYS, "broker"], "full_outer")
     zero = F.lit(0.0)
     joined = joined.select(
-        *WINDOW_KEYS, "broker", "rack",
+        *WINDOW_KEYS,
+        "broker",
+        "rack",
         F.coalesce("network_in", zero).alias("network_in"),
         F.coalesce("network_out", zero).alias("network_out"),
         F.coalesce("disk", zero).alias("disk"),
         F.coalesce("replicas", F.lit(0)).alias("replicas"),
         F.coalesce("leaders", F.lit(0)).alias("leaders"),
-        "capacity_network_in", "capacity_network_out", "capacity_disk", "cpu",
+        "capacity_network_in",
+        "capacity_network_out",
+        "capacity_disk",
+        "cpu",
         F.coalesce("samples", F.lit(0)).cast("long").alias("samples"),
     )
     for resource in ("network_in", "network_out", "disk"):
@@ -132,17 +188,37 @@ def broker_ranking(brokers: DataFrame, balancer: BalancerConfig) -> DataFrame:
     per_window = Window.partitionBy(*WINDOW_KEYS)
     traffic = F.col("network_in") + F.col("network_out")
     ranked = brokers.select(
-        *WINDOW_KEYS, "broker", "network_in", "network_out", traffic.alias("traffic"), "replicas", "leaders",
+        *WINDOW_KEYS,
+        "broker",
+        "network_in",
+        "network_out",
+        traffic.alias("traffic"),
+        "replicas",
+        "leaders",
         F.greatest("util_network_in", "util_network_out").alias("utilization"),
-        (F.sum("network_in").over(per_window) / F.sum("capacity_network_in").over(per_window)).alias("_avg_in"),
-        (F.sum("network_out").over(per_window) / F.sum("capacity_network_out").over(per_window)).alias("_avg_out"),
-        "util_network_in", "util_network_out",
+        (F.sum("network_in").over(per_window) / F.sum("capacity_network_in").over(per_window)).alias(
+            "_avg_in"
+        ),
+        (F.sum("network_out").over(per_window) / F.sum("capacity_network_out").over(per_window)).alias(
+            "_avg_out"
+        ),
+        "util_network_in",
+        "util_network_out",
     )
-    hot = ((F.col("util_network_in") > F.col("_avg_in") * balancer.balance_threshold)
-           | (F.col("util_network_out") > F.col("_avg_out") * balancer.balance_threshold)
-           | (F.col("utilization") > balancer.capacity_threshold))
+    hot = (
+        (F.col("util_network_in") > F.col("_avg_in") * balancer.balance_threshold)
+        | (F.col("util_network_out") > F.col("_avg_out") * balancer.balance_threshold)
+        | (F.col("utilization") > balancer.capacity_threshold)
+    )
     return ranked.select(
-        *WINDOW_KEYS, "broker", "network_in", "network_out", "traffic", "replicas", "leaders", "utilization",
+        *WINDOW_KEYS,
+        "broker",
+        "network_in",
+        "network_out",
+        "traffic",
+        "replicas",
+        "leaders",
+        "utilization",
         F.row_number().over(per_window.orderBy(F.desc("traffic"), "broker")).alias("rank_by_traffic"),
         F.row_number().over(per_window.orderBy(F.desc("replicas"), "broker")).alias("rank_by_partitions"),
         F.coalesce(hot, F.lit(False)).alias("is_hot"),

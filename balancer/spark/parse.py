@@ -31,15 +31,24 @@ _SPARK_TYPES = {
     "int_array": T.ArrayType(T.IntegerType()),
     "capacity": T.StructType([T.StructField(k, T.DoubleType()) for k in tm.CAPACITY_KEYS]),
 }
-_TYPE_WORDS = {"int": "an integer", "long": "an integer", "double": "a number", "bool": "true or false",
-               "string": "a string", "int_array": "an array of integers",
-               "capacity": "an object {network_in, network_out, disk} of numbers"}
+_TYPE_WORDS = {
+    "int": "an integer",
+    "long": "an integer",
+    "double": "a number",
+    "bool": "true or false",
+    "string": "a string",
+    "int_array": "an array of integers",
+    "capacity": "an object {network_in, network_out, disk} of numbers",
+}
 _CORRUPT = "_corrupt_record"
 
-RAW_SCHEMA = T.StructType([T.StructField(f.name, T.StringType()) for f in tm.FIELDS]
-                          + [T.StructField(_CORRUPT, T.StringType())])
-TYPED_SCHEMA = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in tm.FIELDS]
-                            + [T.StructField(_CORRUPT, T.StringType())])
+RAW_SCHEMA = T.StructType(
+    [T.StructField(f.name, T.StringType()) for f in tm.FIELDS] + [T.StructField(_CORRUPT, T.StringType())]
+)
+TYPED_SCHEMA = T.StructType(
+    [T.StructField(f.name, _SPARK_TYPES[f.type]) for f in tm.FIELDS]
+    + [T.StructField(_CORRUPT, T.StringType())]
+)
 
 # Largest |epoch ms| whose microseconds fit a long (Spark's timestamp): beyond it timestamp_millis overflows.
 _TS_MS_LIMIT = (2**63 - 1) // 1000
@@ -54,10 +63,15 @@ def _show(raw: Column) -> Column:
 
 # Physical bounds, by unit: a rate is at most source.max_rate (a message is at least one byte, so
 # messages/s are bounded by it too) and a size at most source.max_size.
-_LIMITS = {"bytes_in": ("max_rate", "B/s"), "bytes_out": ("max_rate", "B/s"),
-           "messages_in": ("max_rate", "messages/s"), "size": ("max_size", "B"),
-           "capacity.network_in": ("max_rate", "B/s"), "capacity.network_out": ("max_rate", "B/s"),
-           "capacity.disk": ("max_size", "B")}
+_LIMITS = {
+    "bytes_in": ("max_rate", "B/s"),
+    "bytes_out": ("max_rate", "B/s"),
+    "messages_in": ("max_rate", "messages/s"),
+    "size": ("max_size", "B"),
+    "capacity.network_in": ("max_rate", "B/s"),
+    "capacity.network_out": ("max_rate", "B/s"),
+    "capacity.disk": ("max_size", "B"),
+}
 
 
 def _first_invalid_byte(value: Column) -> Column:
@@ -68,8 +82,16 @@ def _first_invalid_byte(value: Column) -> Column:
     return F.octet_length(F.substring_index(marked, "\ufffd", 1))
 
 
-def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_ms: Column, *,
-           max_rate: float, max_size: float) -> list[Column]:
+def _rules(
+    raw: Column,
+    typed: Column,
+    value: Column,
+    max_value_bytes: int,
+    now_ms: Column,
+    *,
+    max_rate: float,
+    max_size: float,
+) -> list[Column]:
     """Ordered (condition → reason) checks; the first that fires names the problem.
 
     ``raw`` (every field as text) is NULL where the typed pass succeeded: there a field is
@@ -82,8 +104,15 @@ def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_
 
     def over_limit(name: str, x: Column, shown: Column) -> Column:
         key, unit = _LIMITS[name]
-        return F.when(x > limits[key], F.concat(F.lit(f"field '{name}' is "), _show(shown),
-                                               F.lit(f" {unit}, over source.{key}={limits[key]:g}")))
+        return F.when(
+            x > limits[key],
+            F.concat(
+                F.lit(f"field '{name}' is "),
+                _show(shown),
+                F.lit(f" {unit}, over source.{key}={limits[key]:g}"),
+            ),
+        )
+
     explained = raw.isNotNull()
 
     def present(name: str) -> Column:
@@ -95,63 +124,122 @@ def _rules(raw: Column, typed: Column, value: Column, max_value_bytes: int, now_
     rtype = F.when(explained, raw["type"]).otherwise(typed["type"])
     rules = [
         F.when(value.isNull() | (F.length(value) == 0), F.lit("empty value")),
-        F.when(F.octet_length(value) > max_value_bytes,
-               F.format_string(f"value is %d bytes, over source.max_value_bytes={max_value_bytes}",
-                               F.octet_length(value))),
-        F.when(~F.is_valid_utf8(value), F.format_string("value is not valid UTF-8 at byte offset %d",
-                                                         _first_invalid_byte(value))),
-        F.when(typed.isNull() | explained & raw[_CORRUPT].isNotNull(),
-               F.concat(F.lit("not a JSON object: "), _show(value))),
+        F.when(
+            F.octet_length(value) > max_value_bytes,
+            F.format_string(
+                f"value is %d bytes, over source.max_value_bytes={max_value_bytes}", F.octet_length(value)
+            ),
+        ),
+        F.when(
+            ~F.is_valid_utf8(value),
+            F.format_string("value is not valid UTF-8 at byte offset %d", _first_invalid_byte(value)),
+        ),
+        F.when(
+            typed.isNull() | explained & raw[_CORRUPT].isNotNull(),
+            F.concat(F.lit("not a JSON object: "), _show(value)),
+        ),
         F.when(~present("v"), F.lit("missing field 'v' (telemetry version)")),
-        F.when(typed["v"].isNull() | (typed["v"] != tm.VERSION),
-               F.concat(F.lit("unknown telemetry version v="), _show(text("v")),
-                        F.lit(f" (this job reads v={tm.VERSION})"))),
+        F.when(
+            typed["v"].isNull() | (typed["v"] != tm.VERSION),
+            F.concat(
+                F.lit("unknown telemetry version v="),
+                _show(text("v")),
+                F.lit(f" (this job reads v={tm.VERSION})"),
+            ),
+        ),
         F.when(rtype.isNull(), F.lit("missing field 'type'")),
-        F.when(~rtype.isin(*tm.RECORD_TYPES),
-               F.concat(F.lit("unknown type '"), _show(rtype), F.lit("' (expected 'partition' or 'broker')"))),
+        F.when(
+            ~rtype.isin(*tm.RECORD_TYPES),
+            F.concat(F.lit("unknown type '"), _show(rtype), F.lit("' (expected 'partition' or 'broker')")),
+        ),
     ]
     for field in tm.FIELDS:
         if field.required_for:
-            rules.append(F.when(rtype.isin(*field.required_for) & ~present(field.name),
-                                F.concat(F.lit(f"missing field '{field.name}' for a "), rtype, F.lit(" record"))))
+            rules.append(
+                F.when(
+                    rtype.isin(*field.required_for) & ~present(field.name),
+                    F.concat(F.lit(f"missing field '{field.name}' for a "), rtype, F.lit(" record")),
+                )
+            )
     for field in tm.FIELDS:
         # A wrong type is only possible where the typed pass failed, i.e. where raw was read.
-        rules.append(F.when(explained & raw[field.name].isNotNull() & typed[field.name].isNull(),
-                            F.concat(F.lit(f"field '{field.name}' must be {_TYPE_WORDS[field.type]}, got "),
-                                     _show(raw[field.name]))))
+        rules.append(
+            F.when(
+                explained & raw[field.name].isNotNull() & typed[field.name].isNull(),
+                F.concat(
+                    F.lit(f"field '{field.name}' must be {_TYPE_WORDS[field.type]}, got "),
+                    _show(raw[field.name]),
+                ),
+            )
+        )
         if field.type == "capacity":
             for key in tm.CAPACITY_KEYS:
                 sub = typed[field.name][key]
-                rules.append(F.when(typed[field.name].isNotNull() & sub.isNull(),
-                                    F.lit(f"field 'capacity.{key}' is missing or not a number")))
-                rules.append(F.when(F.isnan(sub) | (F.abs(sub) == float("inf")),
-                                    F.lit(f"field 'capacity.{key}' is not a finite number")))
-                rules.append(F.when(sub <= 0, F.concat(F.lit(f"field 'capacity.{key}' must be positive, got "),
-                                                       sub.cast("string"))))
+                rules.append(
+                    F.when(
+                        typed[field.name].isNotNull() & sub.isNull(),
+                        F.lit(f"field 'capacity.{key}' is missing or not a number"),
+                    )
+                )
+                rules.append(
+                    F.when(
+                        F.isnan(sub) | (F.abs(sub) == float("inf")),
+                        F.lit(f"field 'capacity.{key}' is not a finite number"),
+                    )
+                )
+                rules.append(
+                    F.when(
+                        sub <= 0,
+                        F.concat(F.lit(f"field 'capacity.{key}' must be positive, got "), sub.cast("string")),
+                    )
+                )
                 rules.append(over_limit(f"capacity.{key}", sub, sub.cast("string")))
         if field.type == "double":
-            rules.append(F.when(F.isnan(typed[field.name]) | (F.abs(typed[field.name]) == float("inf")),
-                                F.lit(f"field '{field.name}' is not a finite number")))
+            rules.append(
+                F.when(
+                    F.isnan(typed[field.name]) | (F.abs(typed[field.name]) == float("inf")),
+                    F.lit(f"field '{field.name}' is not a finite number"),
+                )
+            )
         if field.non_negative:
-            rules.append(F.when(typed[field.name] < 0,
-                                F.concat(F.lit(f"field '{field.name}' is negative: "), _show(text(field.name)))))
+            rules.append(
+                F.when(
+                    typed[field.name] < 0,
+                    F.concat(F.lit(f"field '{field.name}' is negative: "), _show(text(field.name))),
+                )
+            )
         if field.name in _LIMITS:
             rules.append(over_limit(field.name, typed[field.name], text(field.name)))
     ts = typed["ts"]
     rules += [
-        F.when((ts < tm.MIN_TS_MS) | (ts > now_ms + tm.MAX_CLOCK_SKEW_MS),
-               F.concat(F.lit("field 'ts' is not a plausible epoch-milliseconds time: "), text("ts"))),
+        F.when(
+            (ts < tm.MIN_TS_MS) | (ts > now_ms + tm.MAX_CLOCK_SKEW_MS),
+            F.concat(F.lit("field 'ts' is not a plausible epoch-milliseconds time: "), text("ts")),
+        ),
         F.when(F.trim(typed["cluster"]) == "", F.lit("field 'cluster' is empty")),
-        F.when((rtype == "partition") & ~typed["topic"].rlike(tm.TOPIC_NAME_PATTERN),
-               F.concat(F.lit("field 'topic' is not a valid Kafka topic name: "), _show(text("topic")))),
+        F.when(
+            (rtype == "partition") & ~typed["topic"].rlike(tm.TOPIC_NAME_PATTERN),
+            F.concat(F.lit("field 'topic' is not a valid Kafka topic name: "), _show(text("topic"))),
+        ),
         F.when((rtype == "partition") & (F.size(typed["replicas"]) == 0), F.lit("field 'replicas' is empty")),
-        F.when((rtype == "partition") & F.exists(typed["replicas"], lambda r: r.isNull() | (r < 0)),
-               F.concat(F.lit("field 'replicas' holds an invalid broker id: "), text("replicas"))),
-        F.when((rtype == "partition") & (F.size(F.array_distinct(typed["replicas"])) != F.size(typed["replicas"])),
-               F.concat(F.lit("field 'replicas' lists a broker twice: "), text("replicas"))),
-        F.when((rtype == "partition") & ~F.array_contains(typed["replicas"], typed["broker"]),
-               F.concat(F.lit("broker "), typed["broker"].cast("string"),
-                        F.lit(" reports a replica but is not in replicas "), text("replicas"))),
+        F.when(
+            (rtype == "partition") & F.exists(typed["replicas"], lambda r: r.isNull() | (r < 0)),
+            F.concat(F.lit("field 'replicas' holds an invalid broker id: "), text("replicas")),
+        ),
+        F.when(
+            (rtype == "partition")
+            & (F.size(F.array_distinct(typed["replicas"])) != F.size(typed["replicas"])),
+            F.concat(F.lit("field 'replicas' lists a broker twice: "), text("replicas")),
+        ),
+        F.when(
+            (rtype == "partition") & ~F.array_contains(typed["replicas"], typed["broker"]),
+            F.concat(
+                F.lit("broker "),
+                typed["broker"].cast("string"),
+                F.lit(" reports a replica but is not in replicas "),
+                text("replicas"),
+            ),
+        ),
     ]
     return rules
 
@@ -168,8 +256,9 @@ def _valid_guard(typed: Column, now_ms: Column, *, max_rate: float, max_size: fl
     rejects NaN, which Spark orders above +inf). NULL-safe by construction: a check on an
     absent value is NULL, and NULL is not TRUE.
     """
-    return functools.reduce(lambda a, b: a & b, _valid_conditions(typed, now_ms, max_rate=max_rate,
-                                                                  max_size=max_size))
+    return functools.reduce(
+        lambda a, b: a & b, _valid_conditions(typed, now_ms, max_rate=max_rate, max_size=max_size)
+    )
 
 
 def _valid_conditions(typed: Column, now_ms: Column, *, max_rate: float, max_size: float) -> list[Column]:
@@ -180,8 +269,13 @@ def _valid_conditions(typed: Column, now_ms: Column, *, max_rate: float, max_siz
 
     def most(name: str) -> float:
         return limits[_LIMITS[name][0]] if name in _LIMITS else inf
-    conds = [typed.isNotNull(), typed[_CORRUPT].isNull(), typed["v"] == tm.VERSION,
-             rtype.isin(*tm.RECORD_TYPES)]
+
+    conds = [
+        typed.isNotNull(),
+        typed[_CORRUPT].isNull(),
+        typed["v"] == tm.VERSION,
+        rtype.isin(*tm.RECORD_TYPES),
+    ]
     for field in tm.FIELDS:
         x = typed[field.name]
         if field.type == "capacity":
@@ -210,14 +304,17 @@ def _valid_conditions(typed: Column, now_ms: Column, *, max_rate: float, max_siz
         F.trim(typed["cluster"]) != "",
         # No lambda (F.exists): higher-order functions are not code-generated, and one here cost
         # a third of the parse (measured 80-99k vs 136-145k records/s).
-        (rtype != "partition") | (typed["topic"].rlike(tm.TOPIC_NAME_PATTERN)
-                                  & (F.size(replicas) > 0)
-                                  # No NULL id. Not array_compact: it is a filter() with a lambda.
-                                  # arrays_overlap is NULL when a NULL is in the array and nothing overlaps.
-                                  & (F.arrays_overlap(replicas, F.array(F.lit(-1))) == F.lit(False))
-                                  & (F.array_min(replicas) >= 0)
-                                  & (F.size(F.array_distinct(replicas)) == F.size(replicas))
-                                  & F.array_contains(replicas, typed["broker"])),
+        (rtype != "partition")
+        | (
+            typed["topic"].rlike(tm.TOPIC_NAME_PATTERN)
+            & (F.size(replicas) > 0)
+            # No NULL id. Not array_compact: it is a filter() with a lambda.
+            # arrays_overlap is NULL when a NULL is in the array and nothing overlaps.
+            & (F.arrays_overlap(replicas, F.array(F.lit(-1))) == F.lit(False))
+            & (F.array_min(replicas) >= 0)
+            & (F.size(F.array_distinct(replicas)) == F.size(replicas))
+            & F.array_contains(replicas, typed["broker"])
+        ),
     ]
     return conds
 
@@ -236,12 +333,14 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
     # with value_json this check runs only on the rows it left to Spark.
     within_bounds = F.octet_length(F.col("value")) <= max_value_bytes
     guarded = F.when(within_bounds & F.is_valid_utf8(value), value)
-    typed_value = F.from_json(guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT,
-                                                      "allowNonNumericNumbers": "true"})
+    typed_value = F.from_json(
+        guarded, TYPED_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT, "allowNonNumericNumbers": "true"}
+    )
     if "value_json" in kafka.columns:
         # CASE WHEN evaluates from_json only for the rows the source did not decode.
-        typed_value = F.when(within_bounds & F.col("value_json").isNotNull(),
-                             F.col("value_json")).otherwise(typed_value)
+        typed_value = F.when(within_bounds & F.col("value_json").isNotNull(), F.col("value_json")).otherwise(
+            typed_value
+        )
     parsed = kafka.select(
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
@@ -254,15 +353,29 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
     typed = F.col("_typed")
     # The all-string pass costs as much as the typed one; CASE WHEN runs it only where that failed.
     typed_failed = typed.isNull() | typed[_CORRUPT].isNotNull()
-    parsed = parsed.withColumn("_raw", F.when(typed_failed, F.from_json(
-        guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT})))
+    parsed = parsed.withColumn(
+        "_raw",
+        F.when(typed_failed, F.from_json(guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT})),
+    )
     now_ms = F.unix_millis(F.current_timestamp())
     guard = _valid_guard(typed, now_ms, max_rate=max_rate, max_size=max_size)
-    reason = F.when(guard, F.lit(None).cast("string")).otherwise(F.coalesce(*_rules(
-        F.col("_raw"), typed, F.col("value").cast("string"), max_value_bytes, now_ms, max_rate=max_rate,
-        max_size=max_size)))
+    reason = F.when(guard, F.lit(None).cast("string")).otherwise(
+        F.coalesce(
+            *_rules(
+                F.col("_raw"),
+                typed,
+                F.col("value").cast("string"),
+                max_value_bytes,
+                now_ms,
+                max_rate=max_rate,
+                max_size=max_size,
+            )
+        )
+    )
     parsed = parsed.select(
-        *KAFKA_COLUMNS, "key", "value",
+        *KAFKA_COLUMNS,
+        "key",
+        "value",
         typed["v"].alias("v"),
         typed["type"].alias("type"),
         # An absurd ts (quarantined by its rule) must not overflow the timestamp's microseconds and fail the task.
@@ -270,18 +383,40 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
         *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),
         # Cruise Control's records only (balancer.spark.cruise_control).
-        F.lit(None).cast("string").alias("metric"), F.lit(None).cast("double").alias("metric_value"),
+        F.lit(None).cast("string").alias("metric"),
+        F.lit(None).cast("double").alias("metric_value"),
         reason.alias("quarantine_reason"),
     )
     # Key and value only where the record is quarantined (kept as it arrived): a valid record is kept as
     # its typed columns, and not carrying ~250 bytes more per record makes parse + batch cache 1.35x faster.
     bad = F.col("quarantine_reason").isNotNull()
-    return parsed.select(*(F.when(bad, F.col(c)).alias(c) if c in ("key", "value") else c for c in parsed.columns))
+    return parsed.select(
+        *(F.when(bad, F.col(c)).alias(c) if c in ("key", "value") else c for c in parsed.columns)
+    )
 
 
-TELEMETRY_COLUMNS = ("v", "type", "ts", "cluster", "broker", "topic", "partition", "leader", "replicas",
-                     "bytes_in", "bytes_out", "messages_in", "size", "rack", "cpu",
-                     "capacity_network_in", "capacity_network_out", "capacity_disk", "metric", "metric_value")
+TELEMETRY_COLUMNS = (
+    "v",
+    "type",
+    "ts",
+    "cluster",
+    "broker",
+    "topic",
+    "partition",
+    "leader",
+    "replicas",
+    "bytes_in",
+    "bytes_out",
+    "messages_in",
+    "size",
+    "rack",
+    "cpu",
+    "capacity_network_in",
+    "capacity_network_out",
+    "capacity_disk",
+    "metric",
+    "metric_value",
+)
 
 
 def valid_records(parsed: DataFrame) -> DataFrame:
@@ -290,4 +425,5 @@ def valid_records(parsed: DataFrame) -> DataFrame:
 
 def quarantined_records(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("quarantine_reason").isNotNull()).select(
-        *KAFKA_COLUMNS, F.col("key"), F.col("value"), F.col("quarantine_reason").alias("reason"))
+        *KAFKA_COLUMNS, F.col("key"), F.col("value"), F.col("quarantine_reason").alias("reason")
+    )

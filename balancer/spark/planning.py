@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -19,16 +19,22 @@ from balancer.config import BalancerConfig
 from balancer.spark.lakehouse import spark_schema
 from balancer.spark.loads import WINDOW_KEYS
 
-ACTION_TYPE = T.StructType([
-    T.StructField("seq", T.IntegerType()), T.StructField("action", T.StringType()),
-    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-    T.StructField("old_replicas", T.ArrayType(T.IntegerType())),
-    T.StructField("new_replicas", T.ArrayType(T.IntegerType())),
-    T.StructField("old_leader", T.IntegerType()), T.StructField("new_leader", T.IntegerType()),
-    T.StructField("bytes_to_move", T.LongType()),
-])
-PLAN_RESULT_SCHEMA = T.StructType(list(spark_schema("balance_plans").fields)
-                                  + [T.StructField("actions", T.ArrayType(ACTION_TYPE))])
+ACTION_TYPE = T.StructType(
+    [
+        T.StructField("seq", T.IntegerType()),
+        T.StructField("action", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("old_replicas", T.ArrayType(T.IntegerType())),
+        T.StructField("new_replicas", T.ArrayType(T.IntegerType())),
+        T.StructField("old_leader", T.IntegerType()),
+        T.StructField("new_leader", T.IntegerType()),
+        T.StructField("bytes_to_move", T.LongType()),
+    ]
+)
+PLAN_RESULT_SCHEMA = T.StructType(
+    list(spark_schema("balance_plans").fields) + [T.StructField("actions", T.ArrayType(ACTION_TYPE))]
+)
 _NAMESPACE = uuid.UUID("5d0b0f4e-6a59-4f3c-9a59-0d7d8f1a7c11")
 # The columns balancer.snapshot reads: only these go through the cogroup's shuffle and Arrow.
 PARTITION_INPUT = ("topic", "partition", "leader", "replicas", "bytes_in", "bytes_out", "size")
@@ -42,9 +48,14 @@ def plan_id(cluster: str, window_end: datetime) -> str:
 
 def _base_row(cluster: str, window_start, window_end) -> dict:
     row = {name: None for name in PLAN_RESULT_SCHEMA.names}
-    row.update(plan_id=plan_id(cluster, pd.Timestamp(window_end).to_pydatetime()), cluster=cluster,
-               created_at=datetime.now(timezone.utc), window_start=window_start, window_end=window_end,
-               actions=[])
+    row.update(
+        plan_id=plan_id(cluster, pd.Timestamp(window_end).to_pydatetime()),
+        cluster=cluster,
+        created_at=datetime.now(UTC),
+        window_start=window_start,
+        window_end=window_end,
+        actions=[],
+    )
     return row
 
 
@@ -54,18 +65,33 @@ def _fill_row(row: dict, result) -> dict:
     row.update(
         status="proposed" if result.actions else "balanced",
         reason=None if result.actions else "within thresholds",
-        imbalance_before=result.imbalance_before, imbalance_after=result.imbalance_after,
-        network_in_before=result.before["network_in"], network_in_after=result.after["network_in"],
-        network_out_before=result.before["network_out"], network_out_after=result.after["network_out"],
-        disk_before=result.before["disk"], disk_after=result.after["disk"],
-        bytes_to_move=int(result.bytes_to_move), leader_moves=int(result.leader_moves),
+        imbalance_before=result.imbalance_before,
+        imbalance_after=result.imbalance_after,
+        network_in_before=result.before["network_in"],
+        network_in_after=result.after["network_in"],
+        network_out_before=result.before["network_out"],
+        network_out_after=result.after["network_out"],
+        disk_before=result.before["disk"],
+        disk_after=result.after["disk"],
+        bytes_to_move=int(result.bytes_to_move),
+        leader_moves=int(result.leader_moves),
         replica_moves=int(result.replica_moves),
         reassignment_json=json.dumps(result.to_reassignment()) if result.actions else None,
         election_json=json.dumps(election) if election["partitions"] else None,
-        actions=[{"seq": seq, "action": a.kind, "topic": a.topic, "partition": a.partition,
-                  "old_replicas": list(a.old_replicas), "new_replicas": list(a.new_replicas),
-                  "old_leader": a.old_leader, "new_leader": a.new_leader, "bytes_to_move": int(a.bytes_to_move)}
-                 for seq, a in enumerate(result.actions)],
+        actions=[
+            {
+                "seq": seq,
+                "action": a.kind,
+                "topic": a.topic,
+                "partition": a.partition,
+                "old_replicas": list(a.old_replicas),
+                "new_replicas": list(a.new_replicas),
+                "old_leader": a.old_leader,
+                "new_leader": a.new_leader,
+                "bytes_to_move": int(a.bytes_to_move),
+            }
+            for seq, a in enumerate(result.actions)
+        ],
     )
     return row
 
@@ -80,8 +106,15 @@ def _plan_built(row: dict, built, balancer: BalancerConfig, blocked_reason: str 
     return _fill_row(row, plan(built.snapshot, PlannerOptions.from_config(balancer)))
 
 
-def plan_window(cluster: str, window_start, window_end, partitions: list[dict], brokers: list[dict],
-                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
+def plan_window(
+    cluster: str,
+    window_start,
+    window_end,
+    partitions: list[dict],
+    brokers: list[dict],
+    balancer: BalancerConfig,
+    blocked_reason: str | None = None,
+) -> dict:
     """One balance_plans row (with its actions) for one cluster and window. Pure but for the clock."""
     from balancer.snapshot import build_snapshot
 
@@ -89,8 +122,15 @@ def plan_window(cluster: str, window_start, window_end, partitions: list[dict], 
     return _plan_built(row, build_snapshot(cluster, partitions, brokers), balancer, blocked_reason)
 
 
-def plan_frames(cluster: str, window_start, window_end, partitions: pd.DataFrame, brokers: pd.DataFrame,
-                balancer: BalancerConfig, blocked_reason: str | None = None) -> dict:
+def plan_frames(
+    cluster: str,
+    window_start,
+    window_end,
+    partitions: pd.DataFrame,
+    brokers: pd.DataFrame,
+    balancer: BalancerConfig,
+    blocked_reason: str | None = None,
+) -> dict:
     """``plan_window`` for pandas frames of partition_load / broker_load rows: the same row, but the
     frames go into the planner's arrays column by column (no dict per partition)."""
     from balancer.snapshot import build_snapshot_frames
@@ -105,8 +145,9 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return frame_records(frame)
 
 
-def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame,
-               balancer: BalancerConfig) -> pd.DataFrame:
+def plan_group(
+    key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame, balancer: BalancerConfig
+) -> pd.DataFrame:
     """The ``applyInPandas`` function: one (cluster, window) group's frames -> one balance_plans row."""
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
@@ -117,14 +158,25 @@ def plan_group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame,
         row = _base_row(cluster, window_start, window_end)
         row.update(status="waiting", reason="; ".join(sorted(waits) + sorted(reasons)))
         return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
-    row = plan_frames(cluster, window_start, window_end, partition_rows,
-                      broker_rows.drop(columns=["_blocked", "_waiting"], errors="ignore"), balancer,
-                      blocked_reason="; ".join(sorted(reasons)) or None)
+    row = plan_frames(
+        cluster,
+        window_start,
+        window_end,
+        partition_rows,
+        broker_rows.drop(columns=["_blocked", "_waiting"], errors="ignore"),
+        balancer,
+        blocked_reason="; ".join(sorted(reasons)) or None,
+    )
     return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
 
 
-def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
-          blocked: DataFrame | None = None, waiting: DataFrame | None = None) -> DataFrame:
+def plans(
+    partitions: DataFrame,
+    brokers: DataFrame,
+    balancer: BalancerConfig,
+    blocked: DataFrame | None = None,
+    waiting: DataFrame | None = None,
+) -> DataFrame:
     """balance_plans rows, with an ``actions`` array column, one per (cluster, window).
 
     ``blocked``: optional (cluster, window_start, window_end, reason) rows from the data
@@ -139,15 +191,18 @@ def plans(partitions: DataFrame, brokers: DataFrame, balancer: BalancerConfig,
     else:
         brokers = brokers.withColumn("_blocked", F.lit(None).cast("string"))
     if waiting is not None:
-        brokers = brokers.join(F.broadcast(waiting.withColumnRenamed("reason", "_waiting")),
-                               ["cluster", "window_end"], "left")
+        brokers = brokers.join(
+            F.broadcast(waiting.withColumnRenamed("reason", "_waiting")), ["cluster", "window_end"], "left"
+        )
 
     def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
         return plan_group(key, partition_rows, broker_rows, balancer)
 
-    return (partitions.groupBy(*WINDOW_KEYS)
-            .cogroup(brokers.groupBy(*WINDOW_KEYS))
-            .applyInPandas(group, schema=PLAN_RESULT_SCHEMA))
+    return (
+        partitions.groupBy(*WINDOW_KEYS)
+        .cogroup(brokers.groupBy(*WINDOW_KEYS))
+        .applyInPandas(group, schema=PLAN_RESULT_SCHEMA)
+    )
 
 
 # What a window that waits keeps of a plan computed for it: its identity, and the window.
@@ -176,5 +231,8 @@ def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
 
 
 def plan_actions(plan_rows: DataFrame) -> DataFrame:
-    return plan_rows.select("plan_id", "cluster", F.explode("actions").alias("a")).select(
-        "plan_id", "cluster", "a.*").select(*spark_schema("plan_actions").names)
+    return (
+        plan_rows.select("plan_id", "cluster", F.explode("actions").alias("a"))
+        .select("plan_id", "cluster", "a.*")
+        .select(*spark_schema("plan_actions").names)
+    )

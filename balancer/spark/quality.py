@@ -37,7 +37,7 @@ import math
 import os
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 
 import numpy as np
@@ -102,7 +102,7 @@ def _ms(column: str):
 
 
 def _to_dt(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _py(value):
@@ -152,8 +152,13 @@ def unexpected_condition(expectation: dict, parameters: dict) -> Column | None:
 
 
 _SUMMARY_LONGS = ("records", "quarantined", "first_ts_ms", "last_ts_ms", "valid_last_ts_ms")
-_SUMMARY_REDUCE = {"records": "sum", "quarantined": "sum", "first_ts_ms": "min", "last_ts_ms": "max",
-                   "valid_last_ts_ms": "max"}
+_SUMMARY_REDUCE = {
+    "records": "sum",
+    "quarantined": "sum",
+    "first_ts_ms": "min",
+    "last_ts_ms": "max",
+    "valid_last_ts_ms": "max",
+}
 # Compiled expectations' verdicts travel as bits of one long per this many expectations.
 _BITS = 62
 
@@ -176,22 +181,34 @@ def summarize_ingest(batch: pa.RecordBatch) -> pa.Table:
     ts_ms = pc.coalesce(ts_ms, batch.column("_named_ts"))
     # A quarantined record's event time counts only when plausible, by the parser's rule for ts: an absurd
     # one would stretch the batch's span beyond what a datetime holds (and mean nothing).
-    plausible = pc.and_(pc.greater_equal(ts_ms, tm.MIN_TS_MS),
-                        pc.less_equal(ts_ms, int(time.time() * 1000) + tm.MAX_CLOCK_SKEW_MS))
+    plausible = pc.and_(
+        pc.greater_equal(ts_ms, tm.MIN_TS_MS),
+        pc.less_equal(ts_ms, int(time.time() * 1000) + tm.MAX_CLOCK_SKEW_MS),
+    )
     ts_ms = pc.if_else(plausible, ts_ms, pa.scalar(None, pa.int64()))
-    columns = {"cluster": cluster, "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
-               "quarantined": pc.cast(bad, pa.int64()), "first_ts_ms": ts_ms, "last_ts_ms": ts_ms,
-               "valid_last_ts_ms": pc.if_else(bad, pa.scalar(None, pa.int64()), ts_ms)}
+    columns = {
+        "cluster": cluster,
+        "records": pa.array(np.ones(batch.num_rows, dtype=np.int64)),
+        "quarantined": pc.cast(bad, pa.int64()),
+        "first_ts_ms": ts_ms,
+        "last_ts_ms": ts_ms,
+        "valid_last_ts_ms": pc.if_else(bad, pa.scalar(None, pa.int64()), ts_ms),
+    }
     checks = []
-    for name in sorted((n for n in batch.schema.names if n.startswith("_unexpected")), key=lambda n: int(n[11:])):
+    for name in sorted(
+        (n for n in batch.schema.names if n.startswith("_unexpected")), key=lambda n: int(n[11:])
+    ):
         masks = pc.fill_null(batch.column(name), 0)
         base = int(name[11:]) * _BITS
         flagged = pc.max(masks).as_py() or 0
         for bit in range(_BITS):
             checks.append(f"_n{base + bit}")
             # Nearly every batch has no unexpected valid record: its counts are zeros, not 62 columns.
-            columns[checks[-1]] = (pc.cast(pc.not_equal(pc.bit_wise_and(masks, 1 << bit), 0), pa.int64())
-                                   if flagged else pa.nulls(batch.num_rows, pa.int64()))
+            columns[checks[-1]] = (
+                pc.cast(pc.not_equal(pc.bit_wise_and(masks, 1 << bit), 0), pa.int64())
+                if flagged
+                else pa.nulls(batch.num_rows, pa.int64())
+            )
     return _reduce(pa.table(columns), checks)
 
 
@@ -202,7 +219,9 @@ def _summarize_batches(batches):
 
 def _reduce(table: pa.Table, checks: list[str]) -> pa.Table:
     reduce = {**_SUMMARY_REDUCE, **{name: "sum" for name in checks}}
-    grouped = table.group_by("cluster", use_threads=False).aggregate([(name, how) for name, how in reduce.items()])
+    grouped = table.group_by("cluster", use_threads=False).aggregate(
+        [(name, how) for name, how in reduce.items()]
+    )
     columns = {"cluster": grouped.column("cluster").cast(pa.string())}
     for name, how in reduce.items():
         columns[name] = grouped.column(f"{name}_{how}").cast(pa.int64())
@@ -221,14 +240,18 @@ def merge_ingest_summaries(summary: pa.Table | None) -> list[dict]:
 class Contract:
     """Runs the suites for one sink. GX is imported and set up on first use, once."""
 
-    def __init__(self, lakehouse: Lakehouse, quality: QualityConfig, *, telemetry_suite: str = TELEMETRY_SUITE):
+    def __init__(
+        self, lakehouse: Lakehouse, quality: QualityConfig, *, telemetry_suite: str = TELEMETRY_SUITE
+    ):
         self.lakehouse = lakehouse
         self.telemetry_suite = telemetry_suite
         self.quality = quality
         self.enabled = quality.enabled
-        self.parameters = {"max_quarantine_share": quality.max_quarantine_share,
-                           "min_broker_coverage": quality.min_broker_coverage,
-                           "max_report_age_seconds": duration_seconds(quality.max_report_age)}
+        self.parameters = {
+            "max_quarantine_share": quality.max_quarantine_share,
+            "min_broker_coverage": quality.min_broker_coverage,
+            "max_report_age_seconds": duration_seconds(quality.max_report_age),
+        }
         self._context = None
         self._definitions: dict[str, object] = {}
         self._suites: dict[str, object] = {}
@@ -243,8 +266,9 @@ class Contract:
                 from great_expectations.data_context.types.base import ProgressBarsConfig
 
                 self._context = gx.get_context(mode="ephemeral")
-                self._context.variables.progress_bars = ProgressBarsConfig(globally=False,
-                                                                           metric_calculations=False)
+                self._context.variables.progress_bars = ProgressBarsConfig(
+                    globally=False, metric_calculations=False
+                )
             if engine == "spark":
                 # persist=False: GX would cache every frame it is given and never release it.
                 source = self._context.data_sources.add_spark(name="balancer", persist=False)
@@ -268,8 +292,15 @@ class Contract:
 
     # -- ingest -----------------------------------------------------------------------------
 
-    def check_ingest(self, parsed: DataFrame, valid: DataFrame, *, app_id: str, batch_id: int,
-                     per_cluster: list[dict] | None = None) -> list[dict]:
+    def check_ingest(
+        self,
+        parsed: DataFrame,
+        valid: DataFrame,
+        *,
+        app_id: str,
+        batch_id: int,
+        per_cluster: list[dict] | None = None,
+    ) -> list[dict]:
         """Validate one ingest micro-batch; writes and returns its quality_runs rows.
 
         ``parsed``: the batch (valid and quarantined, with ``quarantine_reason``); ``valid``: its valid records.
@@ -283,7 +314,9 @@ class Contract:
             return []
         started = time.monotonic()
         records, compiled, by_gx, missing = self._compile_records(parsed.columns)
-        aggregated = merge_ingest_summaries(self.summarize_frame(parsed)) if per_cluster is None else per_cluster
+        aggregated = (
+            merge_ingest_summaries(self.summarize_frame(parsed)) if per_cluster is None else per_cluster
+        )
         per_cluster = [r for r in aggregated if r["records"]]
         if not per_cluster:
             return []
@@ -291,10 +324,16 @@ class Contract:
         clusters = []
         for r in per_cluster:
             extra = 0 if r["cluster"] is None else unattributed
-            clusters.append({"cluster": r["cluster"], "records": r["records"] + extra,
-                             "quarantined": r["quarantined"] + extra,
-                             "quarantine_share": (r["quarantined"] + extra) / (r["records"] + extra),
-                             "first_ts_ms": r["first_ts_ms"], "last_ts_ms": r["last_ts_ms"]})
+            clusters.append(
+                {
+                    "cluster": r["cluster"],
+                    "records": r["records"] + extra,
+                    "quarantined": r["quarantined"] + extra,
+                    "quarantine_share": (r["quarantined"] + extra) / (r["records"] + extra),
+                    "first_ts_ms": r["first_ts_ms"],
+                    "last_ts_ms": r["last_ts_ms"],
+                }
+            )
 
         failures: dict[str | None, list[dict]] = {c["cluster"]: [] for c in clusters}
         evaluated = len(records)
@@ -307,55 +346,103 @@ class Contract:
                 count = r[f"_n{i}"] or 0
                 if count == 0:
                     continue
-                sample = [None] if expectation["type"] == "expect_column_values_to_not_be_null" else \
-                    samples.get((r["cluster"], i), [])
-                failures.setdefault(r["cluster"], []).append({
-                    "expectation": expectation["type"], "column": column,
-                    "says": meta.get("says", expectation["type"]), "unexpected_count": count,
-                    "sample": sample, "error": None})
+                sample = (
+                    [None]
+                    if expectation["type"] == "expect_column_values_to_not_be_null"
+                    else samples.get((r["cluster"], i), [])
+                )
+                failures.setdefault(r["cluster"], []).append(
+                    {
+                        "expectation": expectation["type"],
+                        "column": column,
+                        "says": meta.get("says", expectation["type"]),
+                        "unexpected_count": count,
+                        "sample": sample,
+                        "error": None,
+                    }
+                )
         for expectation in missing:  # GX fails these with an error it cannot attribute to a cluster
-            failures.setdefault(None, []).append({
-                "expectation": expectation["type"], "column": expectation["kwargs"]["column"],
-                "says": expectation.get("meta", {}).get("says", expectation["type"]), "unexpected_count": None,
-                "sample": [], "error": f"column {expectation['kwargs']['column']!r} not in the batch"})
+            failures.setdefault(None, []).append(
+                {
+                    "expectation": expectation["type"],
+                    "column": expectation["kwargs"]["column"],
+                    "says": expectation.get("meta", {}).get("says", expectation["type"]),
+                    "unexpected_count": None,
+                    "sample": [],
+                    "error": f"column {expectation['kwargs']['column']!r} not in the batch",
+                }
+            )
         if by_gx:
             self._validate_records_with_gx(valid, by_gx, failures)
 
         import pandas as pd
 
-        cluster_frame = pd.DataFrame(clusters, columns=["cluster", "records", "quarantined", "quarantine_share",
-                                                        "first_ts_ms", "last_ts_ms"])
-        result = self.validate(self._suite(self.telemetry_suite, "clusters"), cluster_frame, {
-            "result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]})
+        cluster_frame = pd.DataFrame(
+            clusters,
+            columns=["cluster", "records", "quarantined", "quarantine_share", "first_ts_ms", "last_ts_ms"],
+        )
+        result = self.validate(
+            self._suite(self.telemetry_suite, "clusters"),
+            cluster_frame,
+            {"result_format": "COMPLETE", "unexpected_index_column_names": ["cluster"]},
+        )
         evaluated += len(result.results)
         for item in result.results:
             if item.success:
                 continue
             kind, column, says = _describe(item)
             for row in item.result.get("unexpected_index_list") or [{"cluster": None}]:
-                failures.setdefault(_py(row.get("cluster")), []).append({
-                    "expectation": kind, "column": column, "says": says, "observed": _py(row.get(column)),
-                    "limit": self.parameters.get("max_quarantine_share")})
+                failures.setdefault(_py(row.get("cluster")), []).append(
+                    {
+                        "expectation": kind,
+                        "column": column,
+                        "says": says,
+                        "observed": _py(row.get(column)),
+                        "limit": self.parameters.get("max_quarantine_share"),
+                    }
+                )
         elapsed_ms = int((time.monotonic() - started) * 1000)
 
         spans = {c["cluster"]: c for c in clusters}
         rows = []
         for name, failed in failures.items():
             span = spans.get(name, {})
-            rows.append(self._run_row(
-                "ingest", app_id, batch_id, name, span.get("first_ts_ms"), span.get("last_ts_ms"), self.telemetry_suite,
-                evaluated, failed, elapsed_ms,
-                {"records": span.get("records"), "quarantined": span.get("quarantined"),
-                 "quarantine_share": span.get("quarantine_share")}))
+            rows.append(
+                self._run_row(
+                    "ingest",
+                    app_id,
+                    batch_id,
+                    name,
+                    span.get("first_ts_ms"),
+                    span.get("last_ts_ms"),
+                    self.telemetry_suite,
+                    evaluated,
+                    failed,
+                    elapsed_ms,
+                    {
+                        "records": span.get("records"),
+                        "quarantined": span.get("quarantined"),
+                        "quarantine_share": span.get("quarantine_share"),
+                    },
+                )
+            )
         self._write(rows, app_id, batch_id)
-        log.info("ingest batch %d: contract %s in %d ms", batch_id,
-                 "passed" if all(r["success"] for r in rows) else "FAILED", elapsed_ms)
+        log.info(
+            "ingest batch %d: contract %s in %d ms",
+            batch_id,
+            "passed" if all(r["success"] for r in rows) else "FAILED",
+            elapsed_ms,
+        )
         return rows
 
     def _compile_records(self, columns: list[str]) -> tuple[list[dict], list, list[dict], list[dict]]:
         """The suite's records expectations; those compiled to Spark conditions (in ``_n{i}`` order),
         those left to GX, and those naming a column the batch lacks."""
-        records = [e for e in suite_json(self.telemetry_suite)["expectations"] if e.get("meta", {}).get("frame") == "records"]
+        records = [
+            e
+            for e in suite_json(self.telemetry_suite)["expectations"]
+            if e.get("meta", {}).get("frame") == "records"
+        ]
         compiled, by_gx, missing = [], [], []
         for expectation in records:
             condition = unexpected_condition(expectation, self.parameters)
@@ -376,16 +463,22 @@ class Contract:
         compiled = self._compile_records(parsed.columns)[1] if self.enabled else []
         bad = F.col("quarantine_reason").isNotNull()
         value = F.col("value").cast("string")
-        probes = [bad.alias("_bad"),
-                  # Valid UTF-8 whatever the value holds: it names a cluster in quality_runs.
-                  F.when(bad & F.col("cluster").isNull(), F.make_valid_utf8(F.get_json_object(value, "$.cluster")))
-                  .alias("_named_cluster"),
-                  F.when(bad & F.col("ts").isNull(), F.get_json_object(value, "$.ts").try_cast("long"))
-                  .alias("_named_ts")]
+        probes = [
+            bad.alias("_bad"),
+            # Valid UTF-8 whatever the value holds: it names a cluster in quality_runs.
+            F.when(
+                bad & F.col("cluster").isNull(), F.make_valid_utf8(F.get_json_object(value, "$.cluster"))
+            ).alias("_named_cluster"),
+            F.when(bad & F.col("ts").isNull(), F.get_json_object(value, "$.ts").try_cast("long")).alias(
+                "_named_ts"
+            ),
+        ]
         for k in range(0, len(compiled), _BITS):
             mask = F.lit(0).cast("long")
-            for bit, (_, condition) in enumerate(compiled[k:k + _BITS]):
-                mask = mask.bitwiseOR(F.when(~bad & condition, F.lit(1 << bit)).otherwise(F.lit(0)).cast("long"))
+            for bit, (_, condition) in enumerate(compiled[k : k + _BITS]):
+                mask = mask.bitwiseOR(
+                    F.when(~bad & condition, F.lit(1 << bit)).otherwise(F.lit(0)).cast("long")
+                )
             probes.append(mask.alias(f"_unexpected{k // _BITS}"))
         return probes
 
@@ -394,8 +487,13 @@ class Contract:
         from its landing pass instead)."""
         probes = parsed.select("cluster", "ts", *self.ingest_probes(parsed))
         masks = sum(c.startswith("_unexpected") for c in probes.columns)
-        schema = ", ".join(["cluster string", *(f"{name} long" for name in _SUMMARY_LONGS),
-                            *(f"_n{i} long" for i in range(masks * _BITS))])
+        schema = ", ".join(
+            [
+                "cluster string",
+                *(f"{name} long" for name in _SUMMARY_LONGS),
+                *(f"_n{i} long" for i in range(masks * _BITS)),
+            ]
+        )
         return probes.mapInArrow(_summarize_batches, schema).toArrow()
 
     @staticmethod
@@ -410,8 +508,11 @@ class Contract:
         for _, _, condition in failing:
             any_failed |= condition
         rows = valid.where(any_failed).groupBy("cluster").agg(*aggregates).collect()
-        return {(r["cluster"], i): list(dict.fromkeys(v for v in (r[f"_lo{i}"], r[f"_hi{i}"]) if v is not None))
-                for r in rows for i, _, _ in failing}
+        return {
+            (r["cluster"], i): list(dict.fromkeys(v for v in (r[f"_lo{i}"], r[f"_hi{i}"]) if v is not None))
+            for r in rows
+            for i, _, _ in failing
+        }
 
     def _validate_records_with_gx(self, valid: DataFrame, expectations: list[dict], failures: dict) -> None:
         """The records expectations not compiled to Spark, by GX on Spark. Healthy batches pass with
@@ -426,20 +527,31 @@ class Contract:
         result = self.validate(suite, valid, "BOOLEAN_ONLY")
         if result.success:
             return
-        result = self.validate(suite, valid, {
-            "result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_ROWS,
-            "unexpected_index_column_names": ["cluster"]})
+        result = self.validate(
+            suite,
+            valid,
+            {
+                "result_format": "SUMMARY",
+                "partial_unexpected_count": PARTIAL_ROWS,
+                "unexpected_index_column_names": ["cluster"],
+            },
+        )
         for item in result.results:
             if item.success:
                 continue
             kind, column, says = _describe(item)
             rows = item.result.get("partial_unexpected_index_list") or []
             for name in {row.get("cluster") for row in rows} or {None}:
-                failures.setdefault(name, []).append({
-                    "expectation": kind, "column": column, "says": says,
-                    "unexpected_count": item.result.get("unexpected_count"),
-                    "sample": item.result.get("partial_unexpected_list", [])[:5],
-                    "error": (item.exception_info or {}).get("exception_message")})
+                failures.setdefault(name, []).append(
+                    {
+                        "expectation": kind,
+                        "column": column,
+                        "says": says,
+                        "unexpected_count": item.result.get("unexpected_count"),
+                        "sample": item.result.get("partial_unexpected_list", [])[:5],
+                        "error": (item.exception_info or {}).get("exception_message"),
+                    }
+                )
 
     # -- balance ----------------------------------------------------------------------------
 
@@ -457,40 +569,66 @@ class Contract:
 
         keys = list(WINDOW_KEYS)
         no_long, no_ts = F.lit(None).cast("long"), F.lit(None).cast("timestamp")
-        hosted = partitions.select(*keys, F.explode("replicas").alias("broker"), F.lit(1).cast("long").alias("hosted"),
-                                   F.lit(0).cast("long").alias("reported"), no_long.alias("capacity"),
-                                   no_ts.alias("last_ts"))
+        hosted = partitions.select(
+            *keys,
+            F.explode("replicas").alias("broker"),
+            F.lit(1).cast("long").alias("hosted"),
+            F.lit(0).cast("long").alias("reported"),
+            no_long.alias("capacity"),
+            no_ts.alias("last_ts"),
+        )
         lists = partitions.select(*PARTITION_KEYS, F.col("replicas").alias("_replicas"))
         # How often the reporting broker appears in its partition's list (0 for a broker report: no topic).
         listed = F.size("_replicas") - F.size(F.array_remove("_replicas", F.col("broker").cast("int")))
         reports = windows.join(lists, list(PARTITION_KEYS), "left").select(
-            *keys, F.col("broker").cast("int").alias("broker"), F.lit(0).cast("long").alias("hosted"),
-            F.when(F.col("type") == "partition", F.coalesce(listed, F.lit(0))).otherwise(0).cast("long")
+            *keys,
+            F.col("broker").cast("int").alias("broker"),
+            F.lit(0).cast("long").alias("hosted"),
+            F.when(F.col("type") == "partition", F.coalesce(listed, F.lit(0)))
+            .otherwise(0)
+            .cast("long")
             .alias("reported"),
-            F.when(F.col("type") == "broker", F.col("samples").cast("long")).alias("capacity"), "last_ts")
+            F.when(F.col("type") == "broker", F.col("samples").cast("long")).alias("capacity"),
+            "last_ts",
+        )
         start_ms, end_ms = _ms("window_start"), _ms("window_end")
-        per_broker = (hosted.unionByName(reports).groupBy(*keys, "broker")
-                      .agg(F.sum("hosted").alias("hosted_replicas"),
-                           (F.sum("hosted") - F.sum("reported")).alias("unreported_replicas"),
-                           F.sum("capacity").alias("capacity_reports"),
-                           F.max("last_ts").alias("last_report"))
-                      # Named in a replica list, or sent a capacity report (a broker row has samples >= 1).
-                      .where((F.col("hosted_replicas") > 0) | F.col("capacity_reports").isNotNull())
-                      .select("cluster", start_ms.alias("window_start_ms"), end_ms.alias("window_end_ms"), "broker",
-                              F.col("hosted_replicas").cast("long").alias("hosted_replicas"),
-                              F.col("unreported_replicas").cast("long").alias("unreported_replicas"),
-                              F.coalesce("capacity_reports", F.lit(0)).cast("long").alias("capacity_reports"),
-                              # A broker with no report at all is as stale as the whole window.
-                              F.coalesce(_ms("last_report"), start_ms).alias("_last_ms")))
+        per_broker = (
+            hosted.unionByName(reports)
+            .groupBy(*keys, "broker")
+            .agg(
+                F.sum("hosted").alias("hosted_replicas"),
+                (F.sum("hosted") - F.sum("reported")).alias("unreported_replicas"),
+                F.sum("capacity").alias("capacity_reports"),
+                F.max("last_ts").alias("last_report"),
+            )
+            # Named in a replica list, or sent a capacity report (a broker row has samples >= 1).
+            .where((F.col("hosted_replicas") > 0) | F.col("capacity_reports").isNotNull())
+            .select(
+                "cluster",
+                start_ms.alias("window_start_ms"),
+                end_ms.alias("window_end_ms"),
+                "broker",
+                F.col("hosted_replicas").cast("long").alias("hosted_replicas"),
+                F.col("unreported_replicas").cast("long").alias("unreported_replicas"),
+                F.coalesce("capacity_reports", F.lit(0)).cast("long").alias("capacity_reports"),
+                # A broker with no report at all is as stale as the whole window.
+                F.coalesce(_ms("last_report"), start_ms).alias("_last_ms"),
+            )
+        )
         frame = per_broker.toPandas()
         # Coverage against the best-covered broker of the same window: needs no report interval setting.
-        best = frame.groupby(["cluster", "window_start_ms", "window_end_ms"])["capacity_reports"].transform("max")
+        best = frame.groupby(["cluster", "window_start_ms", "window_end_ms"])["capacity_reports"].transform(
+            "max"
+        )
         frame["coverage"] = (frame["capacity_reports"] / best.where(best > 0)).fillna(0.0).astype("float64")
-        frame["report_age_seconds"] = ((frame["window_end_ms"] - frame["_last_ms"]) / 1000.0).astype("float64")
+        frame["report_age_seconds"] = ((frame["window_end_ms"] - frame["_last_ms"]) / 1000.0).astype(
+            "float64"
+        )
         return pd.DataFrame(frame.drop(columns="_last_ms").reset_index(drop=True))
 
-    def check_windows(self, windows: DataFrame, partitions: DataFrame, *, app_id: str,
-                      batch_id: int) -> DataFrame | None:
+    def check_windows(
+        self, windows: DataFrame, partitions: DataFrame, *, app_id: str, batch_id: int
+    ) -> DataFrame | None:
         """Validate the batch's finalized windows; writes quality_runs and returns the blocked
         (cluster, window_start, window_end, reason) rows (None when the contract is disabled)."""
         if not self.enabled:
@@ -498,12 +636,19 @@ class Contract:
         started = time.monotonic()
         spark = windows.sparkSession
         checks = self.broker_checks(windows, partitions)
-        window_keys = sorted({(_py(c), _py(s), _py(e)) for c, s, e in
-                              zip(checks["cluster"], checks["window_start_ms"], checks["window_end_ms"])})
+        window_keys = sorted(
+            {
+                (_py(c), _py(s), _py(e))
+                for c, s, e in zip(checks["cluster"], checks["window_start_ms"], checks["window_end_ms"])
+            }
+        )
         if not window_keys:
             return None
-        result = self.validate(self._suite(WINDOWS_SUITE), checks, {
-            "result_format": "COMPLETE", "unexpected_index_column_names": _WINDOW_INDEX})
+        result = self.validate(
+            self._suite(WINDOWS_SUITE),
+            checks,
+            {"result_format": "COMPLETE", "unexpected_index_column_names": _WINDOW_INDEX},
+        )
         failures: dict[tuple, list[dict]] = {key: [] for key in window_keys}
         for item in result.results:
             if item.success:
@@ -517,8 +662,15 @@ class Contract:
                 continue
             for row in rows:
                 key = (_py(row["cluster"]), _py(row["window_start_ms"]), _py(row["window_end_ms"]))
-                failures.setdefault(key, []).append({"expectation": kind, "column": column, "says": says,
-                                                     "broker": _py(row["broker"]), "observed": _py(row.get(column))})
+                failures.setdefault(key, []).append(
+                    {
+                        "expectation": kind,
+                        "column": column,
+                        "says": says,
+                        "broker": _py(row["broker"]),
+                        "observed": _py(row.get(column)),
+                    }
+                )
         ingest_failures = self._ingest_failures(window_keys)
         elapsed_ms = int((time.monotonic() - started) * 1000)
 
@@ -526,18 +678,40 @@ class Contract:
         rows, blocked = [], []
         for key in window_keys:
             failed = failures[key] + ingest_failures.get(key, [])
-            row = self._run_row("balance", app_id, batch_id, key[0], key[1], key[2], WINDOWS_SUITE,
-                                len(result.results), failed, elapsed_ms,
-                                {"brokers": int(brokers.get(key, 0))})
+            row = self._run_row(
+                "balance",
+                app_id,
+                batch_id,
+                key[0],
+                key[1],
+                key[2],
+                WINDOWS_SUITE,
+                len(result.results),
+                failed,
+                elapsed_ms,
+                {"brokers": int(brokers.get(key, 0))},
+            )
             rows.append(row)
             if failed:
-                blocked.append((key[0], key[1], key[2], "data contract failed: " + row["failed_expectations"]))
+                blocked.append(
+                    (key[0], key[1], key[2], "data contract failed: " + row["failed_expectations"])
+                )
         self._write(rows, app_id, batch_id)
-        log.info("balance batch %d: %d of %d windows failed the contract (%d ms)", batch_id, len(blocked),
-                 len(window_keys), elapsed_ms)
-        return (spark.createDataFrame(blocked, "cluster string, start_ms long, end_ms long, reason string")
-                .select("cluster", F.timestamp_millis("start_ms").alias("window_start"),
-                        F.timestamp_millis("end_ms").alias("window_end"), "reason"))
+        log.info(
+            "balance batch %d: %d of %d windows failed the contract (%d ms)",
+            batch_id,
+            len(blocked),
+            len(window_keys),
+            elapsed_ms,
+        )
+        return spark.createDataFrame(
+            blocked, "cluster string, start_ms long, end_ms long, reason string"
+        ).select(
+            "cluster",
+            F.timestamp_millis("start_ms").alias("window_start"),
+            F.timestamp_millis("end_ms").alias("window_end"),
+            "reason",
+        )
 
     def _ingest_failures(self, window_keys: list[tuple]) -> dict[tuple, list[dict]]:
         """Failed ingest runs whose event-time span overlaps a window, per window.
@@ -553,11 +727,19 @@ class Contract:
         for key in window_keys:
             cluster, start, end = key
             for run in failed:
-                if run["cluster"] == cluster and run["first"] is not None and run["first"] < end \
-                        and run["last"] >= start:
-                    found.setdefault(key, []).append({
-                        "expectation": "ingest", "column": "", "says": f"ingest batch {run['batch_id']}: "
-                                                                        f"{run['failed_expectations']}"})
+                if (
+                    run["cluster"] == cluster
+                    and run["first"] is not None
+                    and run["first"] < end
+                    and run["last"] >= start
+                ):
+                    found.setdefault(key, []).append(
+                        {
+                            "expectation": "ingest",
+                            "column": "",
+                            "says": f"ingest batch {run['batch_id']}: {run['failed_expectations']}",
+                        }
+                    )
         return found
 
     def _ingest_runs(self, since_ms: int, until_ms: int, clusters: list[str]) -> list[dict]:
@@ -572,41 +754,108 @@ class Contract:
             since = pa.scalar(_to_dt(since_ms), pa.timestamp("us", tz="UTC"))
             until = pa.scalar(_to_dt(until_ms), pa.timestamp("us", tz="UTC"))
             end, start = ds.field("window_end"), ds.field("window_start")
-            wanted = ((ds.field("query") == "ingest") & (end >= since) & (start < until) & ~ds.field("success")
-                      & ds.field("cluster").isin(clusters))
-            table = self.lakehouse.delta("quality_runs").to_pyarrow_dataset().to_table(
-                columns=["cluster", "batch_id", "success", "window_start", "window_end", "failed_expectations"],
-                filter=wanted)
+            wanted = (
+                (ds.field("query") == "ingest")
+                & (end >= since)
+                & (start < until)
+                & ~ds.field("success")
+                & ds.field("cluster").isin(clusters)
+            )
+            table = (
+                self.lakehouse.delta("quality_runs")
+                .to_pyarrow_dataset()
+                .to_table(
+                    columns=[
+                        "cluster",
+                        "batch_id",
+                        "success",
+                        "window_start",
+                        "window_end",
+                        "failed_expectations",
+                    ],
+                    filter=wanted,
+                )
+            )
             as_ms = {name: table[name].cast(pa.int64()) for name in ("window_start", "window_end")}
-            return [{"cluster": c, "batch_id": b, "success": s, "first": None if f is None else f // 1000,
-                     "last": None if l is None else l // 1000, "failed_expectations": x}
-                    for c, b, s, f, l, x in zip(table["cluster"].to_pylist(), table["batch_id"].to_pylist(),
-                                                table["success"].to_pylist(), as_ms["window_start"].to_pylist(),
-                                                as_ms["window_end"].to_pylist(),
-                                                table["failed_expectations"].to_pylist())]
+            return [
+                {
+                    "cluster": c,
+                    "batch_id": b,
+                    "success": s,
+                    "first": None if f is None else f // 1000,
+                    "last": None if l is None else l // 1000,
+                    "failed_expectations": x,
+                }
+                for c, b, s, f, l, x in zip(
+                    table["cluster"].to_pylist(),
+                    table["batch_id"].to_pylist(),
+                    table["success"].to_pylist(),
+                    as_ms["window_start"].to_pylist(),
+                    as_ms["window_end"].to_pylist(),
+                    table["failed_expectations"].to_pylist(),
+                )
+            ]
         end, start = _ms("window_end"), _ms("window_start")
-        wanted = ((F.col("query") == "ingest") & (end >= F.lit(since_ms)) & (start < F.lit(until_ms))
-                  & ~F.col("success") & F.col("cluster").isin(clusters))
-        return [r.asDict() for r in self.lakehouse.read("quality_runs").where(wanted).select(
-            "cluster", "batch_id", "success", start.alias("first"), end.alias("last"), "failed_expectations").collect()]
+        wanted = (
+            (F.col("query") == "ingest")
+            & (end >= F.lit(since_ms))
+            & (start < F.lit(until_ms))
+            & ~F.col("success")
+            & F.col("cluster").isin(clusters)
+        )
+        return [
+            r.asDict()
+            for r in self.lakehouse.read("quality_runs")
+            .where(wanted)
+            .select(
+                "cluster",
+                "batch_id",
+                "success",
+                start.alias("first"),
+                end.alias("last"),
+                "failed_expectations",
+            )
+            .collect()
+        ]
 
     # -- quality_runs -------------------------------------------------------------------------
 
-    def _run_row(self, query: str, app_id: str, batch_id: int, cluster: str | None, start_ms: int | None,
-                 end_ms: int | None, suite: str, evaluated: int, failed: list[dict], elapsed_ms: int,
-                 details: dict) -> dict:
+    def _run_row(
+        self,
+        query: str,
+        app_id: str,
+        batch_id: int,
+        cluster: str | None,
+        start_ms: int | None,
+        end_ms: int | None,
+        suite: str,
+        evaluated: int,
+        failed: list[dict],
+        elapsed_ms: int,
+        details: dict,
+    ) -> dict:
         readable = "; ".join(
             (f"broker {f['broker']}: " if f.get("broker") is not None else "")
             + f["says"]
             + (f" (observed {f['observed']:.4g})" if isinstance(f.get("observed"), (int, float)) else "")
             + (f" [{f['expectation']} on {f['column']}]" if f["column"] else "")
-            for f in failed)
-        return {"run_id": str(uuid.uuid5(_NAMESPACE, f"{app_id}|{batch_id}|{cluster}|{start_ms}|{end_ms}")),
-                "query": query, "batch_id": batch_id, "cluster": cluster, "window_start": _to_dt(start_ms),
-                "window_end": _to_dt(end_ms), "suite": suite, "success": not failed, "evaluated": evaluated,
-                "failed_expectations": readable or None,
-                "details_json": json.dumps({**details, "failures": failed}, default=str),
-                "validation_ms": elapsed_ms, "checked_at": datetime.now(timezone.utc)}
+            for f in failed
+        )
+        return {
+            "run_id": str(uuid.uuid5(_NAMESPACE, f"{app_id}|{batch_id}|{cluster}|{start_ms}|{end_ms}")),
+            "query": query,
+            "batch_id": batch_id,
+            "cluster": cluster,
+            "window_start": _to_dt(start_ms),
+            "window_end": _to_dt(end_ms),
+            "suite": suite,
+            "success": not failed,
+            "evaluated": evaluated,
+            "failed_expectations": readable or None,
+            "details_json": json.dumps({**details, "failures": failed}, default=str),
+            "validation_ms": elapsed_ms,
+            "checked_at": datetime.now(UTC),
+        }
 
     def _write(self, rows: list[dict], app_id: str, batch_id: int) -> None:
         table = pa.Table.from_pylist(rows, schema=arrow_schema("quality_runs"))

@@ -8,8 +8,9 @@ import sys
 from pyspark.sql import SparkSession
 
 
-def build_session(*, master: str | None = None, app_name: str = "kafka-traffic-balancer",
-                  conf: dict[str, str] | None = None) -> SparkSession:
+def build_session(
+    *, master: str | None = None, app_name: str = "kafka-traffic-balancer", conf: dict[str, str] | None = None
+) -> SparkSession:
     """Get or create the session. ``master`` None leaves it to spark-submit."""
     # Python workers must run this interpreter (the venv), or they fail to import our package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -33,7 +34,9 @@ def build_session(*, master: str | None = None, app_name: str = "kafka-traffic-b
     settings.update(conf or {})
     if delta_jar_requested(settings):
         settings.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        settings.setdefault("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        settings.setdefault(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -36,12 +36,12 @@ from pyspark import StorageLevel, inheritable_thread_target
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancer.config import Config, duration_seconds
 from balancer.capacity import read_capacities
+from balancer.config import Config, duration_seconds
 from balancer.spark import cruise_control, loads, planning, tracking
-from balancer.spark.topology import TopologyLog
 from balancer.spark.lakehouse import Lakehouse, spark_schema
 from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries, summarize_ingest
+from balancer.spark.topology import TopologyLog
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ LANDING_TABLES = ["telemetry_raw", "telemetry_quarantine"]
 
 
 def _epoch_ms(stamp: datetime) -> int:
-    return int(stamp.replace(tzinfo=stamp.tzinfo or timezone.utc).timestamp() * 1000)
+    return int(stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp() * 1000)
 
 
 class WatermarkLog:
@@ -83,19 +83,26 @@ class WatermarkLog:
         staged = self.folder / f".{batch_id}.tmp"
         staged.write_text(json.dumps({"max_event_ms": max_event_ms}))
         staged.replace(self.folder / str(batch_id))  # atomic: a crash leaves the old entry or the new one
-        for old in self._ids()[:-self.KEEP]:
+        for old in self._ids()[: -self.KEEP]:
             (self.folder / str(old)).unlink(missing_ok=True)
 
 
 class BalancerSink:
     """Lands each micro-batch of parsed telemetry, then loads, ranks and plans the windows it closed."""
 
-    def __init__(self, lakehouse: Lakehouse, config: Config, checkpoint: str | Path,
-                 on_plans: PlanListener | None = None):
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        config: Config,
+        checkpoint: str | Path,
+        on_plans: PlanListener | None = None,
+    ):
         self.lakehouse = lakehouse
         self.config = config
         self.checkpoint = Path(checkpoint)
-        self.contract = Contract(lakehouse, config.quality, telemetry_suite=TELEMETRY_SUITES[config.source.format])
+        self.contract = Contract(
+            lakehouse, config.quality, telemetry_suite=TELEMETRY_SUITES[config.source.format]
+        )
         self.topology = TopologyLog(lakehouse, config)
         self.capacities = read_capacities(config.capacity.path) if config.capacity.path else None
         self.on_plans = on_plans
@@ -128,8 +135,12 @@ class BalancerSink:
         if self.own_cluster is None:
             latest = self.lakehouse.column_max("telemetry_raw", "ts")
         else:  # other clusters' jobs share the lakehouse: only this cluster's telemetry says what closed
-            latest = (self.lakehouse.read("telemetry_raw").where(F.col("cluster") == self.own_cluster)
-                      .agg(F.max("ts")).first()[0])
+            latest = (
+                self.lakehouse.read("telemetry_raw")
+                .where(F.col("cluster") == self.own_cluster)
+                .agg(F.max("ts"))
+                .first()[0]
+            )
         return _epoch_ms(latest) if latest else None
 
     def _watermark(self, max_event_ms: int | None) -> int | None:
@@ -149,8 +160,11 @@ class BalancerSink:
             self._finalize(batch_id, closed_after, closed_until)
         self.watermarks.record(batch_id, max_after)
         self.seconds.update(self._batch_seconds)
-        log.info("batch %d took %s", batch_id,
-                 ", ".join(f"{step} {sec:.1f}s" for step, sec in self._batch_seconds.items()))
+        log.info(
+            "batch %d took %s",
+            batch_id,
+            ", ".join(f"{step} {sec:.1f}s" for step, sec in self._batch_seconds.items()),
+        )
 
     # -- 1. landing ----------------------------------------------------------------------------
 
@@ -162,7 +176,7 @@ class BalancerSink:
         telemetry_quarantine's, and reduces the contract's per-record probes (``Contract.ingest_probes``)
         beside them; the driver commits both tables. On delta-spark: two writes and one aggregation.
         """
-        now = F.lit(datetime.now(timezone.utc)).cast("timestamp")
+        now = F.lit(datetime.now(UTC)).cast("timestamp")
         late = (F.unix_millis("ts") < F.lit(watermark_ms)) if watermark_ms is not None else F.lit(False)
         bad = F.col("quarantine_reason").isNotNull()
         # Cached, not written straight from Kafka: that task would chain the source's Python worker,
@@ -171,20 +185,31 @@ class BalancerSink:
         # A quarantined value stays bytes as it arrived; value_text is a copy for reading (invalid UTF-8
         # replaced, cut at max_value_bytes). The reason is made valid UTF-8 whatever a parser quoted: a
         # string that lands must be valid UTF-8 (the Delta file statistics are JSON).
-        value_text = F.when(bad, F.make_valid_utf8(
-            F.substring("value", 1, self.config.source.max_value_bytes).cast("string")))
+        value_text = F.when(
+            bad, F.make_valid_utf8(F.substring("value", 1, self.config.source.max_value_bytes).cast("string"))
+        )
         landed = batch.select(
-            *batch.columns, late.alias("is_late"), F.lit(batch_id).cast("long").alias("batch_id"),
-            now.alias("ingested_at"), now.alias("quarantined_at"), value_text.alias("value_text"),
+            *batch.columns,
+            late.alias("is_late"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+            now.alias("ingested_at"),
+            now.alias("quarantined_at"),
+            value_text.alias("value_text"),
             F.make_valid_utf8("quarantine_reason").alias("reason"),
             bad.cast("byte").alias("_table"),  # its index in LANDING_TABLES
-            *self.contract.ingest_probes(batch)).persist(StorageLevel.MEMORY_AND_DISK)
+            *self.contract.ingest_probes(batch),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             with self._timed("read, parse, land"):
                 if self.lakehouse.engine == "delta-rs":
                     _, summary = self.lakehouse.append_routed(
-                        landed, LANDING_TABLES, route="_table", app_id=self.app_id,
-                        batch_id=batch_id, summarize=summarize_ingest)
+                        landed,
+                        LANDING_TABLES,
+                        route="_table",
+                        app_id=self.app_id,
+                        batch_id=batch_id,
+                        summarize=summarize_ingest,
+                    )
                 else:
                     self._write("telemetry_raw", landed.where(~bad), batch_id)
                     self._write("telemetry_quarantine", landed.where(bad), batch_id)
@@ -192,8 +217,9 @@ class BalancerSink:
             per_cluster = merge_ingest_summaries(summary)
             with self._timed("ingest contract"):
                 # Reads the cache again only for samples of failed records expectations.
-                self.contract.check_ingest(landed, landed.where(~bad), app_id=self.app_id, batch_id=batch_id,
-                                           per_cluster=per_cluster)
+                self.contract.check_ingest(
+                    landed, landed.where(~bad), app_id=self.app_id, batch_id=batch_id, per_cluster=per_cluster
+                )
         finally:
             landed.unpersist()
         latest = [c["valid_last_ts_ms"] for c in per_cluster if c["valid_last_ts_ms"] is not None]
@@ -223,43 +249,66 @@ class BalancerSink:
             cached += [partitions, brokers]
             with self._timed("windows contract"):
                 # Its own writer id: the ingest check of this batch already appended to quality_runs.
-                blocked = self.contract.check_windows(windows, partitions, app_id=f"{self.app_id}-windows",
-                                                      batch_id=batch_id)
+                blocked = self.contract.check_windows(
+                    windows, partitions, app_id=f"{self.app_id}-windows", batch_id=batch_id
+                )
             with self._timed("plan lifecycle"):
                 # One plan at a time: windows an open plan holds are not planned (balancer.execution.lifecycle).
                 gated = tracking.gate(self.lakehouse, self.config, partitions, brokers, closed_after_ms)
             # Planning runs once: both tables below and the listener read the cached result.
-            plan_rows = planning.plans(partitions, brokers, self.config.balancer, blocked=blocked,
-                                       waiting=gated.frame(brokers.sparkSession)).persist(StorageLevel.MEMORY_AND_DISK)
+            plan_rows = planning.plans(
+                partitions,
+                brokers,
+                self.config.balancer,
+                blocked=blocked,
+                waiting=gated.frame(brokers.sparkSession),
+            ).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(plan_rows)
             done = self.lakehouse.committed_version("plan_actions", self.app_id)
-            replayed = done is not None and done >= batch_id  # its plans landed before the crash: don't plan again
+            replayed = (
+                done is not None and done >= batch_id
+            )  # its plans landed before the crash: don't plan again
             with ThreadPoolExecutor(max_workers=1) as background:  # waits for the planner, even on an error
                 # The session's local properties and tags go with the job, as on this thread.
-                planned = background.submit(inheritable_thread_target(plan_rows.sparkSession)(
-                    (lambda: None) if replayed else plan_rows.count))
+                planned = background.submit(
+                    inheritable_thread_target(plan_rows.sparkSession)(
+                        (lambda: None) if replayed else plan_rows.count
+                    )
+                )
                 with self._timed("partition_load"):
                     self._write("partition_load", partitions, batch_id)
                 with self._timed("broker_load, broker_ranking"):
                     self._write("broker_load", brokers, batch_id)
-                    self._write("broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id)
+                    self._write(
+                        "broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id
+                    )
                 with self._timed("plans"):
                     planned.result()
-                    plan_rows, settled = self._settle(plan_rows, gated, partitions, replayed, closed_after_ms,
-                                                      closed_until_ms)
+                    plan_rows, settled = self._settle(
+                        plan_rows, gated, partitions, replayed, closed_after_ms, closed_until_ms
+                    )
                     new_plans = self._write("balance_plans", plan_rows, batch_id)
                     self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
             with self._timed("plan lifecycle"):
                 self._track(settled, partitions, brokers, batch_id, closed_after_ms, closed_until_ms)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:
-                self.on_plans([row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()])
+                self.on_plans(
+                    [row.asDict(recursive=True) for row in plan_rows.orderBy("window_end").collect()]
+                )
         finally:
             for frame in reversed(cached):
                 frame.unpersist()
 
-    def _settle(self, plan_rows: DataFrame, gated: tracking.Gate, partitions: DataFrame, replayed: bool,
-                closed_after_ms: int | None, closed_until_ms: int) -> tuple[DataFrame, tracking.Settled]:
+    def _settle(
+        self,
+        plan_rows: DataFrame,
+        gated: tracking.Gate,
+        partitions: DataFrame,
+        replayed: bool,
+        closed_after_ms: int | None,
+        closed_until_ms: int,
+    ) -> tuple[DataFrame, tracking.Settled]:
         """The batch's windows in window order: a plan proposed by one makes the cluster's later windows
         of this batch wait (they were planned together, before anyone knew). A replayed batch reads its
         plans back instead of planning again."""
@@ -273,46 +322,87 @@ class BalancerSink:
             plan_rows = planning.as_waiting(plan_rows, waits)
         return plan_rows, settled
 
-    def _track(self, settled: tracking.Settled, partitions: DataFrame, brokers: DataFrame, batch_id: int,
-               closed_after_ms: int | None, closed_until_ms: int) -> None:
+    def _track(
+        self,
+        settled: tracking.Settled,
+        partitions: DataFrame,
+        brokers: DataFrame,
+        batch_id: int,
+        closed_after_ms: int | None,
+        closed_until_ms: int,
+    ) -> None:
         """plan_events (status and progress changes), plan_batches (the new plans' batches and throttles),
         plan_outcomes (completed plans, predicted vs realized). Few rows: written by the driver."""
         events = tracking.event_rows(settled.tracks)
         if events:
-            self.lakehouse.append("plan_events", tracking.arrow("plan_events", events), app_id=self.app_id,
-                                  batch_id=batch_id)
+            self.lakehouse.append(
+                "plan_events", tracking.arrow("plan_events", events), app_id=self.app_id, batch_id=batch_id
+            )
         broker_rows, traffic = tracking.context_rows(partitions, brokers, settled.proposed)
-        batches = [row for info in settled.proposed
-                   for row in tracking.batch_rows(info, broker_rows.get(info.plan_id, []),
-                                                  traffic.get(info.plan_id, {}), self.config)]
+        batches = [
+            row
+            for info in settled.proposed
+            for row in tracking.batch_rows(
+                info, broker_rows.get(info.plan_id, []), traffic.get(info.plan_id, {}), self.config
+            )
+        ]
         if batches:
-            self.lakehouse.append("plan_batches", tracking.arrow("plan_batches", batches), app_id=self.app_id,
-                                  batch_id=batch_id)
+            self.lakehouse.append(
+                "plan_batches", tracking.arrow("plan_batches", batches), app_id=self.app_id, batch_id=batch_id
+            )
 
         def closing(window_ms: int) -> bool:
             return (closed_after_ms is None or window_ms > closed_after_ms) and window_ms <= closed_until_ms
 
         def window_of(cached: DataFrame, table: str) -> Callable[[int], DataFrame]:
-            return lambda ms: cached if closing(ms) else self.lakehouse.read_range(table, "window_end", ms, ms + 1)
+            return lambda ms: (
+                cached if closing(ms) else self.lakehouse.read_range(table, "window_end", ms, ms + 1)
+            )
 
-        outcomes = [row for track in settled.tracks for outcome in track.outcomes
-                    for row in tracking.outcome_rows(outcome, settled.infos[outcome.plan_id],
-                                                     window_of(brokers, "broker_load"),
-                                                     window_of(partitions, "partition_load"))]
+        outcomes = [
+            row
+            for track in settled.tracks
+            for outcome in track.outcomes
+            for row in tracking.outcome_rows(
+                outcome,
+                settled.infos[outcome.plan_id],
+                window_of(brokers, "broker_load"),
+                window_of(partitions, "partition_load"),
+            )
+        ]
         if outcomes:
-            self.lakehouse.append("plan_outcomes", tracking.arrow("plan_outcomes", outcomes), app_id=self.app_id,
-                                  batch_id=batch_id)
+            self.lakehouse.append(
+                "plan_outcomes",
+                tracking.arrow("plan_outcomes", outcomes),
+                app_id=self.app_id,
+                batch_id=batch_id,
+            )
 
-    def _replica_windows(self, on_time: DataFrame, closed_after_ms: int | None, closed_until_ms: int) -> DataFrame:
+    def _replica_windows(
+        self, on_time: DataFrame, closed_after_ms: int | None, closed_until_ms: int
+    ) -> DataFrame:
         """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either format."""
         if self.config.source.format == "cruise-control":
             return cruise_control.replica_windows(
-                on_time, self.lakehouse.read("cluster_metadata"), self.lakehouse.read("broker_metadata"),
-                self.capacities, self.config.windows, ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
-        windows = loads.replica_windows(on_time.where(F.col("v") == 1), self.config.windows,
-                                        ends_after_ms=closed_after_ms, ends_until_ms=closed_until_ms)
-        return windows if self.capacities is None else cruise_control.fill_capacities(windows, self.capacities)
+                on_time,
+                self.lakehouse.read("cluster_metadata"),
+                self.lakehouse.read("broker_metadata"),
+                self.capacities,
+                self.config.windows,
+                ends_after_ms=closed_after_ms,
+                ends_until_ms=closed_until_ms,
+            )
+        windows = loads.replica_windows(
+            on_time.where(F.col("v") == 1),
+            self.config.windows,
+            ends_after_ms=closed_after_ms,
+            ends_until_ms=closed_until_ms,
+        )
+        return (
+            windows if self.capacities is None else cruise_control.fill_capacities(windows, self.capacities)
+        )
 
     def _write(self, table: str, frame: DataFrame, batch_id: int) -> bool:
-        return self.lakehouse.append(table, frame.select(*spark_schema(table).names), app_id=self.app_id,
-                                     batch_id=batch_id)
+        return self.lakehouse.append(
+            table, frame.select(*spark_schema(table).names), app_id=self.app_id, batch_id=batch_id
+        )

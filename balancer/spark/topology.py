@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 
@@ -62,18 +62,31 @@ class TopologyLog:
         self._read_at = now
         if self.previous is None:
             self.previous = self._stored()
-        observed_at = datetime.now(timezone.utc)
+        observed_at = datetime.now(UTC)
         partitions = changed_rows(self.previous, current, observed_at)
         brokers = _broker_changes(self.previous, current, observed_at)
         if partitions:
-            self.lakehouse.append("cluster_metadata", pa.Table.from_pylist(partitions, arrow_schema("cluster_metadata")),
-                                  app_id=app_id, batch_id=batch_id)
+            self.lakehouse.append(
+                "cluster_metadata",
+                pa.Table.from_pylist(partitions, arrow_schema("cluster_metadata")),
+                app_id=app_id,
+                batch_id=batch_id,
+            )
         if brokers:
-            self.lakehouse.append("broker_metadata", pa.Table.from_pylist(brokers, arrow_schema("broker_metadata")),
-                                  app_id=app_id, batch_id=batch_id)
+            self.lakehouse.append(
+                "broker_metadata",
+                pa.Table.from_pylist(brokers, arrow_schema("broker_metadata")),
+                app_id=app_id,
+                batch_id=batch_id,
+            )
         self.previous = current
         if partitions or brokers:
-            log.info("topology of %s: %d partition and %d broker changes", self.cluster, len(partitions), len(brokers))
+            log.info(
+                "topology of %s: %d partition and %d broker changes",
+                self.cluster,
+                len(partitions),
+                len(brokers),
+            )
         return len(partitions) + len(brokers)
 
     def _stored(self) -> ClusterMetadata | None:
@@ -82,9 +95,16 @@ class TopologyLog:
 
         def latest(table: str, keys: list[str]):
             frame = self.lakehouse.read(table).where(F.col("cluster") == self.cluster)
-            return (frame.groupBy(*keys).agg(F.max_by(F.struct(*[c for c in frame.columns if c not in keys]),
-                                                      "observed_at").alias("_l"))
-                    .select(*keys, "_l.*").toPandas())
+            return (
+                frame.groupBy(*keys)
+                .agg(
+                    F.max_by(F.struct(*[c for c in frame.columns if c not in keys]), "observed_at").alias(
+                        "_l"
+                    )
+                )
+                .select(*keys, "_l.*")
+                .toPandas()
+            )
 
         parts = latest("cluster_metadata", ["topic", "partition"])
         brokers = latest("broker_metadata", ["broker"])
@@ -92,20 +112,47 @@ class TopologyLog:
             return None
         return ClusterMetadata(
             cluster=self.cluster,
-            brokers={int(b): r for b, r, p in zip(brokers["broker"], brokers["rack"], brokers["present"]) if p},
+            brokers={
+                int(b): r for b, r, p in zip(brokers["broker"], brokers["rack"], brokers["present"]) if p
+            },
             partitions=tuple(
-                PartitionInfo(topic=t, partition=int(p), replicas=tuple(int(x) for x in r),
-                              leader=None if lead is None or lead != lead else int(lead),
-                              isr=tuple(int(x) for x in (i if i is not None else ())))
-                for t, p, r, lead, i in zip(parts["topic"], parts["partition"], parts["replicas"], parts["leader"],
-                                            parts["isr"])
-                if r is not None and len(r) > 0))
+                PartitionInfo(
+                    topic=t,
+                    partition=int(p),
+                    replicas=tuple(int(x) for x in r),
+                    leader=None if lead is None or lead != lead else int(lead),
+                    isr=tuple(int(x) for x in (i if i is not None else ())),
+                )
+                for t, p, r, lead, i in zip(
+                    parts["topic"], parts["partition"], parts["replicas"], parts["leader"], parts["isr"]
+                )
+                if r is not None and len(r) > 0
+            ),
+        )
 
 
 def _broker_changes(previous: ClusterMetadata | None, current: ClusterMetadata, observed_at) -> list[dict]:
     before = {} if previous is None else dict(previous.brokers)
-    rows = [{"cluster": current.cluster, "observed_at": observed_at, "broker": int(b), "rack": rack, "present": True}
-            for b, rack in current.brokers.items() if b not in before or before[b] != rack]
-    rows += [{"cluster": current.cluster, "observed_at": observed_at, "broker": int(b), "rack": rack, "present": False}
-             for b, rack in before.items() if b not in current.brokers]
+    rows = [
+        {
+            "cluster": current.cluster,
+            "observed_at": observed_at,
+            "broker": int(b),
+            "rack": rack,
+            "present": True,
+        }
+        for b, rack in current.brokers.items()
+        if b not in before or before[b] != rack
+    ]
+    rows += [
+        {
+            "cluster": current.cluster,
+            "observed_at": observed_at,
+            "broker": int(b),
+            "rack": rack,
+            "present": False,
+        }
+        for b, rack in before.items()
+        if b not in current.brokers
+    ]
     return rows

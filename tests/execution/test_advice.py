@@ -9,14 +9,23 @@ MB = 1e6
 
 
 def snapshot(n_brokers, partitions, capacity=100 * MB):
-    brokers = [{"id": b, "capacity": {"network_in": capacity, "network_out": capacity, "disk": 1e12}}
-               for b in range(n_brokers)]
+    brokers = [
+        {"id": b, "capacity": {"network_in": capacity, "network_out": capacity, "disk": 1e12}}
+        for b in range(n_brokers)
+    ]
     return {"cluster": "c", "brokers": brokers, "partitions": partitions}
 
 
 def part(topic, p, replicas, bytes_in, bytes_out, size=1e9):
-    return {"topic": topic, "partition": p, "replicas": list(replicas), "leader": replicas[0],
-            "bytes_in": bytes_in, "bytes_out": bytes_out, "size": size}
+    return {
+        "topic": topic,
+        "partition": p,
+        "replicas": list(replicas),
+        "leader": replicas[0],
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "size": size,
+    }
 
 
 def even(n_brokers, topic="cold", count=16, bytes_in=0.5 * MB, bytes_out=0.5 * MB):
@@ -59,8 +68,11 @@ def test_balanced_cluster_needs_no_action():
     snap = snapshot(4, even(4))
     result = plan(snap)
     assert not result.actions
-    assert advise(snap, result) == [Advice("no_action", None, "the cluster is within its balance and capacity "
-                                                              "thresholds: no action needed.")]
+    assert advise(snap, result) == [
+        Advice(
+            "no_action", None, "the cluster is within its balance and capacity thresholds: no action needed."
+        )
+    ]
 
 
 def test_a_cluster_above_capacity_threshold_needs_brokers():

@@ -15,14 +15,30 @@ def move(partition, old, new, *, topic="t", kind="replica_move", size=100, new_l
     leader = new[0] if new_leader is None else new_leader
     new = (leader,) + tuple(b for b in new if b != leader)
     moved = len(set(new) - set(old))
-    return Action(kind=kind, topic=topic, partition=partition, old_replicas=old, new_replicas=new,
-                  old_leader=old[0], new_leader=leader, bytes_to_move=size * moved)
+    return Action(
+        kind=kind,
+        topic=topic,
+        partition=partition,
+        old_replicas=old,
+        new_replicas=new,
+        old_leader=old[0],
+        new_leader=leader,
+        bytes_to_move=size * moved,
+    )
 
 
 def leadership(partition, old, new_leader, *, topic="t"):
     new = (new_leader,) + tuple(b for b in old if b != new_leader)
-    return Action(kind="leadership", topic=topic, partition=partition, old_replicas=tuple(old), new_replicas=new,
-                  old_leader=old[0], new_leader=new_leader, bytes_to_move=0)
+    return Action(
+        kind="leadership",
+        topic=topic,
+        partition=partition,
+        old_replicas=tuple(old),
+        new_replicas=new,
+        old_leader=old[0],
+        new_leader=new_leader,
+        bytes_to_move=0,
+    )
 
 
 @st.composite
@@ -41,8 +57,16 @@ def actions(draw):
         gone = draw(st.permutations(old))[:n_moved]
         new = [b for b in old if b not in gone] + draw(st.permutations(others))[:n_moved]
         leader = draw(st.sampled_from(new))
-        out.append(move(p, old, new, kind="swap" if kind == "swap" else "replica_move",
-                        size=draw(st.integers(0, 10**9)), new_leader=leader))
+        out.append(
+            move(
+                p,
+                old,
+                new,
+                kind="swap" if kind == "swap" else "replica_move",
+                size=draw(st.integers(0, 10**9)),
+                new_leader=leader,
+            )
+        )
     return out
 
 
@@ -57,8 +81,12 @@ def fits(batch_actions, per_broker, per_batch):
 @settings(max_examples=300, deadline=None)
 @given(actions(), st.integers(1, 7), st.integers(1, 4), st.integers(1, 12))
 def test_batches_respect_limits_and_keep_every_action_once(plan, lead_max, per_broker, per_batch):
-    batches = split_batches(plan, max_leadership_moves=lead_max, max_partition_moves_per_broker=per_broker,
-                            max_partition_moves=per_batch)
+    batches = split_batches(
+        plan,
+        max_leadership_moves=lead_max,
+        max_partition_moves_per_broker=per_broker,
+        max_partition_moves=per_batch,
+    )
     # Every action in exactly one batch.
     placed = [a for b in batches for a in b.actions]
     assert sorted(map(id, placed)) == sorted(map(id, plan))
@@ -91,9 +119,9 @@ def test_batches_respect_limits_and_keep_every_action_once(plan, lead_max, per_b
 
 
 def test_cruise_control_defaults_and_participants():
-    a = move(0, (1, 2, 3), (1, 2, 4))           # leader 1 sends to 4; 3 only drops its replica
+    a = move(0, (1, 2, 3), (1, 2, 4))  # leader 1 sends to 4; 3 only drops its replica
     assert participants(a) == {1, 4}
-    b = move(1, (2, 3), (5, 6))                 # leader 2 sends to 5 and 6
+    b = move(1, (2, 3), (5, 6))  # leader 2 sends to 5 and 6
     assert participants(b) == {2, 5, 6}
     assert participants(leadership(2, (1, 2), 2)) == frozenset()
     # Six moves all sent by broker 1: five fit in a batch, the sixth waits.
@@ -104,23 +132,32 @@ def test_cruise_control_defaults_and_participants():
 
 
 def test_first_fit_fills_other_brokers_around_a_busy_one():
-    busy = [move(p, (1, 2), (1, 10 + p)) for p in range(3)]     # broker 1 sends three
+    busy = [move(p, (1, 2), (1, 10 + p)) for p in range(3)]  # broker 1 sends three
     other = move(9, (3, 4), (3, 5))
     batches = split_batches(busy + [other], max_partition_moves_per_broker=2)
     assert [[a.partition for a in b.actions] for b in batches] == [[0, 1, 9], [2]]
 
 
 def test_cluster_limit_and_leadership_chunks():
-    plan = [leadership(p, (1, 2), 2) for p in range(5)] + [move(10 + p, (p + 1,), (p + 20,)) for p in range(5)]
+    plan = [leadership(p, (1, 2), 2) for p in range(5)] + [
+        move(10 + p, (p + 1,), (p + 20,)) for p in range(5)
+    ]
     batches = split_batches(plan, max_leadership_moves=2, max_partition_moves=2)
-    assert [(b.kind, len(b.actions)) for b in batches] == [("leadership", 2), ("leadership", 2), ("leadership", 1),
-                                                           ("replica_move", 2), ("replica_move", 2),
-                                                           ("replica_move", 1)]
+    assert [(b.kind, len(b.actions)) for b in batches] == [
+        ("leadership", 2),
+        ("leadership", 2),
+        ("leadership", 1),
+        ("replica_move", 2),
+        ("replica_move", 2),
+        ("replica_move", 1),
+    ]
     assert split_batches([]) == []
     assert isinstance(batches[0], Batch)
 
 
-@pytest.mark.parametrize("name", ["max_leadership_moves", "max_partition_moves_per_broker", "max_partition_moves"])
+@pytest.mark.parametrize(
+    "name", ["max_leadership_moves", "max_partition_moves_per_broker", "max_partition_moves"]
+)
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "5", None])
 def test_limits_are_validated_naming_the_argument(name, value):
     with pytest.raises(ValueError, match=name):

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from balancer.execution import BrokerLoad, plan_schedule, split_batches
-from balancer.execution.export import (ExportError, batch_election, batch_reassignment, batch_rows, export_plan)
+from balancer.execution.export import ExportError, batch_election, batch_reassignment, batch_rows, export_plan
 from balancer.planner import Action
 
 MB = 10**6
@@ -18,11 +18,16 @@ ROOMY = BrokerLoad(network_in=0, network_out=0, capacity_network_in=100 * MB, ca
 # ---- the tools' documented formats (Kafka's operations docs, kafka-reassign-partitions.sh and
 # kafka-leader-election.sh --help), checked independently of the exporter's own checks -------------
 
+
 def assert_reassignment_format(doc):
     assert set(doc) == {"version", "partitions"} and doc["version"] == 1
     assert isinstance(doc["partitions"], list) and doc["partitions"]
     for p in doc["partitions"]:
-        assert set(p) <= {"topic", "partition", "replicas", "log_dirs"} and {"topic", "partition", "replicas"} <= set(p)
+        assert set(p) <= {"topic", "partition", "replicas", "log_dirs"} and {
+            "topic",
+            "partition",
+            "replicas",
+        } <= set(p)
         assert isinstance(p["topic"], str) and p["topic"]
         assert type(p["partition"]) is int and p["partition"] >= 0
         assert p["replicas"] and all(type(b) is int for b in p["replicas"])
@@ -41,26 +46,47 @@ def assert_election_format(doc):
 def action(kind, partition, old, new, leader, size=10 * MB, topic="orders"):
     new = (leader,) + tuple(b for b in new if b != leader)
     moved = len(set(new) - set(old))
-    return Action(kind=kind, topic=topic, partition=partition, old_replicas=tuple(old), new_replicas=new,
-                  old_leader=old[0], new_leader=leader, bytes_to_move=size * moved if kind != "leadership" else 0)
+    return Action(
+        kind=kind,
+        topic=topic,
+        partition=partition,
+        old_replicas=tuple(old),
+        new_replicas=new,
+        old_leader=old[0],
+        new_leader=leader,
+        bytes_to_move=size * moved if kind != "leadership" else 0,
+    )
 
 
 def plan_rows(**limits):
     actions = [
-        action("leadership", 0, (1, 2, 3), (1, 2, 3), 2),      # 2 not first: reorder, then election
-        action("leadership", 1, (3, 1, 2), (3, 1, 2), 1),      # same
+        action("leadership", 0, (1, 2, 3), (1, 2, 3), 2),  # 2 not first: reorder, then election
+        action("leadership", 1, (3, 1, 2), (3, 1, 2), 1),  # same
         # 2 leads since broker 1 restarted; 1, first, is preferred already: election only.
-        Action("leadership", "orders", 2, old_replicas=(1, 2, 3), new_replicas=(1, 2, 3), old_leader=2,
-               new_leader=1, bytes_to_move=0),
-        action("replica_move", 3, (1, 2, 3), (1, 2, 4), 1),    # leader stays: no election
-        action("replica_move", 4, (1, 2, 3), (4, 2, 3), 4),    # old leader leaves: controller elects
-        action("replica_move", 5, (2, 3, 1), (2, 3, 5), 3),    # leader 2 stays in the set, 3 planned: election
+        Action(
+            "leadership",
+            "orders",
+            2,
+            old_replicas=(1, 2, 3),
+            new_replicas=(1, 2, 3),
+            old_leader=2,
+            new_leader=1,
+            bytes_to_move=0,
+        ),
+        action("replica_move", 3, (1, 2, 3), (1, 2, 4), 1),  # leader stays: no election
+        action("replica_move", 4, (1, 2, 3), (4, 2, 3), 4),  # old leader leaves: controller elects
+        action("replica_move", 5, (2, 3, 1), (2, 3, 5), 3),  # leader 2 stays in the set, 3 planned: election
         action("swap", 6, (4, 5, 6), (4, 5, 1), 4),
     ]
     batches = split_batches(actions, **limits)
     loads = {b: ROOMY for b in range(1, 7)}
-    schedule = plan_schedule(batches, deadline_seconds=600, broker_load=loads, capacity_threshold=0.8,
-                             partition_traffic={("orders", p): 1000.0 for p in range(7)})
+    schedule = plan_schedule(
+        batches,
+        deadline_seconds=600,
+        broker_load=loads,
+        capacity_threshold=0.8,
+        partition_traffic={("orders", p): 1000.0 for p in range(7)},
+    )
     return batches, batch_rows(batches, schedule.throttles, plan_id="p-1", cluster="prod-eu-1")
 
 
@@ -69,7 +95,10 @@ def test_batch_json_follows_the_planner_and_kafkas_rules():
     lead, moves = batches
     # Leadership: reorder where the intended leader is not first, elect every leader change.
     reorder = batch_reassignment(lead)
-    assert [(p["partition"], p["replicas"]) for p in reorder["partitions"]] == [(0, [2, 1, 3]), (1, [1, 3, 2])]
+    assert [(p["partition"], p["replicas"]) for p in reorder["partitions"]] == [
+        (0, [2, 1, 3]),
+        (1, [1, 3, 2]),
+    ]
     assert [p["partition"] for p in batch_election(lead)["partitions"]] == [0, 1, 2]
     # Replica moves: every partition; election only where the old leader stays but is not the planned one.
     assert [p["partition"] for p in batch_reassignment(moves)["partitions"]] == [3, 4, 5, 6]
@@ -82,8 +111,16 @@ def test_batch_json_follows_the_planner_and_kafkas_rules():
 
 
 def test_preferred_leader_already_first_needs_no_reorder():
-    restart = Action("leadership", "t", 0, old_replicas=(1, 2), new_replicas=(1, 2), old_leader=2, new_leader=1,
-                     bytes_to_move=0)
+    restart = Action(
+        "leadership",
+        "t",
+        0,
+        old_replicas=(1, 2),
+        new_replicas=(1, 2),
+        old_leader=2,
+        new_leader=1,
+        bytes_to_move=0,
+    )
     (batch,) = split_batches([restart])
     assert batch_reassignment(batch) is None
     assert batch_election(batch) == {"partitions": [{"topic": "t", "partition": 0}]}
@@ -91,10 +128,16 @@ def test_preferred_leader_already_first_needs_no_reorder():
 
 def test_export_writes_kafka_files_a_script_and_a_readme(tmp_path):
     _, rows = plan_rows()
-    written = export_plan(rows[::-1], tmp_path / "out")        # any order in, batch order out
+    written = export_plan(rows[::-1], tmp_path / "out")  # any order in, batch order out
     names = [p.name for p in written]
-    assert names == ["batch-000-reassignment.json", "batch-000-election.json", "batch-001-reassignment.json",
-                     "batch-001-election.json", "run.sh", "README.txt"]
+    assert names == [
+        "batch-000-reassignment.json",
+        "batch-000-election.json",
+        "batch-001-reassignment.json",
+        "batch-001-election.json",
+        "run.sh",
+        "README.txt",
+    ]
     for p in written:
         if p.name.endswith("reassignment.json"):
             assert_reassignment_format(json.loads(p.read_text()))
@@ -138,12 +181,19 @@ def fake_kafka(tmp_path):
 
 def run_script(tmp_path, out, *args, **env):
     log = tmp_path / "calls.log"
-    full = {**os.environ, "KAFKA_BIN": str(fake_kafka(tmp_path)), "FAKE_LOG": str(log), "FAKE_DIR": str(tmp_path),
-            "VERIFY_INTERVAL": "0", **env}
+    full = {
+        **os.environ,
+        "KAFKA_BIN": str(fake_kafka(tmp_path)),
+        "FAKE_LOG": str(log),
+        "FAKE_DIR": str(tmp_path),
+        "VERIFY_INTERVAL": "0",
+        **env,
+    }
     if "BOOTSTRAP_SERVERS" not in env:
         full.pop("BOOTSTRAP_SERVERS", None)
-    done = subprocess.run(["bash", str(out / "run.sh"), *args], env=full, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        ["bash", str(out / "run.sh"), *args], env=full, capture_output=True, text=True, timeout=60
+    )
     return done, (log.read_text().splitlines() if log.exists() else [])
 
 
@@ -153,13 +203,22 @@ def test_run_sh_runs_the_batches_in_order_against_kafkas_tools(tmp_path):
     export_plan(rows, out)
     done, calls = run_script(tmp_path, out, "kafka-1:9092")
     assert done.returncode == 0, done.stderr
-    tools = [c.split()[0] + " " + next(w for w in c.split()[1:] if w in ("--execute", "--verify", "--alter",
-                                                                         "--election-type")) for c in calls]
+    tools = [
+        c.split()[0]
+        + " "
+        + next(w for w in c.split()[1:] if w in ("--execute", "--verify", "--alter", "--election-type"))
+        for c in calls
+    ]
     throttle = rows[1]["throttle"]
-    assert tools == (["kafka-reassign-partitions.sh --execute"] + ["kafka-reassign-partitions.sh --verify"] * 2
-                     + ["kafka-leader-election.sh --election-type"]
-                     + ["kafka-reassign-partitions.sh --execute"] + ["kafka-configs.sh --alter"] * len(throttle)
-                     + ["kafka-reassign-partitions.sh --verify"] * 2 + ["kafka-leader-election.sh --election-type"])
+    assert tools == (
+        ["kafka-reassign-partitions.sh --execute"]
+        + ["kafka-reassign-partitions.sh --verify"] * 2
+        + ["kafka-leader-election.sh --election-type"]
+        + ["kafka-reassign-partitions.sh --execute"]
+        + ["kafka-configs.sh --alter"] * len(throttle)
+        + ["kafka-reassign-partitions.sh --verify"] * 2
+        + ["kafka-leader-election.sh --election-type"]
+    )
     assert all("--bootstrap-server kafka-1:9092" in c for c in calls)
     assert "--throttle" not in calls[0] and f"--throttle {min(throttle.values())}" in calls[4]
     assert (out / "batch-001-execute.log").exists()
@@ -186,24 +245,46 @@ def test_rows_as_arrow_reads_them_map_and_json_throttles(tmp_path):
     as_json = [dict(r, throttle=json.dumps(r["throttle"])) for r in rows]
     export_plan(as_json, tmp_path / "a")
     # Arrow's map<int,bigint> comes back from to_pylist() as a list of (key, value) pairs.
-    table = pa.Table.from_pylist([dict(r, throttle=list(r["throttle"].items())) for r in rows], schema=pa.schema([
-        ("plan_id", pa.string()), ("cluster", pa.string()), ("batch", pa.int32()), ("kind", pa.string()),
-        ("actions", pa.int32()), ("bytes_to_move", pa.int64()), ("throttle", pa.map_(pa.int32(), pa.int64())),
-        ("estimated_seconds", pa.float64()), ("reassignment_json", pa.string()), ("election_json", pa.string())]))
+    table = pa.Table.from_pylist(
+        [dict(r, throttle=list(r["throttle"].items())) for r in rows],
+        schema=pa.schema(
+            [
+                ("plan_id", pa.string()),
+                ("cluster", pa.string()),
+                ("batch", pa.int32()),
+                ("kind", pa.string()),
+                ("actions", pa.int32()),
+                ("bytes_to_move", pa.int64()),
+                ("throttle", pa.map_(pa.int32(), pa.int64())),
+                ("estimated_seconds", pa.float64()),
+                ("reassignment_json", pa.string()),
+                ("election_json", pa.string()),
+            ]
+        ),
+    )
     export_plan(table.to_pylist(), tmp_path / "b")
     assert (tmp_path / "a" / "run.sh").read_text() == (tmp_path / "b" / "run.sh").read_text()
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"reassignment_json": "{not json"}, "reassignment_json is not valid JSON"),
-    ({"reassignment_json": json.dumps({"version": 2, "partitions": []})}, "version"),
-    ({"reassignment_json": json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0,
-                                                                      "replicas": [1, 1]}]})}, "distinct"),
-    ({"throttle": None}, "never run unthrottled"),
-    ({"throttle": {1: 0}}, "must be > 0"),
-    ({"kind": "teleport"}, "kind must be one of"),
-    ({"batch": -1}, "batch must be an int"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"reassignment_json": "{not json"}, "reassignment_json is not valid JSON"),
+        ({"reassignment_json": json.dumps({"version": 2, "partitions": []})}, "version"),
+        (
+            {
+                "reassignment_json": json.dumps(
+                    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}
+                )
+            },
+            "distinct",
+        ),
+        ({"throttle": None}, "never run unthrottled"),
+        ({"throttle": {1: 0}}, "must be > 0"),
+        ({"kind": "teleport"}, "kind must be one of"),
+        ({"batch": -1}, "batch must be an int"),
+    ],
+)
 def test_bad_rows_are_rejected_before_anything_is_written(tmp_path, change, message):
     _, rows = plan_rows()
     rows[1].update(change)
@@ -231,8 +312,15 @@ def test_a_fixed_bootstrap_placeholder_becomes_the_scripts_fallback(tmp_path):
 def test_rows_as_the_job_writes_them_json_throttle_notes_and_a_missing_throttle(tmp_path):
     _, rows = plan_rows()
     # balancer.spark.tracking: throttle as a JSON object with string keys, plus meets_deadline and note.
-    job_rows = [dict(r, throttle=json.dumps({str(b): v for b, v in r["throttle"].items()}) if r["throttle"] else None,
-                     meets_deadline=True, note=None) for r in rows]
+    job_rows = [
+        dict(
+            r,
+            throttle=json.dumps({str(b): v for b, v in r["throttle"].items()}) if r["throttle"] else None,
+            meets_deadline=True,
+            note=None,
+        )
+        for r in rows
+    ]
     job_rows[1]["note"] = "batch 1 cannot finish in 600 s\nwithin spare network capacity"
     export_plan(job_rows, tmp_path / "a")
     script = (tmp_path / "a" / "run.sh").read_text()

@@ -32,9 +32,24 @@ def test_plan_command_writes_reassignment_and_election(tmp_path, capsys):
 
 def test_plan_command_reports_a_bad_snapshot(tmp_path, capsys):
     snap = tmp_path / "snap.json"
-    snap.write_text(json.dumps({"brokers": [{"id": 1, "capacity": {"network_in": 1, "network_out": 1, "disk": 1}}],
-                                "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "leader": 1,
-                                                "bytes_in": 1, "bytes_out": 1, "size": 1}]}))
+    snap.write_text(
+        json.dumps(
+            {
+                "brokers": [{"id": 1, "capacity": {"network_in": 1, "network_out": 1, "disk": 1}}],
+                "partitions": [
+                    {
+                        "topic": "t",
+                        "partition": 0,
+                        "replicas": [1, 2],
+                        "leader": 1,
+                        "bytes_in": 1,
+                        "bytes_out": 1,
+                        "size": 1,
+                    }
+                ],
+            }
+        )
+    )
     args = parse(["plan", str(snap), "-o", str(tmp_path / "p.json")])
     assert plan_cli.run(args, load_config()) == 2
     assert "unknown broker(s) [2]" in capsys.readouterr().err
@@ -62,6 +77,7 @@ def test_plan_command_drains_brokers(tmp_path, capsys):
 
 def test_plan_command_rejects_a_bad_drain(tmp_path, capsys):
     import pytest
+
     with pytest.raises(SystemExit):
         parse(["plan", "s.json", "-o", "p.json", "--drain", "7,x"])
     assert "--drain takes comma-separated broker ids" in capsys.readouterr().err

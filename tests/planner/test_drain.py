@@ -9,10 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from balancer.planner import (DistinctBrokersGoal, DrainGoal, PlannerOptions, RackAwareGoal, ReplicationFactorGoal,
-                              plan)
-from balancer.planner.validate import check_plan
 from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.planner import (
+    DistinctBrokersGoal,
+    DrainGoal,
+    PlannerOptions,
+    RackAwareGoal,
+    ReplicationFactorGoal,
+    plan,
+)
+from balancer.planner.validate import check_plan
 
 
 def _left_on(snapshot, result, drained):
@@ -28,9 +34,16 @@ def drain_cases(draw):
     rf = draw(st.integers(1, min(3, brokers - 1)))
     racks = draw(st.sampled_from([0, 2, 3]))
     racks = racks if racks <= brokers else 0
-    spec = ScenarioSpec(brokers=brokers, racks=racks, topics=draw(st.integers(1, 6)), partitions_per_topic=(1, 8),
-                        replication_factor=rf, skew=draw(st.sampled_from([0.0, 1.2])),
-                        new_empty_brokers=draw(st.integers(0, 2)), seed=draw(st.integers(0, 10_000)))
+    spec = ScenarioSpec(
+        brokers=brokers,
+        racks=racks,
+        topics=draw(st.integers(1, 6)),
+        partitions_per_topic=(1, 8),
+        replication_factor=rf,
+        skew=draw(st.sampled_from([0.0, 1.2])),
+        new_empty_brokers=draw(st.integers(0, 2)),
+        seed=draw(st.integers(0, 10_000)),
+    )
     live_needed = rf
     n_all = brokers + spec.new_empty_brokers
     k = draw(st.integers(1, max(1, min(2, n_all - live_needed))))
@@ -44,7 +57,7 @@ def test_drain_leaves_nothing_and_keeps_every_hard_goal(case):
     spec, drained = case
     snapshot = generate(spec)
     result = plan(snapshot, PlannerOptions(drain_brokers=drained, capacity_threshold=1.0))
-    assert check_plan(snapshot, result) == []          # RF, distinct, racks (as far as racks remain), drained empty
+    assert check_plan(snapshot, result) == []  # RF, distinct, racks (as far as racks remain), drained empty
     assert _left_on(snapshot, result, drained) == []
     assert not [u for u in result.unsatisfied if u.startswith("drain")], result.unsatisfied
 
@@ -64,8 +77,11 @@ def _brute_force_least_bytes(snapshot, drained) -> int:
     for p in snapshot["partitions"]:
         old = set(p["replicas"])
         need = min(len({rack_of[b] for b in old}), len(old), n_live_racks) if aware else 0
-        best = min(len(set(new) - old) * p["size"] for new in itertools.combinations(live, len(old))
-                   if len({rack_of[b] for b in new}) >= need)
+        best = min(
+            len(set(new) - old) * p["size"]
+            for new in itertools.combinations(live, len(old))
+            if len({rack_of[b] for b in new}) >= need
+        )
         total += best
     return total
 
@@ -73,10 +89,13 @@ def _brute_force_least_bytes(snapshot, drained) -> int:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(4, 7), st.sampled_from([0, 2, 3]), st.integers(1, 3), st.integers(0, 5000), st.data())
 def test_drain_moves_the_least_data_a_brute_force_finds(brokers, racks, rf, seed, data):
-    spec = ScenarioSpec(brokers=brokers, racks=racks, topics=2, partitions_per_topic=(1, 4), replication_factor=rf,
-                        seed=seed)
+    spec = ScenarioSpec(
+        brokers=brokers, racks=racks, topics=2, partitions_per_topic=(1, 4), replication_factor=rf, seed=seed
+    )
     snapshot = generate(spec)
-    drained = tuple(data.draw(st.lists(st.integers(0, brokers - 1), min_size=1, max_size=brokers - rf, unique=True)))
+    drained = tuple(
+        data.draw(st.lists(st.integers(0, brokers - 1), min_size=1, max_size=brokers - rf, unique=True))
+    )
     result = plan(snapshot, PlannerOptions(drain_brokers=drained), goals=HARD())
     assert check_plan(snapshot, result) == []
     assert _left_on(snapshot, result, drained) == []
@@ -84,10 +103,25 @@ def test_drain_moves_the_least_data_a_brute_force_finds(brokers, racks, rf, seed
 
 
 def _snapshot(partitions, brokers):
-    return {"cluster": "t", "brokers": [{"id": b, "rack": r, "capacity": {"network_in": 1e9, "network_out": 1e9,
-                                                                          "disk": 1e12}} for b, r in brokers],
-            "partitions": [{"topic": "t", "partition": i, "replicas": reps, "leader": reps[0], "bytes_in": 1e6,
-                            "bytes_out": 1e6, "size": 1e9} for i, reps in enumerate(partitions)]}
+    return {
+        "cluster": "t",
+        "brokers": [
+            {"id": b, "rack": r, "capacity": {"network_in": 1e9, "network_out": 1e9, "disk": 1e12}}
+            for b, r in brokers
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": reps,
+                "leader": reps[0],
+                "bytes_in": 1e6,
+                "bytes_out": 1e6,
+                "size": 1e9,
+            }
+            for i, reps in enumerate(partitions)
+        ],
+    }
 
 
 def test_only_rack_diverse_copy_goes_to_a_rack_the_partition_lacks():
@@ -132,6 +166,7 @@ def test_what_cannot_leave_is_named():
 
 def test_checker_flags_a_replica_left_on_a_drained_broker():
     import dataclasses
+
     snap = _snapshot([[0, 1], [1, 2]], [(0, None), (1, None), (2, None), (3, None)])
     result = plan(snap, PlannerOptions(drain_brokers=(1,)))
     assert check_plan(snap, result) == []

@@ -4,51 +4,79 @@ from __future__ import annotations
 
 import pytest
 
-from balancer.planner import (CapacityGoal, ClusterModel, DistinctBrokersGoal, DistributionGoal, Goal, GoalError, Move,
-                              PlannerOptions, RackAwareGoal, ReplicationFactorGoal, plan)
+from balancer.planner import (
+    CapacityGoal,
+    ClusterModel,
+    DistinctBrokersGoal,
+    DistributionGoal,
+    Goal,
+    GoalError,
+    Move,
+    PlannerOptions,
+    RackAwareGoal,
+    ReplicationFactorGoal,
+    plan,
+)
 from balancer.planner.model import DISK, IN, OUT
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
 
 
 def snapshot(partitions, brokers=4, racks=("a", "a", "b", "b")):
-    return {"cluster": "t", "brokers": [{"id": i, "rack": racks[i], "capacity": dict(CAP)} for i in range(brokers)],
-            "partitions": [{"topic": "t", "partition": i, "replicas": reps, "leader": reps[0], "bytes_in": bi,
-                            "bytes_out": bo, "size": sz} for i, (reps, bi, bo, sz) in enumerate(partitions)]}
+    return {
+        "cluster": "t",
+        "brokers": [{"id": i, "rack": racks[i], "capacity": dict(CAP)} for i in range(brokers)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": reps,
+                "leader": reps[0],
+                "bytes_in": bi,
+                "bytes_out": bo,
+                "size": sz,
+            }
+            for i, (reps, bi, bo, sz) in enumerate(partitions)
+        ],
+    }
 
 
 def test_rack_goal_vetoes_colocating_two_replicas_in_a_rack():
     model = ClusterModel(snapshot([([0, 2], 1, 1, 1)]))
     goal = RackAwareGoal()
-    assert not goal.accept(Move("replica_move", 0, 2, 1), model)   # 1 is in rack a with 0
-    assert goal.accept(Move("replica_move", 0, 2, 3), model)       # 3 is in rack b like 2
+    assert not goal.accept(Move("replica_move", 0, 2, 1), model)  # 1 is in rack a with 0
+    assert goal.accept(Move("replica_move", 0, 2, 3), model)  # 3 is in rack b like 2
     assert goal.accept(Move("leadership", 0, 0, 2), model)
 
 
 def test_structural_goals_veto_broken_moves():
     model = ClusterModel(snapshot([([0, 2], 1, 1, 1)]))
     assert not DistinctBrokersGoal().accept(Move("replica_move", 0, 0, 2), model)
-    assert not ReplicationFactorGoal().accept(Move("replica_move", 0, 1, 3), model)   # 1 holds no replica
-    assert not ReplicationFactorGoal().accept(Move("leadership", 0, 0, 3), model)     # 3 is not a replica
+    assert not ReplicationFactorGoal().accept(Move("replica_move", 0, 1, 3), model)  # 1 holds no replica
+    assert not ReplicationFactorGoal().accept(Move("leadership", 0, 0, 3), model)  # 3 is not a replica
     assert ReplicationFactorGoal().accept(Move("leadership", 0, 0, 2), model)
 
 
 def test_capacity_goal_vetoes_filling_a_broker_past_the_threshold():
     model = ClusterModel(snapshot([([0, 2], 50, 10, 1), ([1, 3], 40, 10, 1)]))
     goal = CapacityGoal(IN, 0.8)
-    assert not goal.accept(Move("replica_move", 0, 0, 1), model)   # broker 1 would reach 90%
+    assert not goal.accept(Move("replica_move", 0, 0, 1), model)  # broker 1 would reach 90%
     assert goal.accept(Move("replica_move", 1, 1, 0), model) is False  # broker 0 would reach 90% too
     small = ClusterModel(snapshot([([0, 2], 30, 10, 1), ([1, 3], 40, 10, 1)]))
-    assert goal.accept(Move("replica_move", 0, 0, 1), small)       # 70% is fine
+    assert goal.accept(Move("replica_move", 0, 0, 1), small)  # 70% is fine
 
 
 def test_distribution_goal_vetoes_pushing_a_broker_over_its_limit():
-    model = ClusterModel(snapshot([([0, 2], 10, 40, 1), ([1, 3], 10, 40, 1), ([2, 0], 10, 40, 1), ([3, 1], 10, 40, 1)]))
+    model = ClusterModel(
+        snapshot([([0, 2], 10, 40, 1), ([1, 3], 10, 40, 1), ([2, 0], 10, 40, 1), ([3, 1], 10, 40, 1)])
+    )
     goal = DistributionGoal(OUT, 1.10, lower=True)
     # Every broker leads one partition: moving a leadership doubles one broker's network_out.
     assert goal.metric(model) == pytest.approx(0.0)
     assert not goal.accept(Move("leadership", 0, 0, 2), model)
-    assert DistributionGoal(IN, 1.10, lower=True).accept(Move("leadership", 0, 0, 2), model)  # no network_in change
+    assert DistributionGoal(IN, 1.10, lower=True).accept(
+        Move("leadership", 0, 0, 2), model
+    )  # no network_in change
 
 
 def test_optimized_goals_veto_later_goals():
@@ -57,9 +85,9 @@ def test_optimized_goals_veto_later_goals():
     snap = snapshot(parts, brokers=2, racks=("a", "b"))
     result = plan(snap)
     assert result.leader_moves == 0
-    assert result.after["network_out"] == pytest.approx(105 / 103)   # 101 vs 105 B/s: within 1.10
+    assert result.after["network_out"] == pytest.approx(105 / 103)  # 101 vs 105 B/s: within 1.10
     leaders = next(g for g in result.goals if g["goal"] == "leaders_distribution")
-    assert leaders["after"] > 0   # the soft count goal stays unmet rather than break network_out
+    assert leaders["after"] > 0  # the soft count goal stays unmet rather than break network_out
 
 
 class WorseningGoal(Goal):
@@ -84,12 +112,14 @@ def test_base_class_catches_a_goal_that_worsens_its_own_metric():
 def test_goal_run_reports_metric_before_and_after():
     model = ClusterModel(snapshot([([0, 2], 1, 1, 500), ([1, 3], 1, 1, 10), ([0, 3], 1, 1, 500)]))
     goal = DistributionGoal(DISK, 1.10, lower=False)
-    report = goal.run(model, (ReplicationFactorGoal(), DistinctBrokersGoal(), RackAwareGoal()), PlannerOptions())
+    report = goal.run(
+        model, (ReplicationFactorGoal(), DistinctBrokersGoal(), RackAwareGoal()), PlannerOptions()
+    )
     assert report["before"] > 0 and report["after"] < report["before"] and report["moves"] >= 1
 
 
 def test_rack_goal_fixes_a_violation():
-    snap = snapshot([([0, 1], 1, 1, 1)])   # both replicas in rack a
+    snap = snapshot([([0, 1], 1, 1, 1)])  # both replicas in rack a
     result = plan(snap)
     assert len(result.actions) == 1
     new = result.actions[0].new_replicas
@@ -99,9 +129,12 @@ def test_rack_goal_fixes_a_violation():
 def test_swap_when_no_single_move_fits():
     # Broker 0 carries 45+35, broker 1 carries 25+15: any single move overshoots the other
     # broker past 1.10 x average; exchanging 45 for 25 (or 35 for 15) balances both at 60.
-    snap = snapshot([([0], 45, 0, 45), ([0], 35, 0, 35), ([1], 25, 0, 25), ([1], 15, 0, 15)],
-                    brokers=2, racks=("a", "b"))
-    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DistributionGoal(IN, 1.10, lower=True)])
+    snap = snapshot(
+        [([0], 45, 0, 45), ([0], 35, 0, 35), ([1], 25, 0, 25), ([1], 15, 0, 15)], brokers=2, racks=("a", "b")
+    )
+    result = plan(
+        snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DistributionGoal(IN, 1.10, lower=True)]
+    )
     kinds = sorted(a.kind for a in result.actions)
     assert kinds == ["swap", "swap"]
     assert result.after["network_in"] == pytest.approx(1.0)
@@ -115,7 +148,7 @@ def test_network_in_moves_do_not_unbalance_network_out():
     goal = DistributionGoal(IN, 1.10, lower=False)
     assert goal.improves(Move("replica_move", 0, 0, 1), model)
     assert not goal.wants(Move("replica_move", 0, 0, 1), model)
-    assert goal.wants(Move("replica_move", 0, 2, 1), model) is False   # broker 2 is not hot: no gain
+    assert goal.wants(Move("replica_move", 0, 2, 1), model) is False  # broker 2 is not hot: no gain
 
 
 def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfers():
@@ -133,8 +166,18 @@ def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfe
 def _linkedin_like(seed):
     from balancer.demo.scenarios import ScenarioSpec, generate
 
-    return generate(ScenarioSpec(brokers=7, racks=0, topics=300, partitions_per_topic=(1, 32), replication_factor=2,
-                                 skew=1.0, hot_key_sigma=1.0, seed=seed))
+    return generate(
+        ScenarioSpec(
+            brokers=7,
+            racks=0,
+            topics=300,
+            partitions_per_topic=(1, 32),
+            replication_factor=2,
+            skew=1.0,
+            hot_key_sigma=1.0,
+            seed=seed,
+        )
+    )
 
 
 @pytest.mark.parametrize("seed", [6, 12])

@@ -12,16 +12,28 @@ from pathlib import Path
 
 import pytest
 
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, plan
 from balancer.planner.validate import check_plan
-from balancer.demo.scenarios import ScenarioSpec, generate
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
-    "scale_out": (ScenarioSpec(brokers=6, racks=3, topics=8, partitions_per_topic=(3, 9), new_empty_brokers=2, seed=21), {}),
-    "restarted": (ScenarioSpec(brokers=5, racks=0, topics=8, partitions_per_topic=(3, 9), skew=0.0, restarted_broker=3, seed=22), {}),
-    "hetero_capped": (ScenarioSpec(brokers=6, racks=2, topics=10, partitions_per_topic=(2, 8), heterogeneous_capacity=True, seed=23),
-                      {"max_moves_per_broker": 3, "excluded_topics": "topic-000[01]", "excluded_brokers": (5,)}),
+    "scale_out": (
+        ScenarioSpec(brokers=6, racks=3, topics=8, partitions_per_topic=(3, 9), new_empty_brokers=2, seed=21),
+        {},
+    ),
+    "restarted": (
+        ScenarioSpec(
+            brokers=5, racks=0, topics=8, partitions_per_topic=(3, 9), skew=0.0, restarted_broker=3, seed=22
+        ),
+        {},
+    ),
+    "hetero_capped": (
+        ScenarioSpec(
+            brokers=6, racks=2, topics=10, partitions_per_topic=(2, 8), heterogeneous_capacity=True, seed=23
+        ),
+        {"max_moves_per_broker": 3, "excluded_topics": "topic-000[01]", "excluded_brokers": (5,)},
+    ),
 }
 
 
@@ -36,11 +48,14 @@ def test_golden(name):
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.mkdir(exist_ok=True)
         snap_file.write_text(_dump(generate(spec)))
-    snapshot = json.loads(snap_file.read_text())   # the stored snapshot is the input, not the generator
+    snapshot = json.loads(snap_file.read_text())  # the stored snapshot is the input, not the generator
     result = plan(snapshot, PlannerOptions(**opts))
     assert check_plan(snapshot, result) == []
-    got = {"reassignment": result.to_reassignment(), "election": result.to_election(),
-           "after": {k: round(v, 6) for k, v in result.after.items()}}
+    got = {
+        "reassignment": result.to_reassignment(),
+        "election": result.to_election(),
+        "after": {k: round(v, 6) for k, v in result.after.items()},
+    }
     plan_file = GOLDEN / f"{name}.plan.json"
     if os.environ.get("UPDATE_GOLDEN"):
         plan_file.write_text(_dump(got))

@@ -11,11 +11,31 @@ from balancer.planner import SnapshotError, broker_loads, plan
 
 BASE = {
     "cluster": "c",
-    "brokers": [{"id": 1, "rack": "a", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
-                {"id": 2, "rack": "b", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
-                {"id": 3, "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}}],
-    "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3], "leader": 2, "bytes_in": 10, "bytes_out": 30, "size": 500},
-                   {"topic": "t", "partition": 1, "replicas": [3], "leader": 3, "bytes_in": 5, "bytes_out": 0, "size": 7}],
+    "brokers": [
+        {"id": 1, "rack": "a", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
+        {"id": 2, "rack": "b", "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
+        {"id": 3, "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}},
+    ],
+    "partitions": [
+        {
+            "topic": "t",
+            "partition": 0,
+            "replicas": [1, 2, 3],
+            "leader": 2,
+            "bytes_in": 10,
+            "bytes_out": 30,
+            "size": 500,
+        },
+        {
+            "topic": "t",
+            "partition": 1,
+            "replicas": [3],
+            "leader": 3,
+            "bytes_in": 5,
+            "bytes_out": 0,
+            "size": 7,
+        },
+    ],
 }
 
 
@@ -44,7 +64,11 @@ BAD_SNAPSHOTS = [
     (("partitions", 0, "bytes_in"), -1, r"partitions\[0\] \(t-0\).bytes_in must be >= 0"),
     (("partitions", 1, "partition"), 0, "listed twice"),
     (("partitions", 0, "size"), float("nan"), "size must be a finite number"),
-    (("brokers", 0, "capacity"), {"network_in": 0, "network_out": 1, "disk": 1}, r"capacity.network_in must be > 0"),
+    (
+        ("brokers", 0, "capacity"),
+        {"network_in": 0, "network_out": 1, "disk": 1},
+        r"capacity.network_in must be > 0",
+    ),
     (("brokers", 1, "id"), 1, r"duplicate broker id"),
     (("partitions", 0, "replicas"), [], "non-empty list"),
 ]
@@ -60,7 +84,8 @@ def test_missing_sections_are_named():
     with pytest.raises(SnapshotError, match="snapshot.brokers"):
         plan({"partitions": []})
     from balancer.planner import PlannerOptions
-    plan(BASE, PlannerOptions(excluded_brokers=(42,)))   # not in this snapshot: nothing to exclude
+
+    plan(BASE, PlannerOptions(excluded_brokers=(42,)))  # not in this snapshot: nothing to exclude
 
 
 def test_empty_cluster_plans_nothing():
@@ -72,11 +97,13 @@ def test_empty_cluster_plans_nothing():
 
 def test_lower_bound_counts_the_biggest_partition_and_the_plan_reaches_it():
     from balancer.demo.scenarios import ScenarioSpec, generate
+
     snap = generate(ScenarioSpec(brokers=8, racks=0, topics=30, replication_factor=2, skew=0.0, seed=3))
     giant = snap["partitions"][0]
     # Half the other partitions' traffic: on its own 1.33x the average broker's network_in.
     giant["bytes_in"] = 0.5 * sum(p["bytes_in"] for p in snap["partitions"])
     from balancer.planner import PlannerOptions
+
     result = plan(snap, PlannerOptions(capacity_threshold=1.0))
     assert result.lower_bound["network_in"] == pytest.approx(4 / 3, rel=0.01)
     assert result.after["network_in"] <= result.lower_bound["network_in"] * 1.02
@@ -85,6 +112,7 @@ def test_lower_bound_counts_the_biggest_partition_and_the_plan_reaches_it():
 
 def test_brokers_without_rack_are_racks_of_their_own():
     from balancer.planner.validate import check_plan
+
     snap = copy.deepcopy(BASE)
     snap["brokers"].append({"id": 4, "capacity": {"network_in": 100, "network_out": 200, "disk": 1000}})
     snap["partitions"][1]["bytes_in"] = 60
@@ -95,23 +123,41 @@ def test_brokers_without_rack_are_racks_of_their_own():
 def _columnar(snap):
     """The dict snapshot as a ColumnarSnapshot (how the streaming job hands windows to the planner)."""
     from balancer.planner.model import RESOURCES, ColumnarSnapshot
+
     parts = snap["partitions"]
     return ColumnarSnapshot(
-        cluster=snap["cluster"], broker_ids=[b["id"] for b in snap["brokers"]],
+        cluster=snap["cluster"],
+        broker_ids=[b["id"] for b in snap["brokers"]],
         racks=[b.get("rack") for b in snap["brokers"]],
         capacity=[[b["capacity"][r] for r in RESOURCES] for b in snap["brokers"]],
-        topics=[p["topic"] for p in parts], partition_ids=[p["partition"] for p in parts],
+        topics=[p["topic"] for p in parts],
+        partition_ids=[p["partition"] for p in parts],
         replica_counts=[len(p["replicas"]) for p in parts],
         replicas_flat=np.array([b for p in parts for b in p["replicas"]], dtype=np.int64),
-        leader=[p["leader"] for p in parts], bytes_in=[p["bytes_in"] for p in parts],
-        bytes_out=[p["bytes_out"] for p in parts], size=[p["size"] for p in parts])
+        leader=[p["leader"] for p in parts],
+        bytes_in=[p["bytes_in"] for p in parts],
+        bytes_out=[p["bytes_out"] for p in parts],
+        size=[p["size"] for p in parts],
+    )
 
 
 def test_columnar_snapshot_loads_the_same_model():
     from balancer.planner import ClusterModel
+
     a, b = ClusterModel(BASE), ClusterModel(_columnar(BASE))
-    for key in ("broker_ids", "rack", "cap", "partition_ids", "replicas", "leader", "rf", "bytes_in", "bytes_out",
-                "size", "load"):
+    for key in (
+        "broker_ids",
+        "rack",
+        "cap",
+        "partition_ids",
+        "replicas",
+        "leader",
+        "rf",
+        "bytes_in",
+        "bytes_out",
+        "size",
+        "load",
+    ):
         x, y = getattr(a, key), getattr(b, key)
         assert x.dtype == y.dtype and np.array_equal(x, y), key
     assert a.topics == b.topics and a.index == b.index and a.rack_names == b.rack_names

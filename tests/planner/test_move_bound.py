@@ -21,9 +21,22 @@ HOT = [(9.0, 30.0), (7.0, 50.0), (6.0, 12.0), (5.0, 40.0), (4.0, 9.0), (3.0, 20.
 
 def _snapshot():
     parts = [(0, bi, sz) for bi, sz in HOT] + [(1, 2.0, 1.0), (2, 2.0, 1.0)]
-    return {"cluster": "t", "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
-            "partitions": [{"topic": "t", "partition": i, "replicas": [b], "leader": b, "bytes_in": bi, "bytes_out": 0.0,
-                            "size": sz} for i, (b, bi, sz) in enumerate(parts)]}
+    return {
+        "cluster": "t",
+        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": [b],
+                "leader": b,
+                "bytes_in": bi,
+                "bytes_out": 0.0,
+                "size": sz,
+            }
+            for i, (b, bi, sz) in enumerate(parts)
+        ],
+    }
 
 
 def _brute_force(threshold, max_moves, max_bytes):

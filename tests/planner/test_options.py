@@ -6,16 +6,19 @@ from balancer.config import BalancerConfig
 from balancer.planner import DistributionGoal, PlannerOptions
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"balance_threshold": 1.0}, "balance_threshold"),
-    ({"capacity_threshold": 1.5}, "capacity_threshold"),
-    ({"disk_balance_threshold": 0.9}, "disk_balance_threshold"),
-    ({"max_bytes_to_move": 0}, "max_bytes_to_move"),
-    ({"max_moves_per_broker": 2.5}, "max_moves_per_broker"),
-    ({"excluded_topics": "("}, "excluded_topics"),
-    ({"excluded_brokers": ["1"]}, "excluded_brokers"),
-    ({"excluded_brokers": None}, "excluded_brokers"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"balance_threshold": 1.0}, "balance_threshold"),
+        ({"capacity_threshold": 1.5}, "capacity_threshold"),
+        ({"disk_balance_threshold": 0.9}, "disk_balance_threshold"),
+        ({"max_bytes_to_move": 0}, "max_bytes_to_move"),
+        ({"max_moves_per_broker": 2.5}, "max_moves_per_broker"),
+        ({"excluded_topics": "("}, "excluded_topics"),
+        ({"excluded_brokers": ["1"]}, "excluded_brokers"),
+        ({"excluded_brokers": None}, "excluded_brokers"),
+    ],
+)
 def test_bad_values_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=f"PlannerOptions.{name}"):
         PlannerOptions(**kwargs)
@@ -31,9 +34,13 @@ def test_keyword_only_and_frozen():
 
 
 def test_from_config():
-    config = BalancerConfig(balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=[4], max_bytes_to_move=10)
+    config = BalancerConfig(
+        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=[4], max_bytes_to_move=10
+    )
     options = PlannerOptions.from_config(config)
-    assert options == PlannerOptions(balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=(4,), max_bytes_to_move=10)
+    assert options == PlannerOptions(
+        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=(4,), max_bytes_to_move=10
+    )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
 
@@ -43,6 +50,7 @@ def test_disk_has_its_own_threshold_when_given():
 
     def thresholds(options):
         return {g.dim: g.threshold for g in default_goals(options) if isinstance(g, DistributionGoal)}
+
     assert thresholds(PlannerOptions(balance_threshold=1.05))[DISK] == 1.05
     got = thresholds(PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10))
     assert got[DISK] == 1.10 and got[OUT] == 1.045

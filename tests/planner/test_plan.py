@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, broker_loads, plan
 from balancer.planner.validate import check_plan
-from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 @st.composite
@@ -21,11 +21,16 @@ def specs(draw):
     racks = racks if racks <= brokers else 0
     lo = draw(st.integers(1, 8))
     return ScenarioSpec(
-        brokers=brokers, racks=racks, topics=draw(st.integers(1, 8)), partitions_per_topic=(lo, lo + draw(st.integers(0, 8))),
-        replication_factor=rf, skew=draw(st.sampled_from([0.0, 0.8, 1.2, 2.0])),
+        brokers=brokers,
+        racks=racks,
+        topics=draw(st.integers(1, 8)),
+        partitions_per_topic=(lo, lo + draw(st.integers(0, 8))),
+        replication_factor=rf,
+        skew=draw(st.sampled_from([0.0, 0.8, 1.2, 2.0])),
         new_empty_brokers=draw(st.integers(0, 2)),
         restarted_broker=draw(st.one_of(st.none(), st.integers(0, brokers - 1))),
-        heterogeneous_capacity=draw(st.booleans()), seed=draw(st.integers(0, 10_000)),
+        heterogeneous_capacity=draw(st.booleans()),
+        seed=draw(st.integers(0, 10_000)),
     )
 
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from balancer.demo.run import demo_cluster
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import Plan, PlannerOptions, plan
 from balancer.planner.validate import check_plan
-from balancer.demo.scenarios import ScenarioSpec, generate
 
 MAX_QUIET_LEADERSHIPS = 3
 
@@ -46,18 +46,26 @@ def with_noise(snapshot: dict, seed: int, sigma: float = 0.03) -> dict:
 
 def within_thresholds(result: Plan, options: PlannerOptions) -> bool:
     """Network in/out and disk within the balance threshold, or within 2% of their bound."""
-    return all(result.before[r] <= max(options.balance_threshold, 1.02 * result.lower_bound[r]) + 1e-9
-               for r in ("network_in", "network_out", "disk"))
+    return all(
+        result.before[r] <= max(options.balance_threshold, 1.02 * result.lower_bound[r]) + 1e-9
+        for r in ("network_in", "network_out", "disk")
+    )
 
 
 def _quiet(result: Plan) -> bool:
-    return result.replica_moves == 0 and result.bytes_to_move == 0 and result.leader_moves <= MAX_QUIET_LEADERSHIPS
+    return (
+        result.replica_moves == 0
+        and result.bytes_to_move == 0
+        and result.leader_moves <= MAX_QUIET_LEADERSHIPS
+    )
 
 
 def _describe(result: Plan) -> str:
     moved = {g["goal"]: g["moves"] for g in result.goals if g["moves"]}
-    return (f"{result.replica_moves} replica moves ({result.bytes_to_move / 1e9:.1f} GB), "
-            f"{result.leader_moves} leaderships; before {result.before} bound {result.lower_bound}; by goal {moved}")
+    return (
+        f"{result.replica_moves} replica moves ({result.bytes_to_move / 1e9:.1f} GB), "
+        f"{result.leader_moves} leaderships; before {result.before} bound {result.lower_bound}; by goal {moved}"
+    )
 
 
 scenario_specs = st.builds(
@@ -75,8 +83,13 @@ scenario_specs = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(spec=scenario_specs, noise_seed=st.integers(0, 2**31 - 1))
 def test_replanning_an_executed_plan_is_quiet(spec, noise_seed):
     options = PlannerOptions()
@@ -127,7 +140,7 @@ def test_demo_cluster_settles_instead_of_churning():
             assert _quiet(result), f"window {window}: {_describe(result)}"
         now_ms += 300_000
         cluster.apply(result.to_reassignment(), now_ms, election=result.to_election())
-        cluster.telemetry(now_ms + 10**12)   # far future: every copy has completed
+        cluster.telemetry(now_ms + 10**12)  # far future: every copy has completed
     # Balanced, and the final layout is stable without noise too.
     final = plan(cluster.snapshot(), options)
     assert final.actions == (), _describe(final)

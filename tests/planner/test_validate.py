@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import Action, plan
 from balancer.planner.validate import check_plan
-from balancer.demo.scenarios import ScenarioSpec, generate
 
 
 def _with(result, *actions):
@@ -21,7 +21,9 @@ def test_checker_flags_bad_actions():
     same_rack = next(b for b in range(6) if b not in old and b % 3 == old[1] % 3)
     bad = [
         Action("replica_move", "nope", 0, old, (old[0], old[1], 99), old[0], old[0], 1),
-        Action("replica_move", p["topic"], p["partition"], old, (old[0], old[1], same_rack), old[0], old[0], 1),
+        Action(
+            "replica_move", p["topic"], p["partition"], old, (old[0], old[1], same_rack), old[0], old[0], 1
+        ),
         Action("replica_move", p["topic"], p["partition"], (9, 8, 7), (9, 8, 6), 9, 9, 1),
     ]
     problems = check_plan(snap, _with(result, *bad))
