@@ -1,4 +1,6 @@
-"""Cruise Control's metrics-reporter wire format: vectorized decoding and exact encoding (pure: numpy + pyarrow).
+"""Cruise Control's metrics-reporter wire format: vectorized decoding and exact encoding.
+
+Pure: numpy + pyarrow.
 
 Cruise Control's reporter (linkedin/cruise-control, ``cruise-control-metrics-reporter``,
 ``metric/MetricSerde.java`` and ``BrokerMetric``/``TopicMetric``/``PartitionMetric``) writes one

@@ -8,7 +8,9 @@ from typing import Any
 
 
 def read_json(path: str | Path, *, what: str, error: type[ValueError]) -> Any:
-    """The JSON document at ``path``; an unreadable file or invalid JSON raises ``error`` naming ``what`` and the path."""
+    """The JSON document at ``path``.
+
+    An unreadable file or invalid JSON raises ``error`` naming ``what`` and the path."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)

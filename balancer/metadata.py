@@ -6,7 +6,8 @@ metadata (``MetadataClient``). Two sources, one result (:class:`ClusterMetadata`
 - :func:`read_metadata_file`: the planner's snapshot JSON without loads, for offline use and tests::
 
       {"cluster": "prod-eu-1", "brokers": [{"id": 1, "rack": "eu-1a"}, ...],
-       "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "leader": 1, "isr": [1, 2]}, ...]}
+       "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "leader": 1,
+                       "isr": [1, 2]}, ...]}
 
   ``isr`` defaults to ``replicas``, ``rack`` to none; other fields (``capacity``, ``bytes_in``, ...) are
   ignored, so a planner snapshot file is a metadata file too.
@@ -294,9 +295,11 @@ def topology_rows(meta: ClusterMetadata, observed_at: datetime) -> list[dict]:
 def changed_rows(
     previous: ClusterMetadata | None, current: ClusterMetadata, observed_at: datetime
 ) -> list[dict]:
-    """``cluster_metadata`` rows for what changed from ``previous`` to ``current``: a partition that is new
-    or whose replicas (order included: it names the preferred leader), leader or ISR (as a set) changed; a deleted
-    partition as a row with no replicas, no leader and no ISR. Everything when ``previous`` is None."""
+    """``cluster_metadata`` rows for what changed from ``previous`` to ``current``.
+
+    A partition that is new or whose replicas (order included: it names the preferred leader), leader or
+    ISR (as a set) changed; a deleted partition as a row with no replicas, no leader and no ISR. Everything
+    when ``previous`` is None."""
     _check_time(observed_at)
     if previous is None:
         return topology_rows(current, observed_at)

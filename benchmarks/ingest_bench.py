@@ -497,8 +497,8 @@ def main() -> None:
             broker.create_topic(topic, partitions=args.partitions)
             result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir, broker._process.pid)
             print(
-                f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 sim-minute; "
-                f"load {loadavg()}):",
+                f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 "
+                f"sim-minute; load {loadavg()}):",
                 flush=True,
             )
             print(
@@ -546,7 +546,8 @@ def main() -> None:
                 + ", ".join(f"{step} {sec:.1f}" for step, sec in result["sink_steps"].items())
             )
             print(
-                f"  CPU over the run ({result['elapsed']:.0f} s wall, {os.cpu_count()} cores), per landed record:"
+                f"  CPU over the run ({result['elapsed']:.0f} s wall, {os.cpu_count()} cores), per landed "
+                "record:"
             )
             for name, sec in result["cpu"].items():
                 print(

@@ -110,8 +110,8 @@ def best_of(label: str, frame, records: int, runs: int = 3) -> float:
     cpu = (children_cpu() - cpu) / runs
     rate = records / min(times)
     print(
-        f"{label:<48} {rate:>10,.0f} records/s ({min(times):.2f} s)   CPU {1e6 * cpu / records:5.2f} µs/record"
-        f"   load {os.getloadavg()[0]:.1f}",
+        f"{label:<48} {rate:>10,.0f} records/s ({min(times):.2f} s)   CPU {1e6 * cpu / records:5.2f} "
+        f"µs/record   load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return rate
@@ -172,8 +172,8 @@ def main() -> int:
         len(values),
     )
     print(
-        f"speed-up: {after / unguarded:.2f}x over rules on every record, {after / before:.2f}x over two passes"
-        f"   (load average now {os.getloadavg()[0]:.1f})"
+        f"speed-up: {after / unguarded:.2f}x over rules on every record, {after / before:.2f}x over two "
+        f"passes   (load average now {os.getloadavg()[0]:.1f})"
     )
     spark.stop()
     return 0

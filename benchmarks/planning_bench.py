@@ -1,7 +1,8 @@
 """Planning inside the job: one (cluster, window) through ``plan_group``, stage by stage.
 
     .venv/bin/python benchmarks/planning_bench.py            # 270 brokers, ~1.32M replicas
-    .venv/bin/python benchmarks/planning_bench.py --quick    # 270 brokers, ~128k replicas (ingest_bench --quick)
+    .venv/bin/python benchmarks/planning_bench.py --quick    # 270 brokers, ~128k replicas
+                                                             # (ingest_bench --quick)
     .venv/bin/python benchmarks/planning_bench.py --path dict --profile goals
 
 The cluster is ``ingest_bench``'s (``balancer.demo.scenarios`` scale_270, or its 300-topic quick
@@ -21,7 +22,8 @@ input), ``snapshot`` (build_snapshot + its completeness checks), ``model`` (Clus
 balance_plans row with actions and JSON), and ``plan_group`` end to end (the real function).
 Times are CPU seconds of the process (the box is shared; wall time under load says little).
 ``plan_group`` (end to end, which plans again) runs on window 0 only. Peak memory is ru_maxrss
-of the process after each stage. Each path runs in its own subprocess. ``--check`` asserts that both paths give the same actions on every window.
+of the process after each stage. Each path runs in its own subprocess. ``--check`` asserts that both
+paths give the same actions on every window.
 """
 
 from __future__ import annotations
@@ -353,9 +355,9 @@ STAGES = ("frames", "snapshot", "model", "goals", "rows", "plan_group")
 
 def print_report(rep: dict) -> None:
     print(
-        f"path={rep['path']}{' (plans executed between windows)' if rep['executed'] else ''}: {rep['brokers']} brokers, {rep['partitions']:,} partitions, "
-        f"{rep['replicas']:,} replicas (cluster + frames built in {rep['setup_s']:.1f} s, "
-        f"{rep['frames_mb']:.0f} MB)"
+        f"path={rep['path']}{' (plans executed between windows)' if rep['executed'] else ''}: "
+        f"{rep['brokers']} brokers, {rep['partitions']:,} partitions, {rep['replicas']:,} replicas (cluster "
+        f"+ frames built in {rep['setup_s']:.1f} s, {rep['frames_mb']:.0f} MB)"
     )
     head = (
         f"{'window':>6} " + " ".join(f"{s:>10}" for s in STAGES) + f" {'peak MB':>8} {'imbalance':>13} "
@@ -367,7 +369,8 @@ def print_report(rep: dict) -> None:
         print(
             f"{w['window']:>6} "
             + " ".join(f"{s[k]:>10.2f}" if k in s else f"{'-':>10}" for k in STAGES)
-            + f" {max(w['peak_mb'].values()):>8.0f} {w['imbalance_before']:>5.3f}->{w['imbalance_after']:<6.3f} "
+            + f" {max(w['peak_mb'].values()):>8.0f} "
+            f"{w['imbalance_before']:>5.3f}->{w['imbalance_after']:<6.3f} "
             f"{w['leader_moves']:>5} {w['replica_moves']:>5} {w['actions_digest']:>16}  {w['loadavg']}"
         )
     print("  moves per goal (window 0):", rep["windows"][0]["goals"])

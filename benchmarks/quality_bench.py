@@ -21,6 +21,7 @@ the number of Spark jobs it started (job ids of a job group set around the call,
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import inspect
 import os
@@ -214,12 +215,16 @@ def main() -> int:
                 t, j, rows = measure(
                     spark,
                     f"{name}-ingest",
-                    lambda: contract.check_ingest(parsed, valid, app_id="bench", batch_id=batch_id),
+                    functools.partial(
+                        contract.check_ingest, parsed, valid, app_id="bench", batch_id=batch_id
+                    ),
                 )
                 t2, j2, blocked = measure(
                     spark,
                     f"{name}-windows",
-                    lambda: contract.check_windows(windows, partitions, app_id="bench", batch_id=batch_id),
+                    functools.partial(
+                        contract.check_windows, windows, partitions, app_id="bench", batch_id=batch_id
+                    ),
                 )
                 blocked_rows = sorted(tuple(r) for r in blocked.collect()) if blocked is not None else []
                 outcome[name] = (

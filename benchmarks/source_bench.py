@@ -266,11 +266,11 @@ def main() -> None:
             },
         )
         formats = {}
-        for label, module in variants.items():
+        for index, (label, module) in enumerate(variants.items()):
             source = type(
-                f"Bench{len(formats)}",
+                f"Bench{index}",
                 (module.KafkaSource,),
-                {"name": classmethod(lambda cls, i=len(formats): f"kafka_py_bench{i}")},
+                {"name": classmethod(lambda cls, i=index: f"kafka_py_bench{i}")},
             )
             spark.dataSource.register(source)
             formats[label] = source.name()

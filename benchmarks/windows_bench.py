@@ -166,11 +166,13 @@ def main() -> None:
             plans = lakehouse.read("balance_plans").collect()
             assert len(plans) == 1 and plans[0]["status"] in ("proposed", "balanced"), plans
             # The best run by total CPU: on a shared host that is the comparable figure.
-            if run > 0 or args.runs == 1:
-                if sum(sink.cpu["total"]) < sum(best_cpu.get("total", [float("inf")])):
-                    best, best_cpu = steps, dict(sink.cpu)
+            if (run > 0 or args.runs == 1) and sum(sink.cpu["total"]) < sum(
+                best_cpu.get("total", [float("inf")])
+            ):
+                best, best_cpu = steps, dict(sink.cpu)
         print(
-            f"\nclosing one {replicas:,}-replica window, the warm run with the least CPU of {args.runs} (local[2]):"
+            f"\nclosing one {replicas:,}-replica window, the warm run with the least CPU of {args.runs} "
+            "(local[2]):"
         )
         print("| step | wall s | JVM CPU s | Python workers CPU s | driver CPU s |")
         print("|---|---:|---:|---:|---:|")
@@ -179,8 +181,8 @@ def main() -> None:
             print(f"| {name} | {sec:.1f} | {jvm:.1f} | {py:.1f} | {me:.1f} |")
         jvm, py, me = best_cpu["total"]
         print(
-            f"CPU per replica: JVM {jvm / replicas * 1e6:.1f} µs, Python workers {py / replicas * 1e6:.1f} µs, "
-            f"driver {me / replicas * 1e6:.1f} µs; wall {best['total'] / replicas * 1e6:.1f} µs"
+            f"CPU per replica: JVM {jvm / replicas * 1e6:.1f} µs, Python workers {py / replicas * 1e6:.1f} "
+            f"µs, driver {me / replicas * 1e6:.1f} µs; wall {best['total'] / replicas * 1e6:.1f} µs"
         )
     finally:
         spark.stop()

@@ -1,4 +1,6 @@
-"""Broker faults and bad configuration, at the level of the whole job (source-level cases: test_kafka_source)."""
+"""Broker faults and bad configuration, at the level of the whole job.
+
+Source-level cases are in test_kafka_source."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ CAPACITY = """{
         "NW_IN": "10000",
         "NW_OUT": "10000"
       },
-      "doc": "This is the default capacity. Capacity unit used for disk is in MB, cpu is in percentage, network throughput is in KB."
+      "doc": "The default capacity. Units: disk MB, cpu percent, network KB."
     },
     {
       "brokerId": "0",
@@ -80,7 +80,7 @@ CAPACITY_CORES = """{
         "NW_IN": "10000",
         "NW_OUT": "10000"
       },
-      "doc": "This is the default capacity. Capacity unit used for disk is in MB, cpu is in number of cores, network throughput is in KB."
+      "doc": "The default capacity. Units: disk MB, cpu cores, network KB."
     },
     {
       "brokerId": "0",
@@ -195,7 +195,8 @@ def entry(broker="1", **capacity):
         ),
         (
             {"brokerCapacities": [entry("-1", CPU={"num.cores": "4"}), entry("2")]},
-            r"brokerCapacities\[1\] \(brokerId 2\): capacity.CPU: num.cores must be given by every entry or by none",
+            r"brokerCapacities\[1\] \(brokerId 2\): capacity.CPU: "
+            r"num.cores must be given by every entry or by none",
         ),
     ],
 )

@@ -1,6 +1,7 @@
-"""Cruise Control's reporter topic end to end: records byte for byte as ``MetricSerde`` writes them, on the real
-broker, metadata and capacities from files, the job with ``--once``, loads checked against figures computed
-here from the same bytes."""
+"""Cruise Control's reporter topic end to end.
+
+Records byte for byte as ``MetricSerde`` writes them, on the real broker, metadata and capacities from
+files, the job with ``--once``, loads checked against figures computed here from the same bytes."""
 
 from __future__ import annotations
 
@@ -100,9 +101,11 @@ def _decode(value: bytes) -> tuple:
 
 
 def expected_loads(values: list[bytes], snapshot: dict, window_start: int) -> dict[int, dict]:
-    """Cruise Control's model for one window, from the records' bytes and the metadata: a partition's rates are its
-    leader's topic rates (mean over the window) split evenly over the topic's partitions it leads; its size is the
-    leader's latest report; network_out counts the leader's bytes_out + bytes_in × (RF − 1)."""
+    """Cruise Control's model for one window, from the records' bytes and the metadata.
+
+    A partition's rates are its leader's topic rates (mean over the window) split evenly over the topic's
+    partitions it leads; its size is the leader's latest report; network_out counts the leader's bytes_out +
+    bytes_in × (RF − 1)."""
     rates: dict[tuple, list[float]] = defaultdict(list)
     sizes: dict[tuple, tuple[int, float]] = {}
     for value in values:
@@ -120,7 +123,7 @@ def expected_loads(values: list[bytes], snapshot: dict, window_start: int) -> di
     for p in snapshot["partitions"]:
         leader, mtopic = p["leader"], p["topic"].replace(".", "_")
 
-        def mean(mtype: int) -> float:
+        def mean(mtype: int, leader=leader, mtopic=mtopic) -> float:
             seen = rates.get((leader, mtopic, mtype), [])
             return sum(seen) / len(seen) if seen else 0.0
 

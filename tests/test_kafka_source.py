@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC
@@ -105,7 +106,7 @@ def test_batch_read_with_ending_offsets(kspark, broker, topic):
         .option("subscribe", topic)
     )
     assert as_set(base.load().collect()) == sent
-    ending = base.option("endingOffsets", '{"%s": {"0": 3, "1": -1}}' % topic).load().collect()
+    ending = base.option("endingOffsets", json.dumps({topic: {"0": 3, "1": -1}})).load().collect()
     assert sorted((r["partition"], r["offset"]) for r in ending) == [(0, 0), (0, 1), (0, 2)] + [
         (1, o) for o in range(10)
     ]
@@ -218,7 +219,7 @@ def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic
         kspark.read.format("kafka_py")
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("subscribe", topic)
-        .option("endingOffsets", '{"%s": {"0": 50, "1": 10}}' % topic)
+        .option("endingOffsets", json.dumps({topic: {"0": 50, "1": 10}}))
     )
     started = time.monotonic()
     with pytest.raises(Exception) as failure:
@@ -270,7 +271,9 @@ def test_arrow_batch_matches_messages_field_by_field():
 
 
 def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, topic):
-    """``valueJsonSchema`` adds ``value_json``: decoded where the reader is sure, NULL (left to Spark) elsewhere."""
+    """``valueJsonSchema`` adds ``value_json``.
+
+    Decoded where the reader is sure, NULL (left to Spark) elsewhere."""
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     schema = StructType([StructField("n", IntegerType()), StructField("name", StringType())])

@@ -12,7 +12,7 @@ def network_balance(snapshot: dict) -> dict[str, float]:
     capacity = {b["id"]: b["capacity"] for b in snapshot["brokers"]}
     figures = {}
     for resource in ("network_in", "network_out"):
-        cluster = sum(l[resource] for l in loads.values()) / sum(c[resource] for c in capacity.values())
+        cluster = sum(load[resource] for load in loads.values()) / sum(c[resource] for c in capacity.values())
         figures[resource] = max(loads[b][resource] / capacity[b][resource] for b in loads) / cluster
     return figures
 

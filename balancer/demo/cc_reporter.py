@@ -71,7 +71,9 @@ def from_telemetry(records: list[dict], *, cpu: float = 0.35) -> list[tuple[byte
 
 
 def metadata_snapshot(snapshot: dict) -> dict:
-    """A planner snapshot reduced to what ``metadata.source: file`` reads: brokers, racks, replicas, leaders."""
+    """A planner snapshot reduced to what ``metadata.source: file`` reads.
+
+    Brokers, racks, replicas and leaders."""
     return {
         "cluster": snapshot["cluster"],
         "brokers": [{"id": b["id"], "rack": b.get("rack")} for b in snapshot["brokers"]],

@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         running = StandaloneCluster.load(root)
         if not all(_group_gone(g) for g in running.pgids):
             print(
-                f"already running: {running.master_url} (web UI {running.webui_url}); stop it with make cluster-down"
+                f"already running: {running.master_url} (web UI {running.webui_url}); stop it with make "
+                "cluster-down"
             )
             return 1
     cluster = StandaloneCluster(root, workers=args.workers, cores=args.cores, memory=args.memory).start()

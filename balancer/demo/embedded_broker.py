@@ -66,10 +66,11 @@ class EmbeddedBroker:
         ]
         if self.authentication:
             command.append("--authentication")
-        self._log_file = open(self._log_dir / f"tansu-{self.port}.log", "ab")
-        self._process = subprocess.Popen(
-            command, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        # The broker holds its own descriptor of the log file; ours is not needed after the fork.
+        with open(self._log_dir / f"tansu-{self.port}.log", "ab") as log_file:
+            self._process = subprocess.Popen(
+                command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+            )
         atexit.register(self.stop)
         self._wait_ready(timeout)
         return self
@@ -109,8 +110,6 @@ class EmbeddedBroker:
             except ProcessLookupError:
                 pass
             process.wait(timeout=10)
-        finally:
-            self._log_file.close()
 
     def restart(self) -> None:
         """Stop and start on the same port: all topics and data are gone afterwards."""

@@ -35,11 +35,12 @@ _TRAFFIC = ((IN, "network_in"), (OUT, "network_out"))
 _EPS = 1e-9
 
 ORDERING_CAVEAT = (
-    "Adding partitions changes which partition a key goes to (the default partitioner hashes the key modulo the "
-    "partition count): records of one key written before and after the change land in different partitions, so "
-    "per-key order breaks across the change. If consumers rely on per-key order, stop the producers, let the "
-    "consumers drain the topic to its end, add the partitions, then restart the producers. Existing data stays "
-    "where it is (the relief comes as new traffic spreads), and a topic's partition count can never be reduced."
+    "Adding partitions changes which partition a key goes to (the default partitioner hashes the key modulo "
+    "the partition count): records of one key written before and after the change land in different "
+    "partitions, so per-key order breaks across the change. If consumers rely on per-key order, stop the "
+    "producers, let the consumers drain the topic to its end, add the partitions, then restart the "
+    "producers. Existing data stays where it is (the relief comes as new traffic spreads), and a topic's "
+    "partition count can never be reduced."
 )
 
 
@@ -190,8 +191,8 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
             for name, hottest, band, _ in found[t]
         )
         fewer = (
-            f" With {partitions} partition(s) on {model.n_brokers} brokers, its traffic cannot spread over the "
-            f"cluster."
+            f" With {partitions} partition(s) on {model.n_brokers} brokers, its traffic cannot spread over "
+            "the cluster."
             if partitions < model.n_brokers
             else ""
         )
@@ -199,10 +200,11 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
             Advice(
                 "add_partitions",
                 str(names[t]),
-                f"topic {names[t]!r}: moving replicas cannot fix this hot spot: {reasons}.{fewer} Grow it from "
-                f"{partitions} to {target} partitions (add {target - partitions}; kafka-topics.sh --alter --topic "
-                f"{names[t]} --partitions {target}), so that each carries at most a median broker's band if keys "
-                f"spread evenly (a single hot key stays on one partition whatever the count). {ORDERING_CAVEAT}",
+                f"topic {names[t]!r}: moving replicas cannot fix this hot spot: {reasons}.{fewer} Grow it "
+                f"from {partitions} to {target} partitions (add {target - partitions}; kafka-topics.sh "
+                f"--alter --topic {names[t]} --partitions {target}), so that each carries at most a median "
+                "broker's band if keys spread evenly (a single hot key stays on one partition whatever the "
+                f"count). {ORDERING_CAVEAT}",
                 partitions_to_add=target - partitions,
             )
         )

@@ -303,13 +303,15 @@ if [ -n "$COMMAND_CONFIG" ]; then extra=(--command-config "$COMMAND_CONFIG"); fi
 
 kafka() {{  # kafka TOOL ARGS...: one of Kafka's scripts against the cluster
   local tool="$1"; shift
-  "${{KAFKA_BIN:+$KAFKA_BIN/}}$tool" --bootstrap-server "$BOOTSTRAP_SERVERS" ${{extra[@]+"${{extra[@]}}"}} "$@"
+  "${{KAFKA_BIN:+$KAFKA_BIN/}}$tool" --bootstrap-server "$BOOTSTRAP_SERVERS" \\
+    ${{extra[@]+"${{extra[@]}}"}} "$@"
 }}
 
 reassign() {{  # reassign BATCH FILE [THROTTLE]: start a reassignment, keep what it prints (the rollback JSON)
   local batch="$1" file="$2"; shift 2
   echo "batch $batch: kafka-reassign-partitions.sh --execute $file $*"
-  kafka kafka-reassign-partitions.sh --execute --reassignment-json-file "$file" "$@" | tee "batch-$batch-execute.log"
+  kafka kafka-reassign-partitions.sh --execute --reassignment-json-file "$file" "$@" \\
+    | tee "batch-$batch-execute.log"
 }}
 
 broker_throttle() {{  # broker_throttle BROKER RATE: this broker's own computed replication throttle, bytes/s
@@ -473,8 +475,8 @@ def export_plan(
                 documents.append((out / name, json.dumps(row[key], indent=2) + "\n"))
     documents.append((out / "run.sh", _script(rows, names, default)))
     listing = "\n".join(
-        f"  {r['batch']:>3}  {r['kind']:<12} {r['actions'] if r['actions'] is not None else '?':>5} action(s)  "
-        f"{r['bytes_to_move'] or 0:>15} bytes  estimated {_seconds(r['estimated_seconds'])} s"
+        f"  {r['batch']:>3}  {r['kind']:<12} {r['actions'] if r['actions'] is not None else '?':>5} "
+        f"action(s)  {r['bytes_to_move'] or 0:>15} bytes  estimated {_seconds(r['estimated_seconds'])} s"
         + (
             f"  throttle {min(r['throttle'].values())}-{max(r['throttle'].values())} B/s"
             if r["throttle"]

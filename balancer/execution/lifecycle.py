@@ -191,8 +191,8 @@ def waiting_reason(state: PlanState | None, window_ms: int, min_interval_ms: int
         )
     if state.status in SETTLING and window_ms - state.since_ms < min_interval_ms:
         return (
-            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next plan "
-            f"waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)"
+            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next "
+            f"plan waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)"
         )
     return None
 

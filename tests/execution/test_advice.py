@@ -35,7 +35,8 @@ def even(n_brokers, topic="cold", count=16, bytes_in=0.5 * MB, bytes_out=0.5 * M
 def test_one_partition_hotter_than_the_band_on_any_broker_needs_more_partitions():
     # network_out: the hot leader serves 40 + 10 x (RF-1) = 50 MB/s; the cluster's 66 MB/s over 400 MB/s is
     # 16.5%, so the band on a 100 MB/s broker is 18.15 MB/s: ceil(50 / 18.15) = 3 partitions, add 2.
-    # network_in: 10 MB/s per replica against a 9.9 MB/s band (36 / 400 x 1.1): needs 2; the larger count wins.
+    # network_in: 10 MB/s per replica against a 9.9 MB/s band (36 / 400 x 1.1): needs 2; the larger count
+    # wins.
     snap = snapshot(4, even(4) + [part("hot", 0, (0, 1), 10 * MB, 40 * MB)])
     options = PlannerOptions()
     result = plan(snap, options)
@@ -76,7 +77,8 @@ def test_balanced_cluster_needs_no_action():
 
 
 def test_a_cluster_above_capacity_threshold_needs_brokers():
-    # 16 partitions x 2 replicas x 6 MB/s in = 192 MB/s over 4 x 50 MB/s = 96% > 80%: 192 / 40 = 4.8 -> 5 brokers.
+    # 16 partitions x 2 replicas x 6 MB/s in = 192 MB/s over 4 x 50 MB/s = 96% > 80%: 192 / 40 = 4.8 -> 5
+    # brokers.
     snap = snapshot(4, even(4, bytes_in=6 * MB, bytes_out=0.1 * MB), capacity=50 * MB)
     advice = advise(snap, plan(snap))
     grow = [a for a in advice if a.kind == "add_brokers"]

@@ -40,7 +40,8 @@ def cli(tmp_path, *args):
     return main(["export", *args, "--set", f"lakehouse.path={tmp_path / 'lh'}"])
 
 
-# lakehouse/tables/plan_batches.sql: throttle as a JSON object {broker: bytes/s}, with meets_deadline and note.
+# lakehouse/tables/plan_batches.sql: throttle as a JSON object {broker: bytes/s}, with meets_deadline and
+# note.
 DDL_SCHEMA = pa.schema(
     [
         ("plan_id", pa.string()),
