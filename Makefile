@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet
 
-.PHONY: setup run test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down
+.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down
 
 setup: $(STAMP)
 
@@ -26,9 +26,16 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	$(PY) -m balancer.demo
 
-# Whole suite: unit + integration (real Spark, embedded broker, Delta on disk).
+# Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core and
+# config: the code a change is most likely to break silently.
+lint: setup
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/mypy
+
+# Whole suite: lint, then unit + integration (real Spark, embedded broker, Delta on disk).
 # Exit code 5 means pytest collected nothing: that is a failure for us too.
-test: setup
+test: setup lint
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc
 
