@@ -23,8 +23,9 @@ $(STAMP): requirements.lock pyproject.toml
 	@touch $(STAMP)
 
 # The end-to-end demo: embedded broker + simulated cluster + streaming job.
+# The console shows the demo's own lines; `make run VERBOSE=1` shows Spark's and the libraries' logs too.
 run: setup
-	$(PY) -m balancer.demo
+	@$(PY) -m balancer.demo $(if $(VERBOSE),--verbose)
 
 # Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core and
 # config: the code a change is most likely to break silently.

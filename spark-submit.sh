@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Submit the streaming balancer to Spark.
-#   ./spark-submit.sh [--master URL] [SPARK OPTIONS] [--config FILE] [--set key=value ...] [--once]
+#   ./spark-submit.sh [--master URL] [SPARK OPTIONS] [--config FILE] [--set key=value ...] [--once] [--verbose]
 # The config is validated before Spark starts. When it selects the cluster path
 # (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta jars are added
 # with --packages; the library is shipped to executors with --py-files. Spark options passed
 # through: --deploy-mode --conf --archives --files --driver-memory --executor-memory
 # --executor-cores --num-executors --total-executor-cores --queue --properties-file (README,
 # "Running on a Spark cluster": a packed venv with --archives on YARN/Kubernetes).
+# The console shows the job's own lines; Spark's logs and any trace go to the log file named at
+# start (data/logs, or $BALANCER_LOG_DIR); --verbose shows them on the console instead.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -15,6 +17,7 @@ py="$here/.venv/bin/python"
 export PYSPARK_PYTHON="$py" PYSPARK_DRIVER_PYTHON="$py"
 
 master="local[*]"
+verbose=0
 job_args=()
 spark_args=()
 while [ $# -gt 0 ]; do
@@ -23,7 +26,8 @@ while [ $# -gt 0 ]; do
     --master=*) master="${1#--master=}"; shift ;;
     --deploy-mode|--conf|--archives|--files|--driver-memory|--executor-memory|--executor-cores|--num-executors|\
     --total-executor-cores|--queue|--properties-file) spark_args+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --verbose) verbose=1; job_args+=("$1"); shift ;;
     *) job_args+=("$1"); shift ;;
   esac
 done
@@ -47,4 +51,17 @@ PY
 submit=("$here/.venv/bin/spark-submit" --master "$master" --py-files build/balancer.zip
         --conf spark.ui.showConsoleProgress=false --conf "spark.pyspark.driver.python=$py" ${spark_args[@]+"${spark_args[@]}"})
 [ -n "$packages" ] && submit+=(--packages "$packages")
+if [ "$verbose" = 0 ]; then
+  # The JVM starts before Python: this script names the log file, for both (BALANCER_LOG_FILE), and
+  # sends the JVM's stderr (its early lines, the --packages resolution) there. The Python driver's
+  # output reaches the console through the JVM's stdout.
+  logs="${BALANCER_LOG_DIR:-data/logs}"
+  mkdir -p "$logs"
+  export BALANCER_LOG_FILE
+  BALANCER_LOG_FILE="$(cd "$logs" && pwd)/submit-$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
+  echo "logs (Spark, libraries, traces): ${BALANCER_LOG_FILE#"$here"/}; --verbose shows them here"
+  submit+=(--driver-java-options
+           "-Dlog4j2.configurationFile=file:$here/conf/log4j2.properties -Dbalancer.log.file=$BALANCER_LOG_FILE")
+  exec 2>>"$BALANCER_LOG_FILE"
+fi
 exec "${submit[@]}" jobs/stream_balancer.py "${job_args[@]}"

@@ -166,10 +166,26 @@ class CapacityConfig(_Strict):
     path: str | None = None
 
 
+class RetentionConfig(_Strict):
+    # How long every lakehouse table keeps its Delta history, so a plan can be audited against what
+    # the job had committed when it made it (time travel, DESCRIBE HISTORY). At least 7 days: Delta's
+    # own VACUUM safety floor. VACUUM must never run on these tables with a shorter retention.
+    log_days: int = Field(365, ge=7)  # delta.logRetentionDuration: commits kept in _delta_log
+    deleted_files_days: int = Field(365, ge=7)  # delta.deletedFileRetentionDuration: files VACUUM keeps
+
+    def table_properties(self) -> dict[str, str]:
+        """The Delta table properties that keep this history (both engines take the same text)."""
+        return {
+            "delta.logRetentionDuration": f"interval {self.log_days} days",
+            "delta.deletedFileRetentionDuration": f"interval {self.deleted_files_days} days",
+        }
+
+
 class LakehouseConfig(_Strict):
     # A local folder, or s3://bucket/prefix (s3a:// too) with storage_options.
     path: str = "data/lakehouse"
     engine: Literal["auto", "delta-rs", "delta-spark"] = "auto"
+    retention: RetentionConfig = RetentionConfig()
     # delta-rs' (object_store's) storage options, e.g. AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
     # AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, aws_conditional_put; also given to the executors'
     # parquet writes and, on delta-spark, as Hadoop fs.s3a.* settings (balancer/storage.py).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -62,6 +63,10 @@ def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    # The console carries the product's lines only: Spark's and the libraries' logs are in the log file.
+    console = (result.stdout + result.stderr).splitlines()
+    assert [line for line in console if re.search(r"\b(WARN|WARNING|INFO|ERROR)\b|log4j|py4j", line)] == []
+    assert console[0].startswith("logs (Spark, libraries, traces): data/logs/submit-"), console
 
     from deltalake import DeltaTable
 

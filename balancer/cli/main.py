@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 
+from balancer.cli import console
 from balancer.config import ConfigError, load_config
 
 # Subcommand name → module in balancer.cli with add_parser(subparsers) and run(args, config) -> int.
-COMMANDS = ("run", "sql", "plan", "export")
+COMMANDS = ("run", "sql", "plan", "export", "history")
+# The commands that start Spark: their stderr (the JVM's with it) goes to the log file.
+SPARK_COMMANDS = ("run", "sql")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one config key, e.g. --set lakehouse.path=/data/lh (repeatable)",
     )
+    common.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the libraries' logs and failure traces on the console, not in the log file",
+    )
     parser = argparse.ArgumentParser(prog="balancer", description="Traffic-aware Kafka balancer")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
@@ -31,16 +38,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def main(argv: list[str] | None = None, *, process: bool | None = None) -> int:
+    """``process``: this call is the process's entry point (default: when ``argv`` is None, i.e. read
+    from the command line), so it owns stderr and logging; a call from other code (a test) leaves
+    them as they are and only turns a failure into its one line."""
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"balancer: {exc}", file=sys.stderr)
         return 2
+    owns_process = argv is None if process is None else process
+    if owns_process:
+        out = console.setup(args.command, verbose=args.verbose, spark=args.command in SPARK_COMMANDS)
+    else:
+        out = console.Console(args.command, sys.stderr, None)
     module = importlib.import_module(f"balancer.cli.{args.command}")
-    return module.run(args, config) or 0
+    try:
+        return module.run(args, config) or 0
+    except (Exception, KeyboardInterrupt) as exc:
+        return out.fail(exc)
 
 
 if __name__ == "__main__":

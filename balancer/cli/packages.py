@@ -1,4 +1,4 @@
-"""Which JVM packages spark-submit needs for a config (used by spark-submit.sh; validates the config first)."""
+"""Which JVM packages spark-submit needs for a config (spark-submit.sh; validates the config first)."""
 
 from __future__ import annotations
 

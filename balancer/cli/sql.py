@@ -23,9 +23,9 @@ def add_parser(subparsers, parents) -> None:
         "sql",
         parents=parents,
         help="query the lakehouse tables with Spark SQL",
-        description="Tables: telemetry_raw, telemetry_quarantine, partition_load, broker_load, broker_ranking, "
-        "balance_plans, plan_actions, plan_events, plan_batches, plan_outcomes, quality_runs. "
-        "Views: latest_ranking, plan_history, plan_status, quarantine_reasons.",
+        description="Tables: telemetry_raw, telemetry_quarantine, partition_load, broker_load, "
+        "broker_ranking, balance_plans, plan_actions, plan_events, plan_batches, plan_outcomes, "
+        "quality_runs. Views: latest_ranking, plan_history, plan_status, quarantine_reasons.",
     )
     parser.add_argument("query", help='e.g. "SELECT * FROM balance_plans ORDER BY window_end DESC"')
     parser.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")

@@ -39,6 +39,11 @@ def _parse_args(argv):
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--max-seconds", type=float, default=360.0, help="stop the demo after this long")
     parser.add_argument("--tick-seconds", type=float, default=1.0, help="real seconds per simulated minute")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the libraries' logs here, not in the log file",
+    )
     return parser.parse_args(argv)
 
 
@@ -147,13 +152,22 @@ class Executor:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"balancer: {exc}", file=sys.stderr)
         return 2
+    from balancer.cli import console
 
+    # Before Spark starts: its logs and the libraries' go to the log file, the demo's tables to the console.
+    out = console.setup("demo", verbose=args.verbose)
+    try:
+        return _demo(args, config)
+    except (Exception, KeyboardInterrupt) as exc:
+        return out.fail(exc)
+
+
+def _demo(args: argparse.Namespace, config) -> int:
     from confluent_kafka import Producer
     from rich.console import Console
 

@@ -75,7 +75,7 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
 
 
 def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
-    """The metrics topic's records parsed in the configured format: telemetry columns and a reason where bad."""
+    """The metrics topic's records parsed in the configured format: telemetry columns, a reason where bad."""
     source = config.source
     if source.format == "cruise-control":
         if "value_cc" not in kafka.columns:  # Spark's own Kafka source: decode in one Arrow pass
@@ -102,7 +102,7 @@ def start(
         engine=config.lakehouse.engine,
         storage_options=config.lakehouse.storage_options,
     )
-    lakehouse.create_all()
+    lakehouse.create_all(config.lakehouse.retention.table_properties())
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
     parsed = parse_stream(kafka_stream(spark, config), config)
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.

@@ -139,22 +139,41 @@ class Lakehouse:
     def exists(self, table: str) -> bool:
         return DeltaTable.is_deltatable(self.path(table), storage_options=self.storage.delta_options())
 
-    def create_all(self) -> None:
+    def create_all(self, properties: dict[str, str] | None = None) -> None:
+        """Create the missing tables, each with the Delta table ``properties`` (default: the audit
+        retention of ``lakehouse.retention``); an existing table whose properties differ gets them set."""
+        if properties is None:
+            from balancer.config import RetentionConfig
+
+            properties = RetentionConfig().table_properties()
         if self.storage.local:
             Path(self.root).mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             if self.engine == "delta-rs":
-                DeltaTable.create(
+                delta = DeltaTable.create(
                     self.path(table),
                     schema=arrow_schema(table),
                     mode="ignore",
                     name=table,
+                    configuration=properties,
                     storage_options=self.storage.delta_options(),
                 )
+                current = delta.metadata().configuration
+                if any(current.get(key) != value for key, value in properties.items()):
+                    delta.alter.set_table_properties(properties)
             else:
+                path, columns = self.path(table), table_ddl()[table]
+                listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+                tblproperties = f" TBLPROPERTIES ({listed})" if properties else ""
                 self.spark.sql(
-                    f"CREATE TABLE IF NOT EXISTS delta.`{self.path(table)}` ({table_ddl()[table]}) USING DELTA"
+                    f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING DELTA{tblproperties}"
                 )
+                current = {
+                    row["key"]: row["value"]
+                    for row in self.spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+                }
+                if any(current.get(key) != value for key, value in properties.items()):
+                    self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({listed})")
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -1,0 +1,169 @@
+"""The console a person reads: the product's own lines; Spark's and the libraries' logs and every
+trace in the log file named at start; a failure ends with one line naming its cause."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from balancer.cli.console import describe
+from balancer.config import REPO_ROOT
+
+# What Spark, the JVM, py4j and Python print when they reach a console: log lines with a level,
+# Java stack frames, Python tracebacks, log4j's and Spark's own banners.
+NOISE = re.compile(
+    r"\b(WARN|WARNING|INFO|ERROR|DEBUG)\b|^\s+at [\w.$]+\(|Traceback \(most recent call last\)|"
+    r"log4j|Setting default log level|SparkContext|py4j|Exception in thread|^\s+File \"",
+    re.M,
+)
+
+
+# A line of conf/log4j2.properties' layout.
+JVM_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO|ERROR) \w+: ", re.M)
+
+
+def console_noise(output: str) -> list[str]:
+    return [line for line in output.splitlines() if NOISE.search(line)]
+
+
+def last_line(output: str) -> str:
+    return [line for line in output.splitlines() if line.strip()][-1]
+
+
+@pytest.mark.integration
+def test_unreachable_broker_ends_with_one_line_naming_brokers_and_timeout(tmp_path):
+    logs = tmp_path / "logs"
+    result = subprocess.run(
+        [
+            "./spark-submit.sh",
+            "--master",
+            "local[1]",
+            "--once",
+            "--set",
+            "source.bootstrap_servers=127.0.0.1:1",
+            "--set",
+            "source.unavailable_timeout=3 seconds",
+            "--set",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "--set",
+            f"checkpoint.path={tmp_path / 'cp'}",
+            "--set",
+            "spark.conf.spark.ui.enabled=false",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout
+    assert result.returncode != 0, output
+    last = last_line(output)
+    assert "127.0.0.1:1" in last and "3s" in last and "source.unavailable_timeout" in last, output
+    assert "check that the brokers are up" in last, output
+    assert console_noise(output) == [], output
+    # Two lines in all: where the logs are, and the cause.
+    assert len([line for line in output.splitlines() if line.strip()]) == 2, output
+
+    (log,) = logs.glob("submit-*.log")
+    assert log.name in output.splitlines()[0]
+    logged = log.read_text()
+    assert "Traceback (most recent call last)" in logged and "KafkaUnavailableError" in logged
+    assert JVM_LOG_LINE.search(logged), logged  # Spark's own log lines landed in the file
+
+
+@pytest.mark.integration
+def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
+    """`balancer sql` starts Spark from Python (as `make run` does): the JVM pyspark launches logs to
+    the file too, and the console shows the log line and the query's table only."""
+    logs = tmp_path / "logs"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
+    env.pop("BALANCER_LOG_FILE", None)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("balancer")),
+            "sql",
+            "--set",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "--set",
+            "lakehouse.engine=delta-rs",
+            "SELECT 41 + 1 AS answer",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout
+    assert result.returncode == 0, output
+    assert "|42    |" in output, output
+    assert console_noise(output) == [], output
+    (log,) = logs.glob("sql-*.log")
+    assert output.splitlines()[0].startswith("logs (Spark, libraries, traces): ")
+    logged = log.read_text()
+    assert JVM_LOG_LINE.search(logged), logged  # the JVM's log4j wrote to this file
+    assert "py4j" in logged  # and so did Python's libraries
+
+
+@pytest.mark.integration
+def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
+    logs = tmp_path / "logs"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
+    env.pop("BALANCER_LOG_FILE", None)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("balancer")),
+            "sql",
+            "--set",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "--set",
+            "lakehouse.engine=delta-rs",
+            "SELECT nope FROM no_such_table",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout
+    assert result.returncode == 1, output
+    last = last_line(output)
+    assert last.startswith("balancer sql: ") and "no_such_table" in last, output
+    assert "trace in " in last
+    assert console_noise(output) == [], output
+    (log,) = logs.glob("sql-*.log")
+    assert "Traceback (most recent call last)" in log.read_text()
+
+
+def test_describe_names_our_error_inside_a_spark_trace():
+    from balancer.spark.kafka_source import KafkaUnavailableError
+
+    class StreamingQueryException(Exception):
+        pass
+
+    trace = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: ...\n"
+        'File "/x/kafka_source.py", line 312, in retry\n'
+        "balancer.spark.kafka_source.KafkaUnavailableError: Kafka brokers b1:9092,b2:9092 unavailable "
+        'for 60s (kafkaUnavailableTimeoutMs) while listing topics: KafkaError{code=_TRANSPORT,str="x"}\n'
+        "=== Streaming Query ===\nLogical Plan: ..."
+    )
+    line = describe(StreamingQueryException(trace))
+    assert line.startswith("Kafka brokers b1:9092,b2:9092 unavailable for 60s (source.unavailable_timeout)")
+    assert "KafkaError" not in line and "\n" not in line and "Logical Plan" not in line
+    direct = describe(
+        KafkaUnavailableError("Kafka brokers b1:9092 unavailable for 5s (kafkaUnavailableTimeoutMs)")
+    )
+    assert "source.unavailable_timeout" in direct and "check that the brokers are up" in direct
+    assert describe(RuntimeError("first line\nsecond line")) == "first line"
+    assert describe(OSError(28, "No space left on device")).endswith("No space left on device")
