@@ -58,6 +58,25 @@ def test_tables_keep_audit_history_by_default_and_as_configured(spark, tmp_path)
     assert {t: DeltaTable(str(tmp_path / "lh" / t)).version() for t in TABLES} == versions
 
 
+@pytest.mark.integration
+def test_delta_spark_tables_get_the_same_properties(spark, tmp_path):
+    from balancer.spark.session import delta_jar_available
+
+    if not delta_jar_available(spark):
+        pytest.skip(
+            "Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
+            "reachable here; spark-submit.sh adds it with --packages on a cluster"
+        )
+    lakehouse = Lakehouse(spark, tmp_path / "lh", engine="delta-spark")
+    lakehouse.create_all()
+    for table in TABLES:
+        shown = spark.sql(f"SHOW TBLPROPERTIES delta.`{lakehouse.path(table)}`").collect()
+        assert {r["key"]: r["value"] for r in shown}.items() >= AUDIT.items(), table
+    lakehouse.create_all({**AUDIT, "delta.logRetentionDuration": "interval 30 days"})
+    shown = spark.sql(f"SHOW TBLPROPERTIES delta.`{lakehouse.path('balance_plans')}`").collect()
+    assert {r["key"]: r["value"] for r in shown}["delta.logRetentionDuration"] == "interval 30 days"
+
+
 def test_retention_below_deltas_floor_is_rejected_naming_the_key():
     with pytest.raises(ConfigError, match=r"lakehouse\.retention\.deleted_files_days"):
         load_config(None, ["lakehouse.retention.deleted_files_days=1"])
