@@ -170,8 +170,10 @@ class RetentionConfig(_Strict):
     # How long every lakehouse table keeps its Delta history, so a plan can be audited against what
     # the job had committed when it made it (time travel, DESCRIBE HISTORY). At least 7 days: Delta's
     # own VACUUM safety floor. VACUUM must never run on these tables with a shorter retention.
-    log_days: int = Field(365, ge=7)  # delta.logRetentionDuration: commits kept in _delta_log
-    deleted_files_days: int = Field(365, ge=7)  # delta.deletedFileRetentionDuration: files VACUUM keeps
+    # delta.logRetentionDuration: commits kept in _delta_log (what time travel and history read).
+    log_days: int = Field(default=365, ge=7)
+    # delta.deletedFileRetentionDuration: files a VACUUM keeps after they left the table.
+    deleted_files_days: int = Field(default=365, ge=7)
 
     def table_properties(self) -> dict[str, str]:
         """The Delta table properties that keep this history (both engines take the same text)."""
