@@ -41,6 +41,30 @@ def minutes_of(cluster, first: int, last: int) -> list[dict]:
     return [r for minute in range(first, last + 1) for r in cluster.telemetry(T0 + minute * MINUTE)]
 
 
+def job_config(tmp_path: Path, bootstrap: str, topic: str, *overrides: str):
+    """The typed config of an in-process test job on the embedded broker: delta-rs under ``tmp_path``,
+    5-minute tumbling windows with a 1-minute watermark, no data contract (it has its own tests and costs
+    seconds a batch). ``overrides`` are ``--set`` assignments applied after these, so they win."""
+    from balancer.config import load_config
+
+    return load_config(
+        None,
+        [
+            f"source.bootstrap_servers={bootstrap}",
+            f"source.topic={topic}",
+            "source.unavailable_timeout=10 seconds",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "windows.size=5 minutes",
+            "windows.slide=5 minutes",
+            "windows.watermark=1 minute",
+            "quality.enabled=false",
+            *overrides,
+        ],
+    )
+
+
 def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path:
     """A --config file for a subprocess job: fast triggers, small batches, a light local[2] Spark."""
     config = {

@@ -10,10 +10,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
-from support import BALANCER, T0, start_job, tail, write_config
+from support import BALANCER, T0, job_config, start_job, tail, write_config
 
 from balancer import telemetry as tm
-from balancer.config import load_config
 from balancer.demo.embedded_broker import EmbeddedBroker, free_port
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
@@ -62,22 +61,13 @@ def test_no_reachable_kafka_at_start_fails_once_in_bounded_time(tmp_path):
 
 
 def _config(tmp_path, bootstrap, topic, **extra):
-    return load_config(
-        None,
-        [
-            f"source.bootstrap_servers={bootstrap}",
-            f"source.topic={topic}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            f"source.unavailable_timeout={TIMEOUT_S} seconds",
-            "trigger.interval=1 second",
-            "quality.enabled=false",
-            *(f"{k}={v}" for k, v in extra.items()),
-        ],
+    return job_config(
+        tmp_path,
+        bootstrap,
+        topic,
+        f"source.unavailable_timeout={TIMEOUT_S} seconds",
+        "trigger.interval=1 second",
+        *(f"{k}={v}" for k, v in extra.items()),
     )
 
 

@@ -11,9 +11,8 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import Producer
-from support import MINUTE, T0
+from support import MINUTE, T0, job_config
 
-from balancer.config import load_config
 from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -145,25 +144,18 @@ def produce_pairs(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, by
 
 
 def cc_config(tmp_path, broker, topic: str, cluster: str, *extra: str):
-    return load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            "source.format=cruise-control",
-            f"source.cluster={cluster}",
-            "source.unavailable_timeout=10 seconds",
-            "metadata.source=file",
-            f"metadata.path={tmp_path / f'{cluster}.metadata.json'}",
-            f"capacity.path={tmp_path / 'capacity.json'}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / f'{cluster}.checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            *extra,
-        ],
+    return job_config(
+        tmp_path,
+        broker.bootstrap_servers,
+        topic,
+        "source.format=cruise-control",
+        f"source.cluster={cluster}",
+        "metadata.source=file",
+        f"metadata.path={tmp_path / f'{cluster}.metadata.json'}",
+        f"capacity.path={tmp_path / 'capacity.json'}",
+        f"checkpoint.path={tmp_path / f'{cluster}.checkpoints'}",
+        "quality.enabled=true",
+        *extra,
     )
 
 

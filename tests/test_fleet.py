@@ -6,9 +6,9 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import Producer
+from support import job_config
 
 from balancer import telemetry as tm
-from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -58,21 +58,7 @@ def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(sp
             )
     assert producer.flush(30) == 0
 
-    config = load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            "source.unavailable_timeout=10 seconds",
-            "quality.enabled=false",
-        ],
-    )
+    config = job_config(tmp_path, broker.bootstrap_servers, topic)
     job.run_until_idle(spark, job.start(spark, config, once=True))
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     clusters = {"east": east, "west": west}

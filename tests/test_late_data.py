@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support import MINUTE, T0, produce
+from support import MINUTE, T0, job_config, produce
 
-from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -33,21 +32,7 @@ def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, bro
         ),
         noise=0.0,
     )
-    config = load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            "source.unavailable_timeout=10 seconds",
-            "quality.enabled=false",
-        ],
-    )
+    config = job_config(tmp_path, broker.bootstrap_servers, topic)
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 
     # Minutes 0-11 with a 1-minute watermark: windows [0,5) and [5,10) are finalized.
