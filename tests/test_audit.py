@@ -86,12 +86,14 @@ def test_retention_below_deltas_floor_is_rejected_naming_the_key():
 
 def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path, capsys):
     root = tmp_path / "lh"
-    for table in ("balance_plans", "broker_load"):
+    for table in ("balance_plans", "broker_load", "plan_actions"):
         DeltaTable.create(str(root / table), schema=arrow_schema(table), name=table)
     append(root, "broker_load", load(1), load(2))
     append(root, "balance_plans", plan("a"))
     loads_then = append(root, "broker_load", load(3))
     made = append(root, "balance_plans", plan("b"))
+    action = {"plan_id": "b", "cluster": "c1", "seq": 0, "action": "leadership", "topic": "t", "partition": 0}
+    actions = append(root, "plan_actions", action)  # the plan's actions land right after the plan
     append(root, "broker_load", load(4))
     append(root, "balance_plans", plan("c"))
 
@@ -102,6 +104,9 @@ def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path,
     assert head and int(head.group(1)) == made, out
     assert re.search(rf"broker_load\s+version {loads_then}, 3 rows", out), out
     assert re.search(rf"balance_plans\s+version {made}, 2 rows", out), out
+    assert re.search(
+        rf"plan_actions\s+version 0, 0 rows; the plan's own rows from version {actions} at ", out
+    )
     assert "telemetry_raw" not in out  # not in this lakehouse: not listed
     at = head.group(2)
     assert f"balancer sql --set lakehouse.path={root} --as-of {at} " in out.splitlines()[-1]

@@ -166,4 +166,11 @@ def test_describe_names_our_error_inside_a_spark_trace():
     )
     assert "source.unavailable_timeout" in direct and "check that the brokers are up" in direct
     assert describe(RuntimeError("first line\nsecond line")) == "first line"
+    wrapped = StreamingQueryException(
+        "[STREAM_FAILED] Query terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error "
+        "occurred in the user provided function. Return Message: Traceback (most recent call last):\n"
+        '  File "/x/sinks.py", line 1, in __call__\n'
+        "ValueError: window 03:10 has no brokers\n\tat org.apache.x"
+    )
+    assert describe(wrapped) == "ValueError: window 03:10 has no brokers"
     assert describe(OSError(28, "No space left on device")).endswith("No space left on device")

@@ -138,6 +138,11 @@ def _shown(path: Path) -> str:
 # A typed error of ours, wherever it was raised (the driver, a Python worker, the streaming source
 # runner): its class and the first line of its message, as Spark's traces carry them.
 _OWN_ERROR = re.compile(r"\bbalancer\.[\w.]*\.(\w+(?:Error|Exception)): ([^\n]+)")
+# A builtin exception (its name unqualified) ending a Python traceback that Spark carried back from a
+# worker or a foreachBatch call: the line under Spark's own wrapping messages.
+_RAISED_IN_PYTHON = re.compile(
+    r"Traceback \(most recent call last\):.*?^([A-Z]\w*(?:Error|Exception)): ([^\n]+)", re.S | re.M
+)
 _KAFKA_CHECK = (
     "; check that the brokers are up and reachable from this host and the Spark executors "
     "(source.bootstrap_servers), and source.options for the listener's security settings"
@@ -154,7 +159,11 @@ def describe(exc: BaseException) -> str:
         while seen is not None and len(texts) < 10:
             texts.append(f"{type(seen).__module__}.{type(seen).__qualname__}: {seen}")
             seen = seen.__cause__ or seen.__context__
-        match = _OWN_ERROR.search("\n".join(texts))
+        text = "\n".join(texts)
+        match = _OWN_ERROR.search(text)
+        raised = _RAISED_IN_PYTHON.search(text)
+        if match is None and raised is not None:
+            return f"{raised.group(1)}: {raised.group(2).strip()}"
         if match is None:
             first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
             if type(exc).__module__ == "builtins" and first:

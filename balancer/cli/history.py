@@ -70,22 +70,27 @@ def commits(root: Storage, table: str) -> list[Commit]:
     return sorted(result, key=lambda c: c.version, reverse=True)
 
 
-def plan_commit(root: Storage, plan_id: str) -> Commit:
-    """The ``balance_plans`` commit that added ``plan_id`` (tables are append-only: the first version
-    holding it, found by bisection over the versions)."""
+# Tables with a plan's own rows: balance_plans first, the others written after it in the same
+# micro-batch (actions, batches) or later windows (events, outcomes).
+PLAN_TABLES = ("balance_plans", "plan_actions", "plan_batches", "plan_events", "plan_outcomes")
+
+
+def plan_commit(root: Storage, plan_id: str, table: str = "balance_plans") -> Commit | None:
+    """The commit that added ``plan_id``'s first rows to ``table``, None if it has none (tables are
+    append-only: the first version holding it, found by bisection over the versions)."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    path, options = _table(root, "balance_plans"), root.delta_options()
+    path, options = _table(root, table), root.delta_options()
 
     def holds(version: int) -> bool:
-        table = DeltaTable(path, version=version, storage_options=options)
-        return table.to_pyarrow_dataset().count_rows(filter=pc.field("plan_id") == plan_id) > 0
+        delta = DeltaTable(path, version=version, storage_options=options)
+        return delta.to_pyarrow_dataset().count_rows(filter=pc.field("plan_id") == plan_id) > 0
 
-    history = commits(root, "balance_plans")
+    history = commits(root, table)
     lo, hi = 0, history[0].version
     if not holds(hi):
-        raise HistoryError(f"plan {plan_id} is not in balance_plans under {root.root}")
+        return None
     while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if holds(mid) else (mid + 1, hi)
@@ -139,7 +144,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 print(f"{commit.version:>7}  {stamp(commit.at):<24}  {added:>10}  {commit.operation}")
             return 0
         made = plan_commit(root, args.plan)
+        if made is None:
+            raise HistoryError(f"plan {args.plan} is not in balance_plans under {root.root}")
         then = tables_at(root, made.at)
+        own = {t: plan_commit(root, args.plan, t) for t, _, _ in then if t in PLAN_TABLES[1:]}
     except HistoryError as exc:
         print(f"balancer history: {exc}", file=sys.stderr)
         return 2
@@ -147,6 +155,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     print("every table then:")
     for table, version, rows in then:
         shown = "not created yet" if version is None else f"version {version}, {rows} rows"
+        later = own.get(table)
+        if later is not None and later.version != version:
+            shown += f"; the plan's own rows from version {later.version} at {stamp(later.at)}"
         print(f"  {table:<22} {shown}")
     print(
         f"read them as they were: balancer sql --set lakehouse.path={root.root} "
