@@ -9,7 +9,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet
 
-.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down
+.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down \
+	notebook notebooks
 
 setup: $(STAMP)
 
@@ -56,6 +57,24 @@ cluster-up: setup
 
 cluster-down:
 	$(PY) -m balancer.demo.cluster down --dir data/cluster
+
+# JupyterLab on notebooks/, on loopback only, reading the lakehouse `make run` wrote: the notebooks read
+# BALANCER_CONFIG (default conf/local.yaml) and BALANCER_LAKEHOUSE (see balancer/notebook.py). The token
+# travels in the environment, not on a command line other users can read.
+NOTEBOOK_PORT ?= 8888
+notebook: setup
+	@$(PY) -m balancer.notebook || echo "(the notebooks will fail until then)"
+	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(24))'); \
+	  echo "JupyterLab: http://127.0.0.1:$(NOTEBOOK_PORT)/lab?token=$$token  (Ctrl-C stops it)"; \
+	  JUPYTER_TOKEN=$$token exec $(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 \
+	    --ServerApp.port=$(NOTEBOOK_PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
+	    --log-level=WARN --LabApp.log_level=WARN $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Re-executes every notebook in place on that lakehouse, saving its outputs and charts (as PNG images).
+notebooks: setup
+	@$(PY) -m balancer.notebook
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
+	  --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
 
 clean:
 	rm -rf data .pytest_cache

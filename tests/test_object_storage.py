@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from balancer.cli.main import main as balancer_cli
-from balancer.config import REPO_ROOT, ConfigError, load_config
+from balancer.config import ConfigError, load_config
 from balancer.demo.cluster import free_port
 from balancer.storage import Storage, normalize_root
 
@@ -162,7 +162,7 @@ def test_two_writers_from_the_same_version_both_commit(s3_endpoint):
 
 @pytest.mark.integration
 def test_job_writes_every_table_to_s3_and_sql_reads_them(
-    spark, broker, topic, tmp_path, s3_endpoint, capsys, caplog, monkeypatch
+    spark, broker, topic, tmp_path, s3_endpoint, capsys, caplog
 ):
     from deltalake import DeltaTable
     from support import T0, produce
@@ -233,17 +233,18 @@ def test_job_writes_every_table_to_s3_and_sql_reads_them(
     assert [h.strip() for h in header] == ["raw", "ranked", "proposed"]
     assert [int(v) for v in values] == [len(valid), 10, proposed], out
 
-    # The balance-history notebook reads them too, its storage options from the job's config file.
-    from test_pipeline import run_notebook
+    # The balance-history notebook reads them too, in a kernel, its storage options from the job's config
+    # file (BALANCER_CONFIG) and the lakehouse path from BALANCER_LAKEHOUSE.
+    from notebook_runner import NOTEBOOKS, run_notebook
 
     config_file = tmp_path / "job.yaml"
     config_file.write_text(
         yaml.safe_dump({"lakehouse": {"path": root, "storage_options": config.lakehouse.storage_options}})
     )
-    monkeypatch.setenv("BALANCER_CONFIG", str(config_file))
-    monkeypatch.setenv("BALANCER_LAKEHOUSE", root)
-    notebook = run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", root)
-    assert len(notebook["plans"]) == len(plans)
+    notebook = run_notebook(
+        NOTEBOOKS / "balance_history.ipynb", root, {"plans": "len(plans)"}, config=config_file
+    )
+    assert notebook["plans"] == len(plans)
 
     # balancer export reads a plan's rows from S3 too.
     plan_id = next(p["plan_id"] for p in plans if p["status"] == "proposed")

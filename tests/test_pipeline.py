@@ -12,7 +12,7 @@ from support import T0, produce
 
 from balancer import telemetry as tm
 from balancer.cli.main import main as balancer_cli
-from balancer.config import REPO_ROOT, load_config
+from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -126,21 +126,19 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     assert code == 0
     assert "proposed" in capsys.readouterr().out
 
-    # The balance-history notebook runs on what the job wrote.
-    run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", config.lakehouse.path)
+    # Every notebook runs in a kernel on what the job wrote and finds what the job committed.
+    from notebook_runner import notebook_paths, run_notebook
 
-
-def run_notebook(path, lakehouse_path) -> dict:
-    """Execute a notebook's code cells in order, in one namespace (no Jupyter needed)."""
-    import os
-
-    os.environ["BALANCER_LAKEHOUSE"] = str(lakehouse_path)
-    namespace: dict = {}
-    for cell in json.loads(path.read_text())["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), f"{path.name}", "exec"), namespace)
-    assert len(namespace["plans"]) > 0 and namespace["imbalance_chart"].to_dict()
-    return namespace
+    expected = {
+        "balance_history.ipynb": {"len(plans)": len(plans), "len(first_window)": 5},
+        "data_quality.ipynb": {"int(reasons.records.sum())": len(MALFORMED), "len(plans)": len(plans)},
+        "plan_lifecycle.ipynb": {"sorted(status.plan_id)": sorted(p["plan_id"] for p in proposed)},
+        "topology_history.ipynb": {"brokers.broker.nunique()": 5, "changes.moved.sum()": 0},
+    }
+    assert {path.name for path in notebook_paths()} == set(expected)
+    for path in notebook_paths():
+        found = run_notebook(path, config.lakehouse.path, {e: e for e in expected[path.name]})
+        assert found == expected[path.name], path.name
 
 
 def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path, capsys):

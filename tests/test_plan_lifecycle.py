@@ -216,14 +216,22 @@ def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tm
     assert status[plan_b["plan_id"]] == "superseded"
     assert status[plan_c["plan_id"]] == "diverged"
 
-    # The notebook charts the lifecycle and predicted vs realized from these tables.
-    from test_pipeline import run_notebook
+    # The plan-lifecycle notebook, in a kernel: each plan's status as the view has it, the lifecycle, and
+    # predicted vs realized charted for the completed plan's brokers.
+    from notebook_runner import NOTEBOOKS, run_notebook
 
-    from balancer.config import REPO_ROOT
-
-    notebook = run_notebook(REPO_ROOT / "notebooks" / "balance_history.ipynb", config.lakehouse.path)
-    assert set(notebook["lifecycle"]["status"]) >= {"executing", "completed", "superseded", "diverged"}
-    points = notebook["predicted_vs_realized_chart"].to_dict()
-    charted = [row for data in points["datasets"].values() for row in data if "realized" in row]
+    notebook = run_notebook(
+        NOTEBOOKS / "plan_lifecycle.ipynb",
+        config.lakehouse.path,
+        {
+            "status": "status.set_index('plan_id').status.to_dict()",
+            "lifecycle": "sorted(set(lifecycle.status))",
+            "charted": "[row for data in predicted_vs_realized_chart.to_dict()['datasets'].values()"
+            " for row in data if 'realized' in row]",
+        },
+    )
+    assert notebook["status"] == status
+    assert set(notebook["lifecycle"]) >= {"executing", "completed", "superseded", "diverged"}
+    charted = notebook["charted"]
     assert {row["plan_id"] for row in charted} == {plan_a["plan_id"]}
     assert len(charted) == 3 * len(a.brokers)
