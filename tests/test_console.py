@@ -114,6 +114,44 @@ def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
 
 
 @pytest.mark.integration
+def test_the_demo_console_shows_its_own_lines_while_streaming(tmp_path):
+    """`make run`'s entry for a quarter minute of streaming (the whole demo takes minutes): Spark's
+    streaming warnings ("Current batch is falling behind") and Great Expectations' INFO lines go to
+    the file. Too short to carry out a plan, so it ends with the demo's own line saying so."""
+    logs = tmp_path / "logs"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
+    env.pop("BALANCER_LOG_FILE", None)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "balancer.demo",
+            "--max-seconds",
+            "15",
+            "--set",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "--set",
+            f"checkpoint.path={tmp_path / 'cp'}",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout
+    assert result.returncode in (0, 1), output
+    assert output.splitlines()[0].startswith("logs (Spark, libraries, traces): "), output
+    assert "embedded Kafka broker on 127.0.0.1:" in output
+    assert console_noise(output) == [], output
+    if result.returncode == 1:
+        assert last_line(output) == "no plan was carried out: the demo did not show balancing", output
+    (log,) = logs.glob("demo-*.log")
+    assert JVM_LOG_LINE.search(log.read_text())
+
+
+@pytest.mark.integration
 def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
     logs = tmp_path / "logs"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
