@@ -129,3 +129,9 @@ def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path,
     )
     assert balancer_cli(["history", *settings, "plans"]) == 2
     assert "unknown table 'plans'" in capsys.readouterr().err
+    assert balancer_cli(["history", *settings, "telemetry_raw"]) == 2
+    shown = capsys.readouterr()
+    assert (
+        shown.out == ""
+        and shown.err.strip() == f"balancer history: no Delta table telemetry_raw under {root}"
+    )

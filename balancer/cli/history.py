@@ -138,8 +138,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 2
     try:
         if args.table:
+            listed = commits(root, args.table)[: args.limit]
             print(f"{'version':>7}  {'committed (UTC)':<24}  {'rows added':>10}  operation")
-            for commit in commits(root, args.table)[: args.limit]:
+            for commit in listed:
                 added = "" if commit.rows_added is None else str(commit.rows_added)
                 print(f"{commit.version:>7}  {stamp(commit.at):<24}  {added:>10}  {commit.operation}")
             return 0
