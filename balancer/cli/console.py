@@ -8,7 +8,8 @@ with one line naming its cause in the product's words (:func:`describe`), the tr
 ``--verbose`` leaves the console as Spark and the libraries have it: everything is shown there.
 
 The log file is ``$BALANCER_LOG_FILE`` when set (spark-submit.sh names it, because the JVM starts
-before Python), else ``$BALANCER_LOG_DIR/<command>-<UTC time>.log`` (default folder ``data/logs``).
+before Python), else ``$BALANCER_LOG_DIR/<command>-<UTC time>-<pid>.log`` (default folder
+``data/logs``).
 """
 
 from __future__ import annotations
