@@ -97,6 +97,7 @@ def write_config(tmp_path: Path, bootstrap: str, topic: str, **sections) -> Path
 
 def start_job(config: Path, log: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env["BALANCER_LOG_FILE"] = str(log)  # Spark's logs and traces in the same file as the console
     with open(log, "ab") as out:  # the child keeps its own handle
         return subprocess.Popen(
             [BALANCER, "run", "--config", str(config), *args],

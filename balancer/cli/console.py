@@ -102,7 +102,7 @@ def setup(command: str, *, verbose: bool = False, spark: bool = True) -> Console
         os.dup2(log_fd, 2)
         os.close(log_fd)
         os.environ[LOG_FILE_ENV] = str(path)
-        if not inherited:
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit the JVM is already running
             # pyspark starts the driver JVM with these spark-submit arguments.
             options = shlex.quote(jvm_log_options(path))
             os.environ["PYSPARK_SUBMIT_ARGS"] = (
