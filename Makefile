@@ -60,20 +60,22 @@ cluster-down:
 
 # JupyterLab on notebooks/, on loopback only, reading the lakehouse `make run` wrote: the notebooks read
 # BALANCER_CONFIG (default conf/local.yaml) and BALANCER_LAKEHOUSE (see balancer/notebook.py). The token
-# travels in the environment, not on a command line other users can read.
+# travels in the environment, not on a command line other users can read. JUPYTER_PATH puts the venv's
+# kernel first, so a kernel spec of the user's own cannot run the notebooks on another Python.
 NOTEBOOK_PORT ?= 8888
+NOTEBOOK_ENV := JUPYTER_PATH=$(abspath $(VENV))/share/jupyter
 notebook: setup
 	@$(PY) -m balancer.notebook || echo "(the notebooks will fail until then)"
 	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(24))'); \
 	  echo "JupyterLab: http://127.0.0.1:$(NOTEBOOK_PORT)/lab?token=$$token  (Ctrl-C stops it)"; \
-	  JUPYTER_TOKEN=$$token exec $(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 \
+	  $(NOTEBOOK_ENV) JUPYTER_TOKEN=$$token exec $(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 \
 	    --ServerApp.port=$(NOTEBOOK_PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
 	    --log-level=WARN --LabApp.log_level=WARN $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Re-executes every notebook in place on that lakehouse, saving its outputs and charts (as PNG images).
 notebooks: setup
 	@$(PY) -m balancer.notebook
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
+	$(NOTEBOOK_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
 	  --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
 
 clean:

@@ -39,7 +39,7 @@ def lakehouse(environ: Mapping[str, str] = os.environ) -> Storage:
 
 
 class MissingLakehouse(LookupError):
-    pass
+    """No lakehouse (or not the job's) where the notebooks were pointed."""
 
 
 def read_table(storage: Storage, name: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def static_charts(scale: float = PNG_SCALE) -> None:
 
     def render(spec: dict, **_) -> dict:
         png = vl_convert.vegalite_to_png(spec, scale=scale)
-        return {"image/png": png, "text/plain": f"<chart: {spec.get('mark', 'layered')}>"}
+        return {"image/png": png, "text/plain": "<altair chart, shown as a PNG image>"}
 
     alt.renderers.register("balancer-png", render)
     alt.renderers.enable("balancer-png")

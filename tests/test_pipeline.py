@@ -127,7 +127,7 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     assert "proposed" in capsys.readouterr().out
 
     # Every notebook runs in a kernel on what the job wrote and finds what the job committed.
-    from notebook_runner import notebook_paths, run_notebook
+    from notebook_runner import notebook_paths, run_notebooks
 
     expected = {
         "balance_history.ipynb": {"len(plans)": len(plans), "len(first_window)": 5},
@@ -136,9 +136,8 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
         "topology_history.ipynb": {"brokers.broker.nunique()": 5, "changes.moved.sum()": 0},
     }
     assert {path.name for path in notebook_paths()} == set(expected)
-    for path in notebook_paths():
-        found = run_notebook(path, config.lakehouse.path, {e: e for e in expected[path.name]})
-        assert found == expected[path.name], path.name
+    runs = {path: {e: e for e in expected[path.name]} for path in notebook_paths()}
+    assert run_notebooks(runs, config.lakehouse.path) == expected
 
 
 def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path, capsys):
