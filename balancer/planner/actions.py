@@ -67,7 +67,8 @@ class Action:
             raise ValueError(f"{where}: new_leader {self.new_leader} not in new_replicas {self.new_replicas}")
         if self.new_replicas[0] != self.new_leader:
             raise ValueError(
-                f"{where}: new_replicas[0] must be the intended leader {self.new_leader}, got {self.new_replicas}"
+                f"{where}: new_replicas[0] must be the intended leader {self.new_leader}, "
+                f"got {self.new_replicas}"
             )
         if (
             isinstance(self.bytes_to_move, bool)
@@ -79,7 +80,8 @@ class Action:
         if self.kind == "leadership":
             if not same_set:
                 raise ValueError(
-                    f"{where}: a leadership transfer keeps the replica set, got {self.old_replicas} -> {self.new_replicas}"
+                    f"{where}: a leadership transfer keeps the replica set, "
+                    f"got {self.old_replicas} -> {self.new_replicas}"
                 )
             if self.old_leader == self.new_leader:
                 raise ValueError(f"{where}: a leadership transfer changes the leader")
@@ -87,7 +89,8 @@ class Action:
                 raise ValueError(f"{where}: a leadership transfer moves no data")
         elif same_set:
             raise ValueError(
-                f"{where}: a {self.kind} changes the replica set, got {self.old_replicas} -> {self.new_replicas}"
+                f"{where}: a {self.kind} changes the replica set, "
+                f"got {self.old_replicas} -> {self.new_replicas}"
             )
 
     @property

@@ -19,6 +19,8 @@ from .options import PlannerOptions
 
 _EPS = 1e-9
 _DEST_TRIES = 4  # coldest feasible destinations tried per candidate
+_SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
+_BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
 _CHAIN_TRIES = 256  # network_out leaderships per shed that may go on by a chain of two transfers
 # Candidates screened with numpy at once (ResourceGoal._screen): none while candidates keep
@@ -74,9 +76,7 @@ class Goal:
         """The goal has work to do (soft goals: some broker is outside the band that triggers a plan)."""
         return self.metric(model) > _EPS
 
-    def optimize(
-        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
-    ) -> None:
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         return None
 
     def run(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> dict:
@@ -325,7 +325,10 @@ class ResourceGoal(Goal):
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
 
+    threshold: float  # CapacityGoal: the utilization ceiling; DistributionGoal: max / average
     leadership = False  # may transfer leadership (no data moves)
+    covers = False  # sheds by best fit: one replica that alone covers the excess, least data first
+    prefers_disk_room = False  # replica moves go where disk stays within the disk goal's target first
     moves = True  # may move replicas
     swaps = True  # may swap two replicas when no plain move helps
 
@@ -333,6 +336,9 @@ class ResourceGoal(Goal):
         self.dim = dim
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._disk_line = math.inf  # set per optimize (take-back)
+        self._barren: dict[int, int] = {}  # per optimize: partner -> swap searches that found nothing
+        self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._idle_memo: tuple[int, bool] | None = None
 
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -477,6 +483,7 @@ class ResourceGoal(Goal):
         rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
         # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
         self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
+        self._barren = {}
         for _ in range(3):
             before = model.moves_applied
             self._shed_all(model, optimized, res_goals, rack)
@@ -527,7 +534,8 @@ class ResourceGoal(Goal):
             # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
             ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
             util = model.util(self.dim)
-            chains, led = 0, {}
+            chains = 0
+            led: dict[int, np.ndarray] = {}
             i, n, misses, chunk = 0, len(ps), 0, 0
             while i < n:
                 if not self._over(model, a):
@@ -598,10 +606,19 @@ class ResourceGoal(Goal):
                 self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
             else:
                 moved: list[Move] = []
+                tried = np.zeros(len(ps), dtype=bool)
+                covered_at = -1
                 i, n, misses, chunk = 0, len(ps), 0, 0
                 while i < n:
                     if not self._over(model, a):
                         break
+                    if self.covers and covered_at != model.moves_applied:
+                        covered_at = model.moves_applied
+                        if self._cover(a, ps, relief, tried, moved, model, checks, res_goals, rack):
+                            continue
+                    if tried[i]:
+                        i += 1
+                        continue
                     if misses >= _SCREEN_FIRST:
                         # Candidates whose leaving would take ``a`` under another goal's lower
                         # limit fail ``_source_ok`` and change nothing: skipped in one step.
@@ -617,7 +634,11 @@ class ResourceGoal(Goal):
                         if hits[0] < _SCREEN_FIRST // 4:
                             misses, chunk = 0, 0
                         i += int(hits[0])
+                    if tried[i]:
+                        i += 1
+                        continue
                     p = int(ps[i])
+                    tried[i] = True
                     i += 1
                     mark = len(model.log)
                     if self._move_out(p, a, model, checks, res_goals, rack):
@@ -631,6 +652,27 @@ class ResourceGoal(Goal):
             self._swap_out(a, model, checks, res_goals, rack)
         if self.leadership and self._over(model, a):
             self._swap_leadership(a, model, checks)
+
+    def _cover(self, a, ps, relief, tried, moved, model, checks, res_goals, rack) -> bool:
+        """Finish ``a`` in one move where one replica can: of the untried candidates whose relief
+        alone covers a's remaining excess, the smallest data that another goal's lower limit lets
+        go, up to _DEST_TRIES of them. Moved: True (recorded in ``moved`` for the take-back)."""
+        upper, _ = self.limits(model)
+        d = self.dim
+        need = model.load[a, d] - upper[a] * model.cap[a, d]
+        cand = np.flatnonzero(~tried & (relief >= need))
+        if not len(cand):
+            return False
+        cand = cand[np.argsort(model.size[ps[cand]], kind="stable")]
+        ok = self._source_ok_many(a, model.contrib_matrix(ps[cand], a), model, res_goals)
+        for k in cand[ok][:_DEST_TRIES].tolist():
+            tried[k] = True
+            mark = len(model.log)
+            if self._move_out(int(ps[k]), a, model, checks, res_goals, rack):
+                if len(model.log) == mark + 1:
+                    moved.append(model.log[-1])
+                return True
+        return False
 
     def _chain_leadership(self, p, a, followers, model, checks, led) -> bool:
         """Hand ``p``'s leadership to a follower ``f`` that lacks room for it, after ``f`` hands
@@ -835,7 +877,15 @@ class ResourceGoal(Goal):
         if not len(dests):
             return False
         util = model.util(self.dim)[dests]
-        dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
+        # Destinations whose disk stays within the disk goal's target first (that goal runs later
+        # and would move the bytes again), the coldest on this goal's dimension within each group.
+        if self.prefers_disk_room:
+            over_disk = (model.load[dests, DISK] + vec[DISK]) / model.cap[
+                dests, DISK
+            ] > self._disk_line + _EPS
+            dests = dests[np.lexsort((util, over_disk))][:_DEST_TRIES]
+        else:
+            dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
         for dst in dests.tolist():
             move = Move("replica_move", p, a, dst)
             if self.wants(move, model) and self.try_move(move, model, checks):
@@ -885,65 +935,86 @@ class ResourceGoal(Goal):
         d = self.dim
         upper, _ = self.limits(model)
         util = model.util(d)
-        cold = [b for b in np.argsort(util, kind="stable").tolist() if b != a and model.dest_ok[b]][:5]
+        partner = model.dest_ok.copy()
+        partner[a] = False
+        # Every replica carries network_in and disk: where ``a`` may not lose one of them (under
+        # that goal's lower limit), a partner under the same limit may not lose it either, so only
+        # exchanges of exactly equal load would pass. Such partners are skipped.
+        for g in res_goals:
+            if g is not self and g.dim in (IN, DISK) and g.dim != d:
+                _, lower = g.limits(model)
+                if model.load[a, g.dim] < lower[a] * model.cap[a, g.dim]:
+                    partner &= model.load[:, g.dim] > lower * model.cap[:, g.dim]
+        # A partner that gave no exchange twice in this optimize is passed over (e.g. a cold broker
+        # pinned under another goal's lower limit): its slot goes to the next coldest.
+        cold = [b for b in np.argsort(util, kind="stable").tolist() if partner[b]]
+        cold = [b for b in cold if self._barren.get(b, 0) < _BARREN_AFTER][:_SWAP_PARTNERS]
+        offers, version = None, -1
         for b in cold:
             if not self._over(model, a):
                 return
-            pa = model.partitions_on(a)
-            pa = pa[model.movable[pa] & ~(model.replicas[pa] == b).any(axis=1)]
-            pb = model.partitions_on(b)
-            pb = pb[model.movable[pb] & ~(model.replicas[pb] == a).any(axis=1)]
-            if not len(pa) or not len(pb):
+            if version != model.moves_applied:
+                # The 50 replicas on ``a`` it would give first (this goal's order): recomputed
+                # only after a swap changed what ``a`` holds.
+                pa = model.partitions_on(a)
+                pa = pa[model.movable[pa]]
+                ca = model.contrib_matrix(pa, a)
+                keep = ca[:, d] > 0
+                pa, ca = pa[keep], ca[keep]
+                first = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
+                offers, version = (pa[first], ca[first]), model.moves_applied
+            assert offers is not None
+            self._swap_with(a, b, offers, model, checks, res_goals, upper)
+            if model.moves_applied == version:
+                self._barren[b] = self._barren.get(b, 0) + 1
+
+    def _swap_with(self, a, b, offers, model, checks, res_goals, upper) -> None:
+        """Swaps between ``a`` and one partner ``b``: each of ``offers`` (replicas on ``a`` and
+        their contributions, in the order tried) against every replica on ``b``."""
+        d = self.dim
+        pa, ca = offers
+        free = ~(model.replicas[pa] == b).any(axis=1)
+        pa, ca = pa[free], ca[free]
+        pb = model.partitions_on(b)
+        pb = pb[model.movable[pb] & ~(model.replicas[pb] == a).any(axis=1)]
+        if not len(pa) or not len(pb):
+            return
+        cb = model.contrib_matrix(pb, b)
+        for i in range(len(pa)):
+            if not self._over(model, a):
+                return
+            room = upper[b] * model.cap[b, d] - model.load[b, d]
+            need = model.load[a, d] - upper[a] * model.cap[a, d]
+            if room <= 0:
+                break
+            # Every replica on b against candidate i, at today's loads: the transfer on this goal's
+            # dimension first, then per dimension the tightest goal's window (slightly widened), a
+            # cheap cut; the exact per-goal screen runs on what is left.
+            net_d = ca[i, d] - cb[:, d]
+            ok = (net_d > 0) & (net_d <= room) & (pb != pa[i])
+            for dim, (lo, hi) in self._swap_windows(a, b, model, res_goals).items():
+                net_dim = ca[i, dim] - cb[:, dim]
+                ok &= (net_dim <= hi) & (net_dim >= lo)
+            kk = np.flatnonzero(ok)
+            if len(kk):
+                net_k = ca[i][None, :] - cb[kk]
+                exact = np.ones(len(kk), dtype=bool)
+                for g in res_goals:
+                    exact &= self._swap_screen(g, net_k[:, g.dim], a, b, model)
+                ok[kk[~exact]] = False
+            if not ok.any():
                 continue
-            ca = model.contrib_matrix(pa, a)
-            keep = ca[:, d] > 0
-            pa, ca = pa[keep], ca[keep]
-            order = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
-            cb = model.contrib_matrix(pb, b)
-            order = order.tolist()
-            screened: dict[int, np.ndarray] = {}  # per candidate, until a swap changes the loads
-            for n_done, i in enumerate(order):
-                if not self._over(model, a):
-                    return
-                room = upper[b] * model.cap[b, d] - model.load[b, d]
-                need = model.load[a, d] - upper[a] * model.cap[a, d]
-                if room <= 0:
+            # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
+            want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
+            cand = np.nonzero(ok)[0]
+            cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:3]
+            for k in cand.tolist():
+                move = Move("swap", int(pa[i]), a, b, int(pb[k]))
+                if self.wants(move, model) and self.try_move(move, model, checks):
+                    # Only the two swapped partitions changed: b now holds pa[i] instead of pb[k].
+                    pb[k] = pa[i]
+                    cb[k] = model.contrib(int(pa[i]), b)
                     break
-                if i not in screened:
-                    # Every remaining candidate at once: a candidate with no exchange that passes
-                    # changes nothing, so the screen stays valid until a swap is applied.
-                    rest = np.array(order[n_done:])
-                    net_d = ca[rest, d][:, None] - cb[None, :, d]
-                    okm = (net_d > 0) & (net_d <= room) & (pb[None, :] != pa[rest][:, None])
-                    # Per dimension, the tightest goal's window on the transfer, slightly widened:
-                    # a cheap first cut; the exact per-goal screen then runs on what is left.
-                    for dim, (lo, hi) in self._swap_windows(a, b, model, res_goals).items():
-                        net = ca[rest, dim][:, None] - cb[None, :, dim]
-                        okm &= (net <= hi) & (net >= lo)
-                    ii, kk = np.nonzero(okm)
-                    if len(ii):
-                        net = ca[rest[ii]] - cb[kk]
-                        exact = np.ones(len(ii), dtype=bool)
-                        for g in res_goals:
-                            exact &= self._swap_screen(g, net[:, g.dim], a, b, model)
-                        okm[ii[~exact], kk[~exact]] = False
-                    screened = dict(zip(rest.tolist(), okm))
-                ok = screened[i]
-                if not ok.any():
-                    continue
-                net = ca[i][None, :] - cb  # what goes a -> b, per dimension
-                # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
-                want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
-                cand = np.nonzero(ok)[0]
-                cand = cand[np.argsort(np.abs(net[cand, d] - want), kind="stable")][:3]
-                for k in cand.tolist():
-                    move = Move("swap", int(pa[i]), a, b, int(pb[k]))
-                    if self.wants(move, model) and self.try_move(move, model, checks):
-                        cb = model.contrib_matrix(pb, b)  # b's replicas changed
-                        pb[k] = pa[i]
-                        cb[k] = model.contrib(int(pa[i]), b)
-                        screened = {}
-                        break
 
     @staticmethod
     def _swap_windows(a: int, b: int, model: ClusterModel, res_goals) -> dict[int, tuple[float, float]]:
@@ -1244,7 +1315,7 @@ class DistributionGoal(ResourceGoal):
 
     def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         """The band whose violation makes this goal act (wider than the band it optimizes to)."""
-        cache = getattr(self, "_trigger_cache", None)
+        cache = self._trigger_cache
         if cache is None or cache[0] != id(model):
             cache = (id(model),) + self._band(model, trigger=True)
             self._trigger_cache = cache
@@ -1254,7 +1325,7 @@ class DistributionGoal(ResourceGoal):
         """The cluster's utilization of this resource is under ``low_utilization``."""
         if self.low_utilization <= 0:
             return False
-        memo = getattr(self, "_idle_memo", None)
+        memo = self._idle_memo
         if memo is None or memo[0] != id(model):
             # Moves leave the cluster's total load as it is: decided once per model.
             memo = self._idle_memo = (id(model), model.cluster_util(self.dim) < self.low_utilization)
@@ -1353,7 +1424,11 @@ class NetworkInDistributionGoal(DistributionGoal):
     An action is accepted if its destination_broker's network_in stays under the upper limit and
     its source_broker's over the lower one. Acts by replica moves and swaps (a leadership carries
     no network_in); a move that would push network_out past the threshold is not wanted (guard).
+    A replica goes preferably where its bytes keep the destination's disk within the disk goal's
+    target: the disk goal runs later and would otherwise move the same bytes again.
     """
+
+    prefers_disk_room = True
 
     def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
         super().__init__(IN, threshold, lower=True, low_utilization=low_utilization)
@@ -1385,9 +1460,14 @@ class DiskDistributionGoal(DistributionGoal):
     """Soft: disk under the threshold of the cluster average (no lower limit: filling a broker
     with data that carries no traffic costs bytes and relieves nothing).
 
-    An action is accepted if its destination_broker's disk stays under the upper limit. Coldest
-    data first (most bytes per unit of traffic); idle below ``low_utilization``.
+    An action is accepted if its destination_broker's disk stays under the upper limit. Where one
+    replica alone covers a broker's excess, the smallest such goes; otherwise the coldest data
+    first (most bytes per unit of traffic). Idle below ``low_utilization``.
     """
+
+    # Every byte moved relieves one byte of disk: the smallest replica that finishes a broker
+    # is the least data, where the biggest cold one would overshoot by up to its whole size.
+    covers = True
 
     def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
         super().__init__(DISK, threshold, lower=False, low_utilization=low_utilization)

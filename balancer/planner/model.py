@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -238,7 +238,7 @@ def _parse_dicts(snapshot: Mapping) -> _Parsed:
         leader = p.get("leader")
         if leader not in reps or isinstance(leader, bool):
             raise SnapshotError(f"{where}: leader {leader!r} is not among replicas {reps}")
-        lead[i] = index[leader]
+        lead[i] = index[cast(int, leader)]  # among the replicas: a known broker id
         bin_[i] = _number(p.get("bytes_in"), f"{where}.bytes_in")
         bout[i] = _number(p.get("bytes_out"), f"{where}.bytes_out")
         size[i] = _number(p.get("size"), f"{where}.size")
@@ -612,11 +612,9 @@ class ClusterModel:
         total, counts = self.cost_after(move)
         if opts.max_bytes_to_move is not None and total > opts.max_bytes_to_move:
             return False
-        if opts.max_moves_per_broker is not None and any(
+        return opts.max_moves_per_broker is None or not any(
             c > opts.max_moves_per_broker and c > self.broker_moves[b] for b, c in counts.items()
-        ):
-            return False
-        return True
+        )
 
     def apply(self, move: Move) -> None:
         total, counts = self.cost_after(move)

@@ -44,7 +44,7 @@ class _FrozenMap(dict):
     def _readonly(self, *args, **kwargs):
         raise TypeError("PlannerOptions mappings are read-only")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly
 
     def __reduce__(self):
         return (type(self), (dict(self),))

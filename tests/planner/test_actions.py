@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from balancer.planner import Action
@@ -46,5 +48,5 @@ def test_invalid_actions_are_rejected(over, message):
 
 
 def test_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         make().kind = "swap"  # type: ignore[misc]

@@ -41,22 +41,36 @@ def _dump(payload) -> str:
     return json.dumps(payload, indent=1, sort_keys=True) + "\n"
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name):
-    spec, opts = CASES[name]
-    snap_file = GOLDEN / f"{name}.snapshot.json"
-    if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.mkdir(exist_ok=True)
-        snap_file.write_text(_dump(generate(spec)))
-    snapshot = json.loads(snap_file.read_text())  # the stored snapshot is the input, not the generator
+def _planned(name: str, snapshot: dict) -> dict:
+    _, opts = CASES[name]
     result = plan(snapshot, PlannerOptions(**opts))
     assert check_plan(snapshot, result) == []
-    got = {
+    return {
         "reassignment": result.to_reassignment(),
         "election": result.to_election(),
         "after": {k: round(v, 6) for k, v in result.after.items()},
     }
-    plan_file = GOLDEN / f"{name}.plan.json"
-    if os.environ.get("UPDATE_GOLDEN"):
-        plan_file.write_text(_dump(got))
-    assert _dump(got) == plan_file.read_text()
+
+
+@pytest.mark.skipif(bool(os.environ.get("UPDATE_GOLDEN")), reason="UPDATE_GOLDEN: files rewritten instead")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
+    snapshot = json.loads((GOLDEN / f"{name}.snapshot.json").read_text())  # the input, not the generator
+    expected = (GOLDEN / f"{name}.plan.json").read_text()
+    assert _dump(_planned(name, snapshot)) == expected
+
+
+@pytest.mark.skipif(not os.environ.get("UPDATE_GOLDEN"), reason="set UPDATE_GOLDEN=1 to rewrite the files")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_update_golden(name):
+    """Rewrites the snapshot and plan files, then skips: a rewrite proves nothing, the diff is
+    what to review (the skip message says whether the plan changed)."""
+    spec, _ = CASES[name]
+    GOLDEN.mkdir(exist_ok=True)
+    snap_file, plan_file = GOLDEN / f"{name}.snapshot.json", GOLDEN / f"{name}.plan.json"
+    snapshot = generate(spec)
+    snap_file.write_text(_dump(snapshot))
+    previous = plan_file.read_text() if plan_file.exists() else None
+    new = _dump(_planned(name, json.loads(snap_file.read_text())))
+    plan_file.write_text(new)
+    pytest.skip(f"rewrote {plan_file.name}: {'unchanged' if new == previous else 'CHANGED, review git diff'}")

@@ -1,4 +1,5 @@
-"""benchmarks/planner_bench.py's lower bound for any plan against a reference: never above the true optimum."""
+"""benchmarks/planner_bench.py's lower bound for any plan against a reference: never above the true
+optimum."""
 
 from __future__ import annotations
 

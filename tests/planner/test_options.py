@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from balancer.config import BalancerConfig
@@ -29,7 +31,7 @@ def test_keyword_only_and_frozen():
         PlannerOptions(1.2)  # type: ignore[misc]
     options = PlannerOptions(excluded_brokers=[3, 1, 3])
     assert options.excluded_brokers == (1, 3)
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         options.balance_threshold = 2.0  # type: ignore[misc]
 
 

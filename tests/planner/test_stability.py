@@ -60,11 +60,16 @@ def _quiet(result: Plan) -> bool:
     )
 
 
+def _imbalance(figures: dict) -> float:
+    return max(figures["network_in"], figures["network_out"])
+
+
 def _describe(result: Plan) -> str:
     moved = {g["goal"]: g["moves"] for g in result.goals if g["moves"]}
     return (
         f"{result.replica_moves} replica moves ({result.bytes_to_move / 1e9:.1f} GB), "
-        f"{result.leader_moves} leaderships; before {result.before} bound {result.lower_bound}; by goal {moved}"
+        f"{result.leader_moves} leaderships; before {result.before} bound {result.lower_bound}; "
+        f"by goal {moved}"
     )
 
 
@@ -105,9 +110,11 @@ def test_replanning_an_executed_plan_is_quiet(spec, noise_seed):
     noisy = with_noise(s1, noise_seed)
     replan = plan(noisy, options)
     assert check_plan(noisy, replan) == []
-    if within_thresholds(replan, options):
-        assert replan.bytes_to_move == 0 and replan.replica_moves == 0, f"noisy replan: {_describe(replan)}"
-        assert replan.leader_moves <= MAX_QUIET_LEADERSHIPS, f"noisy replan: {_describe(replan)}"
+    # Within the thresholds after the noise, the replan must be quiet; pushed outside them by the
+    # noise, it may act, but only to leave traffic no less balanced than the noise left it.
+    within = within_thresholds(replan, options)
+    expected = _quiet(replan) if within else _imbalance(replan.after) <= _imbalance(replan.before) + 1e-9
+    assert expected, f"noisy replan ({'within' if within else 'outside'} thresholds): {_describe(replan)}"
 
 
 def test_noise_alone_never_moves_data_on_a_balanced_cluster():
