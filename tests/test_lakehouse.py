@@ -9,47 +9,44 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from rows import as_tuple, table_row
 
 from balancer.spark import lakehouse as lh
-from balancer.spark.lakehouse import Lakehouse, spark_schema
-from balancer.spark.quality import merge_ingest_summaries, summarize_ingest
+from balancer.spark.expectations import ClusterIngest, IngestProbes, merge_ingest_summaries
+from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
+from balancer.spark.sinks import LandingRoute
 
 T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
 
 
-def raw_rows(n: int, start: int = 0) -> list[tuple]:
+def raw_rows(n: int, start: int = 0) -> list[dict]:
     rows = []
     for i in range(start, start + n):
         broker = i % 7
         rows.append(
-            (
-                "metrics",
-                i % 3,
-                i,
-                T0,
-                1,
-                "partition",
-                T0 + dt.timedelta(microseconds=i),
-                "c1",
-                broker,
-                f"topic-{i % 11}",
-                i % 13,
-                i % 2 == 0,
-                [broker, (broker + 1) % 7],
-                float(i),
-                2.0 * i,
-                i / 200.0,
-                1e6 + i,
-                None if i % 5 else "rack-a",
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                False,
-                4,
-                T0,
+            table_row(
+                "telemetry_raw",
+                kafka_topic="metrics",
+                kafka_partition=i % 3,
+                kafka_offset=i,
+                kafka_timestamp=T0,
+                v=1,
+                type="partition",
+                ts=T0 + dt.timedelta(microseconds=i),
+                cluster="c1",
+                broker=broker,
+                topic=f"topic-{i % 11}",
+                partition=i % 13,
+                leader=i % 2 == 0,
+                replicas=[broker, (broker + 1) % 7],
+                bytes_in=float(i),
+                bytes_out=2.0 * i,
+                messages_in=i / 200.0,
+                size=1e6 + i,
+                rack=None if i % 5 else "rack-a",
+                is_late=False,
+                batch_id=4,
+                ingested_at=T0,
             )
         )
     return rows
@@ -66,8 +63,9 @@ def to_ms(stamp: dt.datetime) -> int:
     return int(stamp.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-def frame(spark, rows, partitions: int):
-    return spark.createDataFrame(rows, spark_schema("telemetry_raw")).repartition(partitions)
+def frame(spark, rows: list[dict], partitions: int):
+    tuples = [as_tuple("telemetry_raw", row) for row in rows]
+    return spark.createDataFrame(tuples, spark_schema("telemetry_raw")).repartition(partitions)
 
 
 def key(row) -> tuple:
@@ -233,12 +231,11 @@ def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark,
     # Three batches, each its own commit (file) one hour apart in event time.
     for batch in range(3):
         rows = [
-            r[:6] + (T0 + dt.timedelta(hours=batch, seconds=i),) + r[7:]
+            {**r, "ts": T0 + dt.timedelta(hours=batch, seconds=i)}
             for i, r in enumerate(raw_rows(50, start=batch * 50))
         ]
         house.append("telemetry_raw", frame(spark, rows, 1).coalesce(1), app_id="a", batch_id=batch)
-    ms = lambda stamp: int(stamp.replace(tzinfo=dt.UTC).timestamp() * 1000)
-    lo, hi = ms(T0 + dt.timedelta(hours=1)), ms(T0 + dt.timedelta(hours=1, seconds=10))
+    lo, hi = to_ms(T0 + dt.timedelta(hours=1)), to_ms(T0 + dt.timedelta(hours=1, seconds=10))
 
     window = house.read_range("telemetry_raw", "ts", lo, hi)
     assert len(window.inputFiles()) == 1  # batches 0 and 2 are ruled out by their Delta statistics
@@ -258,59 +255,59 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
 
     monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
     rows = raw_rows(900)
+    probes = IngestProbes()
     bad = F.col("kafka_offset") % 10 == 0
     data = frame(spark, rows, 3).select(
         "*",
-        bad.cast("byte").alias("_table"),
+        F.when(bad, int(LandingRoute.QUARANTINE))
+        .otherwise(int(LandingRoute.RAW))
+        .cast("byte")
+        .alias(ROUTE_COLUMN),
         F.lit(None).cast("binary").alias("key"),
         F.lit(None).cast("binary").alias("value"),
         F.lit(None).cast("string").alias("value_text"),
         F.lit("too hot").alias("reason"),
         F.col("ingested_at").alias("quarantined_at"),
-        # The ingest contract's probes, reduced beside the writes.
-        bad.alias("_bad"),
-        F.lit(None).cast("string").alias("_named_cluster"),
-        F.lit(None).cast("long").alias("_named_ts"),
+        # The ingest contract's probes (no compiled expectations), reduced beside the writes.
+        bad.alias(probes.quarantined),
+        F.lit(None).cast("string").alias(probes.named_cluster),
+        F.lit(None).cast("long").alias(probes.named_ts),
     )
-    tables = ["telemetry_raw", "telemetry_quarantine"]
-    committed, summary = house.append_routed(
-        data, tables, route="_table", app_id="app-1", batch_id=0, summarize=summarize_ingest
-    )
-    assert committed == {"telemetry_raw": True, "telemetry_quarantine": True}
-    last_valid = max(r[6] for r in rows if r[2] % 10)
+    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes.summarize)
+    assert landed.committed == {"telemetry_raw": True, "telemetry_quarantine": True}
+    last_valid = max(r["ts"] for r in rows if r["kafka_offset"] % 10)
     expected = [
-        {
-            "cluster": "c1",
-            "records": 900,
-            "quarantined": 90,
-            "first_ts_ms": to_ms(rows[0][6]),
-            "last_ts_ms": to_ms(rows[-1][6]),
-            "valid_last_ts_ms": to_ms(last_valid),
-        }
+        ClusterIngest(
+            cluster="c1",
+            records=900,
+            quarantined=90,
+            first_ts_ms=to_ms(rows[0]["ts"]),
+            last_ts_ms=to_ms(rows[-1]["ts"]),
+            valid_last_ts_ms=to_ms(last_valid),
+            unexpected=(),
+        )
     ]
-    assert merge_ingest_summaries(summary) == expected
+    assert merge_ingest_summaries(landed.summary) == expected
     raw = house.read("telemetry_raw").collect()
     quarantine = house.read("telemetry_quarantine").collect()
     assert sorted(r["kafka_offset"] for r in raw) == [i for i in range(900) if i % 10]
     assert sorted(r["kafka_offset"] for r in quarantine) == list(range(0, 900, 10))
     assert {r["reason"] for r in quarantine} == {"too hot"}
-    by_offset = {r[2]: r for r in rows}
-    assert all(tuple(r) == by_offset[r["kafka_offset"]] for r in raw)  # every column as it was
+    by_offset = {r["kafka_offset"]: r for r in rows}
+    assert all(r.asDict() == by_offset[r["kafka_offset"]] for r in raw)  # every column as it was
 
     # A replay commits nothing again, but still summarizes every row (the caller needs its figures).
-    committed, summary = house.append_routed(
-        data, tables, route="_table", app_id="app-1", batch_id=0, summarize=summarize_ingest
-    )
-    assert committed == {"telemetry_raw": False, "telemetry_quarantine": False}
-    assert merge_ingest_summaries(summary) == expected
+    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes.summarize)
+    assert landed.committed == {"telemetry_raw": False, "telemetry_quarantine": False}
+    assert merge_ingest_summaries(landed.summary) == expected
     assert house.read("telemetry_raw").count() == 810 and house.read("telemetry_quarantine").count() == 90
     # One table done, the other not (a crash between the two commits): only the missing one is written.
-    committed, _ = house.append_routed(data, tables, route="_table", app_id="app-2", batch_id=0)
-    assert committed == {"telemetry_raw": True, "telemetry_quarantine": True}
+    landed = house.append_routed(data, LandingRoute, app_id="app-2", batch_id=0)
+    assert landed.committed == {"telemetry_raw": True, "telemetry_quarantine": True}
     house.append("telemetry_raw", data.where(~bad), app_id="app-3", batch_id=0)
     files_before = set(os.listdir(house.path("telemetry_raw")))
-    committed, _ = house.append_routed(data, tables, route="_table", app_id="app-3", batch_id=0)
-    assert committed == {"telemetry_raw": False, "telemetry_quarantine": True}
+    landed = house.append_routed(data, LandingRoute, app_id="app-3", batch_id=0)
+    assert landed.committed == {"telemetry_raw": False, "telemetry_quarantine": True}
     assert set(os.listdir(house.path("telemetry_raw"))) == files_before  # no orphan files either
     assert house.read("telemetry_quarantine").count() == 270
 
@@ -318,11 +315,12 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
 def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, house):
     from pyspark.sql import functions as F
 
-    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit(0).alias("_table"))
-    committed, summary = house.append_routed(
-        empty, ["telemetry_raw"], route="_table", app_id="app-1", batch_id=4
-    )
-    assert committed == {"telemetry_raw": True} and summary is None
+    class RawOnly(Route):
+        RAW = 0, "telemetry_raw"
+
+    empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0").select("*", F.lit(0).alias(ROUTE_COLUMN))
+    landed = house.append_routed(empty, RawOnly, app_id="app-1", batch_id=4)
+    assert landed.committed == {"telemetry_raw": True} and landed.summary is None
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 4
     assert not log_adds(house.path("telemetry_raw"))
 
@@ -370,3 +368,26 @@ def test_an_equality_filter_on_long_strings_finds_its_rows(spark, house):
     for pid in ids:
         assert table.to_pyarrow_table(filters=[("plan_id", "=", pid)]).num_rows == 4, pid
     assert table.to_pyarrow_table(filters=[("topic", "=", "topic-" + "x" * 300)]).num_rows == 12
+
+
+def test_select_pushes_each_filter_down_and_returns_aware_timestamps(spark, house):
+    rows = raw_rows(40)
+    house.append("telemetry_raw", frame(spark, rows[:20], 1), app_id="a", batch_id=0)
+    house.append("telemetry_raw", frame(spark, rows[20:], 1), app_id="a", batch_id=1)
+    after = (T0 + dt.timedelta(microseconds=10)).replace(tzinfo=dt.UTC)
+    got = house.select(
+        "telemetry_raw",
+        ["kafka_offset", "ts", "leader"],
+        [("ts", ">=", after), ("kafka_offset", "<", 30), ("leader", "=", True), ("broker", "in", [0, 2, 4])],
+    ).to_pylist()
+    expected = [
+        r["kafka_offset"]
+        for r in rows
+        if r["ts"] >= T0 + dt.timedelta(microseconds=10)
+        and r["kafka_offset"] < 30
+        and r["leader"]
+        and r["broker"] in (0, 2, 4)
+    ]
+    assert sorted(r["kafka_offset"] for r in got) == expected and expected
+    assert all(r["ts"].tzinfo is not None for r in got)
+    assert house.select("balance_plans", ["plan_id"], [("status", "=", "proposed")]).num_rows == 0

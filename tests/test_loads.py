@@ -16,53 +16,47 @@ COLUMNS = (
 )
 
 
+def window_row(**values) -> dict:
+    """One row of ``COLUMNS`` by column name; unnamed columns are None."""
+    names = [column.split()[0] for column in COLUMNS.split(", ")]
+    assert set(values) <= set(names), set(values) - set(names)
+    return {name: values.get(name) for name in names}
+
+
 def report(broker, topic, partition, replicas, leader, bytes_in, bytes_out, size=1e9):
-    return (
-        "c",
-        W0,
-        W1,
-        "partition",
-        broker,
-        topic,
-        partition,
-        bytes_in,
-        bytes_out if leader else 0.0,
-        1.0,
-        size,
-        leader,
-        replicas,
-        None,
-        None,
-        None,
-        None,
-        None,
-        W1,
-        5,
+    return window_row(
+        cluster="c",
+        window_start=W0,
+        window_end=W1,
+        type="partition",
+        broker=broker,
+        topic=topic,
+        partition=partition,
+        bytes_in=bytes_in,
+        bytes_out=bytes_out if leader else 0.0,
+        messages_in=1.0,
+        size=size,
+        leader=leader,
+        replicas=replicas,
+        last_ts=W1,
+        samples=5,
     )
 
 
 def capacity(broker, rack="r"):
-    return (
-        "c",
-        W0,
-        W1,
-        "broker",
-        broker,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        rack,
-        100e6,
-        200e6,
-        1e12,
-        0.2,
-        W1,
-        5,
+    return window_row(
+        cluster="c",
+        window_start=W0,
+        window_end=W1,
+        type="broker",
+        broker=broker,
+        rack=rack,
+        capacity_network_in=100e6,
+        capacity_network_out=200e6,
+        capacity_disk=1e12,
+        cpu=0.2,
+        last_ts=W1,
+        samples=5,
     )
 
 
@@ -155,8 +149,7 @@ def test_replica_windows_close_only_the_windows_ending_in_the_range_with_sliding
     # No lower end (the first batch): every window ending by minute 2, including the partial ones.
     first = loads.replica_windows(raw, sliding, ends_after_ms=None, ends_until_ms=base + 2 * 60_000)
     assert sorted(
-        int(r["window_end"].replace(tzinfo=UTC).timestamp() * 1000 - base) // 60_000
-        for r in first.collect()
+        int(r["window_end"].replace(tzinfo=UTC).timestamp() * 1000 - base) // 60_000 for r in first.collect()
     ) == [1, 2]
 
 

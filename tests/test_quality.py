@@ -307,7 +307,7 @@ def test_quarantine_share_is_per_cluster_and_unattributed_rejects_count_for_ever
 
 
 def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spark, tmp_path, monkeypatch):
-    from balancer.spark import quality
+    from balancer.spark import expectations
 
     spec = json.loads((EXPECTATIONS_DIR / "telemetry_v1.json").read_text())
     spec["expectations"].append(
@@ -318,7 +318,7 @@ def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spa
         }
     )
     monkeypatch.setattr(
-        quality,
+        expectations,
         "suite_json",
         lambda name: (
             spec if name == "telemetry_v1" else json.loads((EXPECTATIONS_DIR / f"{name}.json").read_text())
@@ -331,55 +331,49 @@ def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spa
     assert rows[0]["evaluated"] == len(spec["expectations"])
 
 
+def _window_row(**values) -> dict:
+    """One row of ``WINDOW_COLUMNS`` by column name; unnamed columns are None."""
+    names = [column.split()[0] for column in WINDOW_COLUMNS.split(", ")]
+    assert set(values) <= set(names), set(values) - set(names)
+    return {name: values.get(name) for name in names}
+
+
 def _report(window, broker, topic, partition, replicas, last_ts=None, samples=5):
     start, end = window
-    return (
-        "c",
-        start,
-        end,
-        "partition",
-        broker,
-        topic,
-        partition,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        broker == replicas[0],
-        replicas,
-        None,
-        None,
-        None,
-        None,
-        None,
-        last_ts or end,
-        samples,
+    return _window_row(
+        cluster="c",
+        window_start=start,
+        window_end=end,
+        type="partition",
+        broker=broker,
+        topic=topic,
+        partition=partition,
+        bytes_in=1.0,
+        bytes_out=1.0,
+        messages_in=1.0,
+        size=1.0,
+        leader=broker == replicas[0],
+        replicas=replicas,
+        last_ts=last_ts or end,
+        samples=samples,
     )
 
 
 def _capacity(window, broker, last_ts=None, samples=5):
     start, end = window
-    return (
-        "c",
-        start,
-        end,
-        "broker",
-        broker,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        "r",
-        1e8,
-        1e8,
-        1e12,
-        0.1,
-        last_ts or end,
-        samples,
+    return _window_row(
+        cluster="c",
+        window_start=start,
+        window_end=end,
+        type="broker",
+        broker=broker,
+        rack="r",
+        capacity_network_in=1e8,
+        capacity_network_out=1e8,
+        capacity_disk=1e12,
+        cpu=0.1,
+        last_ts=last_ts or end,
+        samples=samples,
     )
 
 
@@ -442,7 +436,8 @@ def test_windows_checks_name_the_silent_broker_and_block_only_its_window(spark, 
     rows = [_report(first, b, t, p, r) for t, p, r in topology for b in r] + [
         _capacity(first, b) for b in (0, 1, 2)
     ]
-    # Second window: broker 1 silent; broker 2 reports once, early; broker 3 is new: capacity only, hosts nothing.
+    # Second window: broker 1 silent; broker 2 reports once, early; broker 3 is new: capacity only, hosts
+    # nothing.
     rows += [_report(second, b, t, p, r) for t, p, r in topology for b in r if b == 0]
     rows += [
         _report(second, 2, t, p, r, last_ts=W1 + timedelta(seconds=30), samples=1)
@@ -514,9 +509,11 @@ def test_windows_overlapping_a_failed_ingest_run_of_their_cluster_are_blocked(sp
 def test_summarize_ingest_partials_add_up_per_cluster_with_each_expectation_bit():
     import pyarrow as pa
 
-    from balancer.spark.quality import merge_ingest_summaries, summarize_ingest
+    from balancer.spark.expectations import IngestProbes, merge_ingest_summaries
 
-    base = 1_790_000_000_000  # ms; event times must be plausible to count (see summarize_ingest)
+    probes = IngestProbes.for_expectations(62)
+    (mask,) = probes.masks
+    base = 1_790_000_000_000  # ms; event times must be plausible to count (see IngestProbes.summarize)
     ts = pa.array(
         [(base + 60_000) * 1000, (base + 61_000) * 1000 + 999, None, (base + 59_000) * 1000, None],
         pa.timestamp("us", tz="UTC"),
@@ -525,21 +522,27 @@ def test_summarize_ingest_partials_add_up_per_cluster_with_each_expectation_bit(
         {
             "cluster": ["a", "a", None, "b", None],
             "ts": ts,
-            "_bad": [False, False, True, True, True],
-            "_named_cluster": [None, None, "a", None, None],
-            "_named_ts": [None, None, base + 70_000, None, None],
+            probes.quarantined: [False, False, True, True, True],
+            probes.named_cluster: [None, None, "a", None, None],
+            probes.named_ts: [None, None, base + 70_000, None, None],
             # expectation 0 fails on the first record, 1 and 61 on the second.
-            "_unexpected0": pa.array([1, 2 | (1 << 61), 0, 0, 0], pa.int64()),
+            mask.column: pa.array([1, 2 | (1 << 61), 0, 0, 0], pa.int64()),
         }
     )
-    halves = pa.concat_tables([summarize_ingest(batch.slice(0, 2)), summarize_ingest(batch.slice(2))])
-    rows = {r["cluster"]: r for r in merge_ingest_summaries(halves)}
-    assert rows["a"]["records"] == 3 and rows["a"]["quarantined"] == 1
-    assert (rows["a"]["first_ts_ms"], rows["a"]["last_ts_ms"], rows["a"]["valid_last_ts_ms"]) == (
+    halves = pa.concat_tables([probes.summarize(batch.slice(0, 2)), probes.summarize(batch.slice(2))])
+    rows = {r.cluster: r for r in merge_ingest_summaries(halves)}
+    assert rows["a"].records == 3 and rows["a"].quarantined == 1
+    assert (rows["a"].first_ts_ms, rows["a"].last_ts_ms, rows["a"].valid_last_ts_ms) == (
         base + 60_000,
         base + 70_000,
         base + 61_000,
     )
-    assert (rows["a"]["_n0"], rows["a"]["_n1"], rows["a"]["_n61"], rows["a"]["_n2"]) == (1, 1, 1, 0)
-    assert rows["b"]["valid_last_ts_ms"] is None and rows["b"]["quarantined"] == 1 and rows["b"]["_n0"] == 0
-    assert rows[None]["records"] == 1 and rows[None]["first_ts_ms"] is None
+    unexpected = rows["a"].unexpected
+    assert len(unexpected) == 62 and (unexpected[0], unexpected[1], unexpected[61], unexpected[2]) == (
+        1,
+        1,
+        1,
+        0,
+    )
+    assert rows["b"].valid_last_ts_ms is None and rows["b"].quarantined == 1 and rows["b"].unexpected[0] == 0
+    assert rows[None].records == 1 and rows[None].first_ts_ms is None

@@ -19,12 +19,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import operator
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import IntEnum, StrEnum
 from functools import cache
 from pathlib import Path
+from typing import Any, Literal, get_args, get_type_hints
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -33,8 +37,9 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from balancer.resources import sql_files
 from balancer.spark.session import delta_jar_available
@@ -96,6 +101,45 @@ def arrow_schema(table: str) -> pa.Schema:
     return to_arrow_schema(spark_schema(table), timestamp_utc=True)
 
 
+class DeltaEngine(StrEnum):
+    """The Delta implementation a ``Lakehouse`` reads and writes with. Only ``Lakehouse`` branches on it:
+    callers ask it for what they need (``append_routed``, ``select``, ...), whichever engine serves."""
+
+    RS = "delta-rs"  # embedded: deltalake on the driver, parquet files written by executors
+    SPARK = "delta-spark"  # cluster: Spark's format("delta"), needs Delta's jar on the classpath
+
+
+# The column of ``append_routed``'s frame that holds each row's ``Route`` (a byte).
+ROUTE_COLUMN = "_route"
+
+
+class Route(IntEnum):
+    """A destination table of ``append_routed``: a row lands in ``member.table`` when its ``ROUTE_COLUMN``
+    holds the member's value. A subclass lists its members as ``NAME = value, "table"``."""
+
+    table: str
+
+    def __new__(cls, value: int, table: str) -> Route:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.table = table
+        return member
+
+
+# Comparisons ``Lakehouse.select`` takes, as (column, op, value) like delta-rs's and pyarrow's filters.
+FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in"]
+Filter = tuple[str, FilterOp, Any]
+
+
+@dataclass(frozen=True)
+class RoutedAppend:
+    """What ``append_routed`` did: per table, whether this call committed it (False: the batch was already
+    there); and ``summarize``'s partials over every row, concatenated (None: no rows or no ``summarize``)."""
+
+    committed: Mapping[str, bool]
+    summary: pa.Table | None
+
+
 class Lakehouse:
     """The balancer's tables under one root (one sub-folder per table): a local folder, or an object-store
     URI (``s3://bucket/prefix``) with ``storage_options`` (see balancer/storage.py)."""
@@ -105,14 +149,14 @@ class Lakehouse:
         spark: SparkSession,
         root: str | Path,
         *,
-        engine: str = "auto",
+        engine: Literal["auto", "delta-rs", "delta-spark"] | DeltaEngine = "auto",
         storage_options: dict[str, str] | None = None,
     ):
-        if engine not in ("auto", "delta-rs", "delta-spark"):
+        if engine not in ("auto", *DeltaEngine):
             raise ValueError(f"engine must be 'auto', 'delta-rs' or 'delta-spark', got {engine!r}")
         if engine == "auto":
-            engine = "delta-spark" if delta_jar_available(spark) else "delta-rs"
-        elif engine == "delta-spark" and not delta_jar_available(spark):
+            engine = DeltaEngine.SPARK if delta_jar_available(spark) else DeltaEngine.RS
+        elif engine == DeltaEngine.SPARK and not delta_jar_available(spark):
             raise RuntimeError(
                 "lakehouse.engine is 'delta-spark' but Delta's jar is not on the Spark classpath; "
                 "submit with spark-submit.sh (it passes --packages io.delta:delta-spark_2.13) "
@@ -121,8 +165,8 @@ class Lakehouse:
         self.spark = spark
         self.storage = Storage.of(root, storage_options)
         self.root = self.storage.root
-        self.engine = engine
-        if engine == "delta-spark":
+        self.engine = DeltaEngine(engine)
+        if self.engine is DeltaEngine.SPARK:
             hadoop = spark.sparkContext._jsc.hadoopConfiguration()
             for key, value in self.storage.hadoop_conf().items():
                 hadoop.set(key, value)
@@ -149,7 +193,7 @@ class Lakehouse:
         if self.storage.local:
             Path(self.root).mkdir(parents=True, exist_ok=True)
         for table in TABLES:
-            if self.engine == "delta-rs":
+            if self.engine is DeltaEngine.RS:
                 delta = DeltaTable.create(
                     self.path(table),
                     schema=arrow_schema(table),
@@ -179,7 +223,7 @@ class Lakehouse:
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         """Highest batch id committed to ``table`` by ``app_id``, or None."""
-        if self.engine == "delta-rs":
+        if self.engine is DeltaEngine.RS:
             return self.delta(table).transaction_version(app_id)
         rows = (
             self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path(table)}`")
@@ -199,7 +243,8 @@ class Lakehouse:
         Anything bigger, or of unknown size (a Kafka micro-batch not yet cached), goes through
         the executors, and nothing but file metadata reaches the driver: each task writes its
         partition as one parquet file into the table folder and returns the file's path, size,
-        row count and stats; the driver then commits all of them, plus the app transaction (app_id, batch_id), as ONE Delta commit. A partition holding less than
+        row count and stats; the driver then commits all of them, plus the app transaction
+        (app_id, batch_id), as ONE Delta commit. A partition holding less than
         ``INLINE_MAX_BYTES`` of Arrow data is instead sent back to the driver, which writes all
         such pieces as one file of the same commit: small tables (rankings, plans) get one file
         per batch instead of one per shuffle partition, and the driver never holds more than
@@ -213,7 +258,7 @@ class Lakehouse:
         (a default, "lite" vacuum only deletes files the log itself removed, never orphans). A
         batch whose commit did land is skipped on replay by the ``transaction_version`` check.
         """
-        if self.engine == "delta-spark":
+        if self.engine is DeltaEngine.SPARK:
             done = self.committed_version(table, app_id)
             if done is not None and done >= batch_id:
                 return False
@@ -268,40 +313,49 @@ class Lakehouse:
     def append_routed(
         self,
         frame: DataFrame,
-        tables: list[str],
+        routes: type[Route],
         *,
-        route: str,
         app_id: str,
         batch_id: int,
         summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
-    ) -> tuple[dict[str, bool], pa.Table | None]:
-        """``append`` to several tables in ONE pass over ``frame`` (delta-rs only): a row goes to
-        ``tables[i]`` where its ``route`` column holds ``i``, and ``summarize`` runs on the same Arrow
-        batches (see ``write_routed``). One commit per table, each idempotent per (app_id, batch_id)
-        as in ``append``; a table that already holds the batch gets no files, but its rows still pass
-        ``summarize``.
-
-        Returns, per table, whether this call committed it; and the concatenated summaries.
+    ) -> RoutedAppend:
+        """``append`` to each route's table in ONE pass over ``frame``: a row goes to ``route.table`` where
+        its ``ROUTE_COLUMN`` holds ``route``, and ``summarize`` (picklable, pure Arrow) runs on the same Arrow
+        batches (see ``write_routed``). One commit per table, each idempotent per (app_id, batch_id) as in
+        ``append``; a table that already holds the batch gets no files, but its rows still pass
+        ``summarize``. On delta-spark: one write per table and one Spark job for the summaries.
         """
-        if self.engine != "delta-rs":
-            raise ValueError(f"append_routed needs engine='delta-rs', not {self.engine!r}")
-        outputs = []
-        for table in tables:
-            done = self.committed_version(table, app_id)
-            outputs.append((table, self.path(table)) if done is None or done < batch_id else None)
+        if not (isinstance(routes, type) and issubclass(routes, Route)):
+            raise TypeError(f"routes must be a Route enum, got {routes!r}")
+        if self.engine is DeltaEngine.SPARK:
+            committed = {
+                route.table: self.append(
+                    route.table,
+                    frame.where(F.col(ROUTE_COLUMN) == int(route)),
+                    app_id=app_id,
+                    batch_id=batch_id,
+                )
+                for route in routes
+            }
+            return RoutedAppend(committed, None if summarize is None else summarize_frame(frame, summarize))
+        outputs: dict[Route, tuple[str, str]] = {}
+        for route in routes:
+            done = self.committed_version(route.table, app_id)
+            if done is None or done < batch_id:
+                outputs[route] = (route.table, self.path(route.table))
         actions, summary = write_routed(
-            frame, outputs, route=route, prefix=f"b{batch_id}", summarize=summarize, storage=self.storage
+            frame, outputs, routed=True, prefix=f"b{batch_id}", summarize=summarize, storage=self.storage
         )
         for table in actions:
             self._commit_files(self.delta(table), table, actions[table], app_id, batch_id)
-        return {table: table in actions for table in tables}, summary
+        return RoutedAppend({route.table: route.table in actions for route in routes}, summary)
 
     # -- reads ----------------------------------------------------------------------------
 
     def read(self, table: str, *, as_of: int | dt.datetime | None = None) -> DataFrame:
         """``table`` as it is, or as it was ``as_of`` a table version or a time (Delta keeps every version
         until VACUUM removes the files of old ones)."""
-        if self.engine == "delta-spark":
+        if self.engine is DeltaEngine.SPARK:
             reader = self.spark.read.format("delta")
             if isinstance(as_of, int):
                 reader = reader.option("versionAsOf", as_of)
@@ -336,12 +390,10 @@ class Lakehouse:
         """Rows with ``lo_ms <= column < hi_ms`` (a timestamp column, epoch ms; ``lo_ms`` None: no lower
         limit). On delta-rs, files whose Delta statistics rule the range out are not even listed to
         Spark, so the cost follows the range, not the table's history (delta-spark skips them itself)."""
-        from pyspark.sql import functions as F
-
         in_range = F.unix_millis(column) < F.lit(hi_ms)
         if lo_ms is not None:
             in_range &= F.unix_millis(column) >= F.lit(lo_ms)
-        if self.engine == "delta-spark":
+        if self.engine is DeltaEngine.SPARK:
             return self.read(table).where(in_range)
         path = self.path(table)
         if not self.exists(table):
@@ -368,22 +420,81 @@ class Lakehouse:
     def column_max(self, table: str, column: str):
         """Largest value of ``column``, from the Delta log's per-file statistics where every file has
         them (no data scanned: the table may hold months of telemetry), else by a scan."""
-        if self.engine == "delta-rs":
+        if self.engine is DeltaEngine.RS:
             actions = pa.table(self.delta(table).get_add_actions(flatten=True))
             if actions.num_rows == 0:
                 return None
             stat = f"max.{column}"
             if stat in actions.column_names and actions.column(stat).null_count == 0:
                 return pc.max(actions.column(stat)).as_py()
-        from pyspark.sql import functions as F
-
         return self.read(table).agg(F.max(column)).first()[0]
+
+    def select(self, table: str, columns: Sequence[str], filters: Sequence[Filter] = ()) -> pa.Table:
+        """``columns`` of the rows of a small table that pass every filter, on the driver. delta-rs reads them
+        itself, the filters pushed down to its file statistics (no Spark job: milliseconds); delta-spark
+        through one Spark job. A timestamp is compared with an aware ``datetime``."""
+        columns = list(columns)
+        for column, op, _ in filters:
+            if op != "in" and op not in _COMPARE:
+                raise ValueError(f"{table}.{column}: unknown filter operator {op!r}")
+        if self.engine is DeltaEngine.SPARK:
+            frame = self.read(table)
+            for column, op, value in filters:
+                frame = frame.where(_spark_condition(F.col(column), op, value))
+            return frame.select(*columns).toArrow()
+        if not self.exists(table):
+            return arrow_schema(table).empty_table().select(columns)
+        # delta-rs turns a column without min/max statistics (booleans and binary: _Stats writes none) into
+        # a file guarantee ``column >= null`` that rules every file out; such filters run after the read.
+        schema = arrow_schema(table)
+        unbounded = {f.name for f in schema if pa.types.is_boolean(f.type) or pa.types.is_binary(f.type)}
+        pushed = _conjunction(f for f in filters if f[0] not in unbounded)
+        after = [f for f in filters if f[0] in unbounded]
+        read = columns + [c for c in dict.fromkeys(f[0] for f in after) if c not in columns]
+        found = self.delta(table).to_pyarrow_dataset().to_table(columns=read, filter=pushed)
+        if after:
+            found = found.filter(_conjunction(after)).select(columns)
+        return found
 
     def register_views(self, *, as_of: int | dt.datetime | None = None) -> list[str]:
         """Temp views named like the tables, so SQL can say ``FROM balance_plans`` (each as of ``as_of``)."""
         for table in TABLES:
             self.read(table, as_of=as_of).createOrReplaceTempView(table)
         return list(TABLES)
+
+
+_COMPARE = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _spark_condition(column, op: FilterOp, value):
+    return column.isin(list(value)) if op == "in" else _COMPARE[op](column, F.lit(value))
+
+
+def _conjunction(filters: Iterable[Filter]):
+    """``filters`` as one pyarrow dataset expression (None: no filter)."""
+    condition = None
+    for column, op, value in filters:
+        term = _arrow_condition(column, op, value)
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def _arrow_condition(name: str, op: FilterOp, value):
+    import pyarrow.dataset as ds
+
+    column = ds.field(name)
+    if op == "in":
+        return column.isin(list(value))
+    if isinstance(value, dt.datetime):
+        value = pa.scalar(value, pa.timestamp("us", tz="UTC"))
+    return _COMPARE[op](column, value)
 
 
 # -- executor-side writes ---------------------------------------------------------------
@@ -409,9 +520,39 @@ def estimated_bytes(frame: DataFrame) -> int:
 # and the driver holds at most this much per task.
 INLINE_MAX_BYTES = 4 << 20
 _STRING_STAT_CHARS = 64
-_RESULT_SCHEMA = (
-    "table string, path string, size long, rows long, stats string, mtime long, inline binary, summary binary"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a writing task hands the driver (one row of ``write_routed``'s job): a parquet file it wrote into
+    ``table``'s folder (``path``, ``size``, ``rows``, ``stats``, ``mtime``), or ``table``'s rows it held back
+    as Arrow IPC (``inline``, written by the driver), or its ``summarize`` partials (``summary``, no table).
+    """
+
+    table: str | None
+    path: str | None = None
+    size: int = 0
+    rows: int = 0
+    stats: str | None = None
+    mtime: int = 0
+    inline: bytes | None = None
+    summary: bytes | None = None
+
+    def add_action(self) -> AddAction:
+        return AddAction(self.path, self.size, {}, self.mtime, True, self.stats)
+
+
+def _arrow_type(hint: Any) -> pa.DataType:
+    """A field's Arrow type: ``X | None`` is a nullable X."""
+    (base,) = [arg for arg in get_args(hint) if arg is not type(None)] or [hint]
+    return {str: pa.string(), int: pa.int64(), bytes: pa.binary()}[base]
+
+
+# The one schema of TaskResult rows, from its fields; Spark's (mapInArrow's) is derived from it.
+TASK_RESULT_SCHEMA = pa.schema(
+    [(name, _arrow_type(hint)) for name, hint in get_type_hints(TaskResult).items()]
 )
+_TASK_RESULT_SPARK_SCHEMA = from_arrow_schema(TASK_RESULT_SCHEMA)
 
 
 def _ts_text(micros: int, round_up: bool) -> str:
@@ -532,22 +673,17 @@ class _ParquetFile:
         self.stats.add(batch)
         self.writer.write_batch(batch, row_group_size=1 << 20)
 
-    def close(self) -> dict | None:
-        """Its add-action fields, or None when nothing was written (no file exists)."""
+    def close(self, table: str | None = None) -> TaskResult | None:
+        """The file as a ``TaskResult`` of ``table``, or None when nothing was written (no file exists)."""
         if self.writer is None:
             return None
         self.writer.close()
         self.sink.close()  # the writer leaves a stream it did not open to its owner
         info = self.storage.filesystem.get_file_info(self.full)
         mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
-        return {
-            "path": self.name,
-            "size": info.size,
-            "rows": self.stats.rows,
-            "stats": self.stats.json(),
-            "mtime": mtime,
-            "inline": None,
-        }
+        return TaskResult(
+            table, path=self.name, size=info.size, rows=self.stats.rows, stats=self.stats.json(), mtime=mtime
+        )
 
 
 def write_parquet(
@@ -556,7 +692,7 @@ def write_parquet(
     schema: pa.Schema,
     prefix: str,
     storage: Storage | None = None,
-) -> dict | None:
+) -> TaskResult | None:
     """Write ``batches`` as one new parquet file in ``folder``; its add-action fields, or None if empty."""
     file = _ParquetFile(folder, schema, prefix, storage)
     try:
@@ -594,21 +730,15 @@ class _TaskOutput:
                 self.file.add(held)
             self.held = []
 
-    def result(self) -> dict | None:
+    def result(self) -> TaskResult | None:
         if self.file is not None:
-            return {"table": self.table, **self.file.close()}
+            return self.file.close(self.table)
         rows = sum(b.num_rows for b in self.held)
         if not rows:
             return None
-        return {
-            "table": self.table,
-            "path": None,
-            "size": 0,
-            "rows": rows,
-            "stats": None,
-            "mtime": 0,
-            "inline": _ipc_bytes(pa.Table.from_batches(self.held, self.schema)),
-        }
+        return TaskResult(
+            self.table, rows=rows, inline=_ipc_bytes(pa.Table.from_batches(self.held, self.schema))
+        )
 
 
 def _ipc_bytes(table: pa.Table) -> bytes:
@@ -619,8 +749,8 @@ def _ipc_bytes(table: pa.Table) -> bytes:
 
 
 def _task_writer(
-    outputs: list[tuple[str, str] | None],
-    route: str | None,
+    outputs: Mapping[int, tuple[str, str]],
+    routed: bool,
     prefix: str,
     inline_max_bytes: int,
     summarize: Callable[[pa.RecordBatch], pa.Table] | None,
@@ -628,40 +758,22 @@ def _task_writer(
 ):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tasks = {
-            i: _TaskOutput(folder, table, prefix, inline_max_bytes, storage)
-            for i, out in enumerate(outputs)
-            if out is not None
-            for table, folder in [out]
+            route: _TaskOutput(folder, table, prefix, inline_max_bytes, storage)
+            for route, (table, folder) in outputs.items()
         }
         partials = []
         for batch in batches:
             if summarize is not None:
                 partials.append(summarize(batch))
-            for i, task in tasks.items():
-                task.add(batch if route is None else batch.filter(pc.equal(batch.column(route), i)))
-        rows = [r for r in (task.result() for task in tasks.values()) if r is not None]
+            for route, task in tasks.items():
+                task.add(batch.filter(pc.equal(batch.column(ROUTE_COLUMN), route)) if routed else batch)
+        results = [r for r in (task.result() for task in tasks.values()) if r is not None]
         if partials:
-            rows.append({"table": None, "summary": _ipc_bytes(pa.concat_tables(partials))})
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
+            results.append(TaskResult(None, summary=_ipc_bytes(pa.concat_tables(partials))))
+        if results:
+            yield pa.RecordBatch.from_pylist([asdict(r) for r in results], schema=TASK_RESULT_SCHEMA)
 
     return write
-
-
-@cache
-def _result_arrow_schema() -> pa.Schema:
-    return pa.schema(
-        [
-            ("table", pa.string()),
-            ("path", pa.string()),
-            ("size", pa.int64()),
-            ("rows", pa.int64()),
-            ("stats", pa.string()),
-            ("mtime", pa.int64()),
-            ("inline", pa.binary()),
-            ("summary", pa.binary()),
-        ]
-    )
 
 
 def write_files(
@@ -680,8 +792,8 @@ def write_files(
     """
     actions, _ = write_routed(
         frame,
-        [(table, folder)],
-        route=None,
+        {0: (table, folder)},
+        routed=False,
         prefix=prefix,
         inline_max_bytes=inline_max_bytes,
         storage=storage,
@@ -691,18 +803,18 @@ def write_files(
 
 def write_routed(
     frame: DataFrame,
-    outputs: list[tuple[str, str] | None],
+    outputs: Mapping[int, tuple[str, str]],
     *,
-    route: str | None,
+    routed: bool,
     prefix: str,
     summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
     inline_max_bytes: int | None = None,
     storage: Storage | None = None,
 ) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
-    """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[i]`` is (table, folder)
-    for the rows whose ``route`` column holds ``i`` (None: those rows are not written); ``route``
-    None: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch of
-    ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
+    """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[route]`` is (table, folder)
+    for the rows whose ``ROUTE_COLUMN`` holds ``route`` (a route left out: those rows are not written);
+    ``routed`` False: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch
+    of ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
 
     Returns the add actions per table (one commit each, the caller's) and the summaries (None without
     ``summarize`` or rows). ``storage`` (the lakehouse's root and options) reaches the executors with the
@@ -710,29 +822,45 @@ def write_routed(
     """
     if inline_max_bytes is None:
         inline_max_bytes = INLINE_MAX_BYTES
+    outputs = {int(route): out for route, out in outputs.items()}
     if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
-        names = set().union(*(arrow_schema(out[0]).names for out in outputs if out is not None), {route})
+        names = set().union(*(arrow_schema(table).names for table, _ in outputs.values()), {ROUTE_COLUMN})
         frame = frame.select(*(c for c in frame.columns if c in names))
-    results = (
-        frame.mapInArrow(
-            _task_writer(outputs, route, prefix, inline_max_bytes, summarize, storage), _RESULT_SCHEMA
+    results = [
+        TaskResult(**row)
+        for row in frame.mapInArrow(
+            _task_writer(outputs, routed, prefix, inline_max_bytes, summarize, storage),
+            _TASK_RESULT_SPARK_SCHEMA,
         )
         .toArrow()
         .to_pylist()
-    )
+    ]
     actions: dict[str, list[AddAction]] = {}
-    for table, folder in (out for out in outputs if out is not None):
-        mine = [r for r in results if r["table"] == table]
-        files = [r for r in mine if r["path"] is not None]
-        pieces = [r["inline"] for r in mine if r["inline"] is not None]
+    for table, folder in outputs.values():
+        mine = [r for r in results if r.table == table]
+        files = [r for r in mine if r.path is not None]
+        pieces = [r.inline for r in mine if r.inline is not None]
         if pieces:
             batches = (batch for piece in pieces for batch in pa.ipc.open_stream(piece))
-            meta = write_parquet(batches, folder, arrow_schema(table), prefix, storage)
-            if meta is not None:
-                files.append(meta)
-        actions[table] = [AddAction(f["path"], f["size"], {}, f["mtime"], True, f["stats"]) for f in files]
-    summaries = [pa.ipc.open_stream(r["summary"]).read_all() for r in results if r["summary"] is not None]
+            written = write_parquet(batches, folder, arrow_schema(table), prefix, storage)
+            if written is not None:
+                files.append(written)
+        actions[table] = [f.add_action() for f in files]
+    summaries = [pa.ipc.open_stream(r.summary).read_all() for r in results if r.summary is not None]
     return actions, (pa.concat_tables(summaries) if summaries else None)
+
+
+def summarize_frame(frame: DataFrame, summarize: Callable[[pa.RecordBatch], pa.Table]) -> pa.Table:
+    """``summarize`` (picklable, pure Arrow) over every Arrow batch of ``frame``, by one Spark job: its
+    partials concatenated. Their schema is what ``summarize`` gives for no rows of ``frame``'s schema."""
+    empty = pa.RecordBatch.from_pylist([], schema=to_arrow_schema(frame.schema, timestamp_utc=True))
+    schema = from_arrow_schema(summarize(empty).schema)
+
+    def partials(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from summarize(batch).to_batches()
+
+    return frame.mapInArrow(partials, schema).toArrow()
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, table: str) -> pa.RecordBatch:

@@ -39,14 +39,20 @@ from pyspark.sql import functions as F
 from balancer.capacity import read_capacities
 from balancer.config import Config, duration_seconds
 from balancer.spark import cruise_control, loads, planning, tracking
-from balancer.spark.lakehouse import Lakehouse, spark_schema
-from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries, summarize_ingest
+from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
+from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
 from balancer.spark.topology import TopologyLog
 
 log = logging.getLogger(__name__)
 
 PlanListener = Callable[[list[dict]], None]
-LANDING_TABLES = ["telemetry_raw", "telemetry_quarantine"]
+
+
+class LandingRoute(Route):
+    """Where the landing pass puts a record: valid ones in telemetry_raw, bad ones in telemetry_quarantine."""
+
+    RAW = 0, "telemetry_raw"
+    QUARANTINE = 1, "telemetry_quarantine"
 
 
 def _epoch_ms(stamp: datetime) -> int:
@@ -108,8 +114,9 @@ class BalancerSink:
         self.on_plans = on_plans
         self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
         self.size_ms = int(duration_seconds(config.windows.size) * 1000)
-        # A job reading one Cruise Control cluster's topic shares the lakehouse with the jobs of other clusters:
-        # it reads back only its own cluster's telemetry. A v1 topic names its clusters in its records.
+        # A job reading one Cruise Control cluster's topic shares the lakehouse with the jobs of other
+        # clusters: it reads back only its own cluster's telemetry. A v1 topic names its clusters in its
+        # records.
         self.own_cluster = config.source.cluster if config.source.format == "cruise-control" else None
         self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
@@ -131,7 +138,8 @@ class BalancerSink:
         return f"balancer-{query_id}"
 
     def _landed_max_event_ms(self) -> int | None:
-        # A fresh checkpoint on an existing lakehouse: windows the landed telemetry already closed stay closed.
+        # A fresh checkpoint on an existing lakehouse: windows the landed telemetry already closed stay
+        # closed.
         if self.own_cluster is None:
             latest = self.lakehouse.column_max("telemetry_raw", "ts")
         else:  # other clusters' jobs share the lakehouse: only this cluster's telemetry says what closed
@@ -171,10 +179,10 @@ class BalancerSink:
     def _land(self, batch: DataFrame, batch_id: int, watermark_ms: int | None) -> int | None:
         """Write raw + quarantine + the ingest contract; returns the batch's latest valid event time (ms).
 
-        The batch is parsed and cached once. On delta-rs, one pass over the cache then lands it: each
-        Python task writes its valid rows to telemetry_raw's folder and its bad ones to
-        telemetry_quarantine's, and reduces the contract's per-record probes (``Contract.ingest_probes``)
-        beside them; the driver commits both tables. On delta-spark: two writes and one aggregation.
+        The batch is parsed and cached once, then landed by ``Lakehouse.append_routed`` (on delta-rs one
+        pass over the cache: each Python task writes its ``LandingRoute.RAW`` rows to telemetry_raw's folder
+        and its ``QUARANTINE`` ones to telemetry_quarantine's, and reduces the contract's per-record probes
+        (``Contract.ingest_probes``) beside them; the driver commits both tables).
         """
         now = F.lit(datetime.now(UTC)).cast("timestamp")
         late = (F.unix_millis("ts") < F.lit(watermark_ms)) if watermark_ms is not None else F.lit(False)
@@ -188,6 +196,8 @@ class BalancerSink:
         value_text = F.when(
             bad, F.make_valid_utf8(F.substring("value", 1, self.config.source.max_value_bytes).cast("string"))
         )
+        probes, probe_columns = self.contract.ingest_probes(batch.columns)
+        route = F.when(bad, F.lit(int(LandingRoute.QUARANTINE))).otherwise(F.lit(int(LandingRoute.RAW)))
         landed = batch.select(
             *batch.columns,
             late.alias("is_late"),
@@ -196,25 +206,15 @@ class BalancerSink:
             now.alias("quarantined_at"),
             value_text.alias("value_text"),
             F.make_valid_utf8("quarantine_reason").alias("reason"),
-            bad.cast("byte").alias("_table"),  # its index in LANDING_TABLES
-            *self.contract.ingest_probes(batch),
+            route.cast("byte").alias(ROUTE_COLUMN),
+            *probe_columns,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             with self._timed("read, parse, land"):
-                if self.lakehouse.engine == "delta-rs":
-                    _, summary = self.lakehouse.append_routed(
-                        landed,
-                        LANDING_TABLES,
-                        route="_table",
-                        app_id=self.app_id,
-                        batch_id=batch_id,
-                        summarize=summarize_ingest,
-                    )
-                else:
-                    self._write("telemetry_raw", landed.where(~bad), batch_id)
-                    self._write("telemetry_quarantine", landed.where(bad), batch_id)
-                    summary = self.contract.summarize_frame(landed)
-            per_cluster = merge_ingest_summaries(summary)
+                appended = self.lakehouse.append_routed(
+                    landed, LandingRoute, app_id=self.app_id, batch_id=batch_id, summarize=probes.summarize
+                )
+            per_cluster = merge_ingest_summaries(appended.summary)
             with self._timed("ingest contract"):
                 # Reads the cache again only for samples of failed records expectations.
                 self.contract.check_ingest(
@@ -222,7 +222,7 @@ class BalancerSink:
                 )
         finally:
             landed.unpersist()
-        latest = [c["valid_last_ts_ms"] for c in per_cluster if c["valid_last_ts_ms"] is not None]
+        latest = [c.valid_last_ts_ms for c in per_cluster if c.valid_last_ts_ms is not None]
         return max(latest) if latest else None
 
     # -- 2. windows the watermark closed ---------------------------------------------------------
@@ -253,7 +253,8 @@ class BalancerSink:
                     windows, partitions, app_id=f"{self.app_id}-windows", batch_id=batch_id
                 )
             with self._timed("plan lifecycle"):
-                # One plan at a time: windows an open plan holds are not planned (balancer.execution.lifecycle).
+                # One plan at a time: windows an open plan holds are not planned
+                # (balancer.execution.lifecycle).
                 gated = tracking.gate(self.lakehouse, self.config, partitions, brokers, closed_after_ms)
             # Planning runs once: both tables below and the listener read the cached result.
             plan_rows = planning.plans(
@@ -381,7 +382,8 @@ class BalancerSink:
     def _replica_windows(
         self, on_time: DataFrame, closed_after_ms: int | None, closed_until_ms: int
     ) -> DataFrame:
-        """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either format."""
+        """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either
+        format."""
         if self.config.source.format == "cruise-control":
             return cruise_control.replica_windows(
                 on_time,

@@ -27,7 +27,7 @@ from balancer.config import Config, duration_seconds
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
 from balancer.planner.actions import Action
 from balancer.spark import loads
-from balancer.spark.lakehouse import Lakehouse
+from balancer.spark.lakehouse import Filter, Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ _ACTION_COLUMNS = (
 
 
 def _epoch_ms(stamp: datetime) -> int:
-    # Aware from delta-rs; naive local time from Spark's collect, which .timestamp() inverts exactly.
+    # Aware from Lakehouse.select; naive local time from Spark's collect, which .timestamp() inverts exactly.
     return int(round(stamp.timestamp() * 1000))
 
 
@@ -106,50 +106,18 @@ def _small_read(
     after_ms: int | None = None,
     until_ms: int | None = None,
 ) -> list[dict]:
-    """Rows of a small plan table to the driver: on delta-rs by its own reader with the filters pushed
-    down (no Spark job: milliseconds), else through Spark. ``window_end_ms`` / ``window_start_ms`` added."""
-    columns = list(columns)
-    if lakehouse.engine == "delta-rs":
-        import pyarrow as pa
-        import pyarrow.dataset as ds
-        from deltalake import DeltaTable
-
-        path = lakehouse.path(table)
-        if not DeltaTable.is_deltatable(path):
-            return []
-        condition = None
-
-        def both(c):
-            return c if condition is None else condition & c
-
-        def stamp(ms: int):
-            return pa.scalar(ms * 1000, pa.timestamp("us", tz="UTC"))
-
-        # plan_id is not pushed down: its file statistics are a 32-character prefix without a max
-        # (Lakehouse's _Stats), which delta-rs's file pruning does not read as a range.
-        if proposed:
-            condition = both(ds.field("status") == "proposed")
-        if after_ms is not None:
-            condition = both(ds.field("window_end") > stamp(after_ms))
-        if until_ms is not None:
-            condition = both(ds.field("window_end") <= stamp(until_ms))
-        found = DeltaTable(path).to_pyarrow_dataset().to_table(columns=columns, filter=condition)
-        if plan_ids is not None:
-            import pyarrow.compute as pc
-
-            found = found.filter(pc.is_in(found["plan_id"], pa.array(plan_ids, pa.string())))
-        rows = found.to_pylist()
-    else:
-        frame = lakehouse.read(table)
-        if plan_ids is not None:
-            frame = frame.where(F.col("plan_id").isin(plan_ids))
-        if proposed:
-            frame = frame.where(F.col("status") == "proposed")
-        if after_ms is not None:
-            frame = frame.where(F.unix_millis("window_end") > F.lit(after_ms))
-        if until_ms is not None:
-            frame = frame.where(F.unix_millis("window_end") <= F.lit(until_ms))
-        rows = [r.asDict(recursive=True) for r in frame.select(*columns).collect()]
+    """Rows of a small plan table to the driver (``Lakehouse.select``: no Spark job on delta-rs), with
+    ``window_end_ms`` / ``window_start_ms`` added."""
+    filters: list[Filter] = []
+    if plan_ids is not None:
+        filters.append(("plan_id", "in", plan_ids))
+    if proposed:
+        filters.append(("status", "=", "proposed"))
+    if after_ms is not None:
+        filters.append(("window_end", ">", datetime.fromtimestamp(after_ms / 1000, UTC)))
+    if until_ms is not None:
+        filters.append(("window_end", "<=", datetime.fromtimestamp(until_ms / 1000, UTC)))
+    rows = lakehouse.select(table, list(columns), filters).to_pylist()
     for row in rows:
         for name in ("window_start", "window_end"):
             if row.get(name) is not None:
@@ -273,7 +241,8 @@ def window_keys(*frames: DataFrame) -> list[tuple[str, int, int]]:
 
 
 def topology(partitions: DataFrame, wanted: Mapping[str, Iterable[tuple[str, int]]]) -> dict[WindowKey, dict]:
-    """Observed replicas and leader of the ``wanted`` partitions (per cluster), per window in ``partitions``."""
+    """Observed replicas and leader of the ``wanted`` partitions (per cluster), per window in
+    ``partitions``."""
     keys = sorted({(cluster, topic, int(p)) for cluster, parts in wanted.items() for topic, p in parts})
     out: dict[WindowKey, dict] = defaultdict(dict)
     if not keys:
