@@ -653,22 +653,23 @@ class ResourceGoal(Goal):
         if self.leadership and self._over(model, a):
             self._swap_leadership(a, model, checks)
 
-    def _cover(self, a, ps, relief, tried, moved, model, checks, res_goals, rack) -> bool:
-        """Finish ``a`` in one move where one replica can: of the untried candidates whose relief
-        alone covers a's remaining excess, the smallest data that another goal's lower limit lets
-        go, up to _DEST_TRIES of them. Moved: True (recorded in ``moved`` for the take-back)."""
+    def _cover(self, src, ps, relief, tried, moved, model, checks, res_goals, rack) -> bool:
+        """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
+        relief alone covers src's remaining excess, the smallest data that the other goals' lower
+        limits let go, up to _DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
+        take-back)."""
         upper, _ = self.limits(model)
-        d = self.dim
-        need = model.load[a, d] - upper[a] * model.cap[a, d]
-        cand = np.flatnonzero(~tried & (relief >= need))
-        if not len(cand):
+        dim = self.dim
+        need = model.load[src, dim] - upper[src] * model.cap[src, dim]
+        covering = np.flatnonzero(~tried & (relief >= need))
+        if not len(covering):
             return False
-        cand = cand[np.argsort(model.size[ps[cand]], kind="stable")]
-        ok = self._source_ok_many(a, model.contrib_matrix(ps[cand], a), model, res_goals)
-        for k in cand[ok][:_DEST_TRIES].tolist():
-            tried[k] = True
+        covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
+        free = self._source_ok_many(src, model.contrib_matrix(ps[covering], src), model, res_goals)
+        for pick in covering[free][:_DEST_TRIES].tolist():
+            tried[pick] = True
             mark = len(model.log)
-            if self._move_out(int(ps[k]), a, model, checks, res_goals, rack):
+            if self._move_out(int(ps[pick]), src, model, checks, res_goals, rack):
                 if len(model.log) == mark + 1:
                     moved.append(model.log[-1])
                 return True
@@ -923,97 +924,100 @@ class ResourceGoal(Goal):
         model.apply(Move("leadership", q, a, dst))  # undo: the pair only counts together
         return False
 
-    def _swap_out(self, a, model, checks, res_goals, rack) -> None:
-        """Exchange a heavy replica on ``a`` for a lighter one on a cold broker.
+    def _swap_out(self, src, model, checks, res_goals, rack) -> None:
+        """Exchange a heavy replica on ``src`` (over this goal's limit) for a lighter one on a cold
+        partner broker.
 
-        For each candidate p, every replica q on the partner broker is screened at once
-        (numpy) against the limits of every optimized resource goal, so only exchanges that
-        can pass are tried; the full ``accept`` chain (racks included) still decides.
+        For each offered replica, every replica on the partner is screened at once (numpy)
+        against the limits of every optimized resource goal, so only exchanges that can pass
+        are tried; the full ``accept`` chain (racks included) still decides.
         """
-        if not model.dest_ok[a]:
+        if not model.dest_ok[src]:
             return  # an excluded broker takes nothing back
-        d = self.dim
+        dim = self.dim
         upper, _ = self.limits(model)
-        util = model.util(d)
-        partner = model.dest_ok.copy()
-        partner[a] = False
-        # Every replica carries network_in and disk: where ``a`` may not lose one of them (under
+        util = model.util(dim)
+        eligible = model.dest_ok.copy()
+        eligible[src] = False
+        # Every replica carries network_in and disk: where ``src`` may not lose one of them (under
         # that goal's lower limit), a partner under the same limit may not lose it either, so only
         # exchanges of exactly equal load would pass. Such partners are skipped.
-        for g in res_goals:
-            if g is not self and g.dim in (IN, DISK) and g.dim != d:
-                _, lower = g.limits(model)
-                if model.load[a, g.dim] < lower[a] * model.cap[a, g.dim]:
-                    partner &= model.load[:, g.dim] > lower * model.cap[:, g.dim]
-        # A partner that gave no exchange twice in this optimize is passed over (e.g. a cold broker
-        # pinned under another goal's lower limit): its slot goes to the next coldest.
-        cold = [b for b in np.argsort(util, kind="stable").tolist() if partner[b]]
-        cold = [b for b in cold if self._barren.get(b, 0) < _BARREN_AFTER][:_SWAP_PARTNERS]
+        for goal in res_goals:
+            if goal is not self and goal.dim in (IN, DISK) and goal.dim != dim:
+                _, lower = goal.limits(model)
+                if model.load[src, goal.dim] < lower[src] * model.cap[src, goal.dim]:
+                    eligible &= model.load[:, goal.dim] > lower * model.cap[:, goal.dim]
+        # A partner that gave no exchange _BARREN_AFTER times in this optimize is passed over (e.g. a
+        # cold broker pinned under another goal's lower limit): its slot goes to the next coldest.
+        cold = [partner for partner in np.argsort(util, kind="stable").tolist() if eligible[partner]]
+        cold = [partner for partner in cold if self._barren.get(partner, 0) < _BARREN_AFTER]
+        cold = cold[:_SWAP_PARTNERS]
         offers, version = None, -1
-        for b in cold:
-            if not self._over(model, a):
+        for partner in cold:
+            if not self._over(model, src):
                 return
             if version != model.moves_applied:
-                # The 50 replicas on ``a`` it would give first (this goal's order): recomputed
-                # only after a swap changed what ``a`` holds.
-                pa = model.partitions_on(a)
-                pa = pa[model.movable[pa]]
-                ca = model.contrib_matrix(pa, a)
-                keep = ca[:, d] > 0
-                pa, ca = pa[keep], ca[keep]
-                first = np.argsort(self.move_key(model, pa, ca[:, d], a), kind="stable")[:50]
-                offers, version = (pa[first], ca[first]), model.moves_applied
+                # The 50 replicas on ``src`` it would give first (this goal's order): recomputed
+                # only after a swap changed what ``src`` holds.
+                offered = model.partitions_on(src)
+                offered = offered[model.movable[offered]]
+                offered_load = model.contrib_matrix(offered, src)
+                keep = offered_load[:, dim] > 0
+                offered, offered_load = offered[keep], offered_load[keep]
+                key = self.move_key(model, offered, offered_load[:, dim], src)
+                first = np.argsort(key, kind="stable")[:50]
+                offers, version = (offered[first], offered_load[first]), model.moves_applied
             assert offers is not None
-            self._swap_with(a, b, offers, model, checks, res_goals, upper)
+            self._swap_with(src, partner, offers, model, checks, res_goals, upper)
             if model.moves_applied == version:
-                self._barren[b] = self._barren.get(b, 0) + 1
+                self._barren[partner] = self._barren.get(partner, 0) + 1
 
-    def _swap_with(self, a, b, offers, model, checks, res_goals, upper) -> None:
-        """Swaps between ``a`` and one partner ``b``: each of ``offers`` (replicas on ``a`` and
-        their contributions, in the order tried) against every replica on ``b``."""
-        d = self.dim
-        pa, ca = offers
-        free = ~(model.replicas[pa] == b).any(axis=1)
-        pa, ca = pa[free], ca[free]
-        pb = model.partitions_on(b)
-        pb = pb[model.movable[pb] & ~(model.replicas[pb] == a).any(axis=1)]
-        if not len(pa) or not len(pb):
+    def _swap_with(self, src, partner, offers, model, checks, res_goals, upper) -> None:
+        """Swaps between ``src`` and one ``partner``: each of ``offers`` (replicas on ``src`` and
+        their contributions, in the order tried) against every replica on ``partner``."""
+        dim = self.dim
+        offered, offered_load = offers
+        free = ~(model.replicas[offered] == partner).any(axis=1)
+        offered, offered_load = offered[free], offered_load[free]
+        held = model.partitions_on(partner)
+        held = held[model.movable[held] & ~(model.replicas[held] == src).any(axis=1)]
+        if not len(offered) or not len(held):
             return
-        cb = model.contrib_matrix(pb, b)
-        for i in range(len(pa)):
-            if not self._over(model, a):
+        held_load = model.contrib_matrix(held, partner)
+        for offer in range(len(offered)):
+            if not self._over(model, src):
                 return
-            room = upper[b] * model.cap[b, d] - model.load[b, d]
-            need = model.load[a, d] - upper[a] * model.cap[a, d]
+            room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
+            need = model.load[src, dim] - upper[src] * model.cap[src, dim]
             if room <= 0:
                 break
-            # Every replica on b against candidate i, at today's loads: the transfer on this goal's
-            # dimension first, then per dimension the tightest goal's window (slightly widened), a
-            # cheap cut; the exact per-goal screen runs on what is left.
-            net_d = ca[i, d] - cb[:, d]
-            ok = (net_d > 0) & (net_d <= room) & (pb != pa[i])
-            for dim, (lo, hi) in self._swap_windows(a, b, model, res_goals).items():
-                net_dim = ca[i, dim] - cb[:, dim]
-                ok &= (net_dim <= hi) & (net_dim >= lo)
-            kk = np.flatnonzero(ok)
-            if len(kk):
-                net_k = ca[i][None, :] - cb[kk]
-                exact = np.ones(len(kk), dtype=bool)
-                for g in res_goals:
-                    exact &= self._swap_screen(g, net_k[:, g.dim], a, b, model)
-                ok[kk[~exact]] = False
+            # Every replica on the partner against this offer, at today's loads: the transfer on this
+            # goal's dimension first, then per dimension the tightest goal's window (slightly
+            # widened), a cheap cut; the exact per-goal screen runs on what is left.
+            net_d = offered_load[offer, dim] - held_load[:, dim]
+            ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
+            for other, (lo, hi) in self._swap_windows(src, partner, model, res_goals).items():
+                net_other = offered_load[offer, other] - held_load[:, other]
+                ok &= (net_other <= hi) & (net_other >= lo)
+            passing = np.flatnonzero(ok)
+            if len(passing):
+                net_passing = offered_load[offer][None, :] - held_load[passing]
+                exact = np.ones(len(passing), dtype=bool)
+                for goal in res_goals:
+                    exact &= self._swap_screen(goal, net_passing[:, goal.dim], src, partner, model)
+                ok[passing[~exact]] = False
             if not ok.any():
                 continue
-            # Aim the net transfer at half the gap (both end level), >= a's excess, <= room.
-            want = min(max((model.load[a, d] - model.load[b, d]) / 2, need), room)
+            # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
+            want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
             cand = np.nonzero(ok)[0]
             cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:3]
-            for k in cand.tolist():
-                move = Move("swap", int(pa[i]), a, b, int(pb[k]))
+            for pick in cand.tolist():
+                move = Move("swap", int(offered[offer]), src, partner, int(held[pick]))
                 if self.wants(move, model) and self.try_move(move, model, checks):
-                    # Only the two swapped partitions changed: b now holds pa[i] instead of pb[k].
-                    pb[k] = pa[i]
-                    cb[k] = model.contrib(int(pa[i]), b)
+                    # Only the two swapped partitions changed: the partner holds the offer instead.
+                    held[pick] = offered[offer]
+                    held_load[pick] = model.contrib(int(offered[offer]), partner)
                     break
 
     @staticmethod
@@ -1113,9 +1117,36 @@ class ResourceGoal(Goal):
                 continue
             if pool is None:
                 pool = self._fill_pool(model, avg)
+            if self.covers and self._fill_cover(b, pool, model, checks, rack):
+                continue
             self._fill_from_pool(
                 b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, model, checks, res_goals, rack
             )
+
+    def _fill_cover(self, dst, pool, model, checks, rack) -> bool:
+        """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
+        lifts ``dst`` to its lower limit, the smallest data first, up to _DEST_TRIES that pass."""
+        _, lower = self.limits(model)
+        dim = self.dim
+        need = lower[dst] * model.cap[dst, dim] - model.load[dst, dim]
+        pool_p, pool_src = pool
+        held = (model.replicas[pool_p] == pool_src[:, None]).any(axis=1)
+        on_dst = (model.replicas[pool_p] == dst).any(axis=1)
+        relief = self.relief(model, pool_p, pool_src)
+        covering = np.flatnonzero(held & ~on_dst & (relief >= need))
+        if not len(covering) or not model.dest_ok[dst]:
+            return False
+        refused = 0
+        for pick in covering[np.argsort(model.size[pool_p[covering]], kind="stable")].tolist():
+            move = Move("replica_move", int(pool_p[pick]), int(pool_src[pick]), dst)
+            if not (self._fits(move, model) and self.wants(move, model)):
+                continue
+            if (rack is None or rack.accept(move, model)) and self.try_move(move, model, checks):
+                return True
+            refused += 1
+            if refused >= _DEST_TRIES:
+                break
+        return False
 
     def _fill_from_pool(self, b, pool, limit, model, checks, res_goals, rack) -> None:
         """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
@@ -1429,6 +1460,7 @@ class NetworkInDistributionGoal(DistributionGoal):
     """
 
     prefers_disk_room = True
+    covers = True  # an under-loaded broker is lifted by the smallest replica that does it alone
 
     def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
         super().__init__(IN, threshold, lower=True, low_utilization=low_utilization)
