@@ -9,8 +9,10 @@ algorithm brought network in/out within the scenario's balance threshold (or 2% 
 ``%/0.01``: share of all data moved per 0.01 of max(network in, out) imbalance removed. Per
 scenario, the least data any plan must move to bring disk within its threshold (a floor), and
 the least any plan must move to reach the planner's own figures (network_in LP bound, disk floor,
-drained bytes), with the plan's data as a multiple of it. ``*``: a baseline that ignores the
-scenario's drain (it leaves replicas on the drained brokers, so it never reaches the target).
+drained bytes, and the three combined per broker), with the plan's data as a multiple of it.
+``*``: a baseline that ignores the scenario's drain (it leaves replicas on the drained brokers, so
+it never reaches the target). The LinkedIn 7-broker cluster comes in four syntheses: the same
+brokers, placement and traffic, partition sizes drawn four ways (SIZE_MODELS).
 """
 
 from __future__ import annotations
