@@ -7,6 +7,7 @@ import pytest
 from balancer.planner import (
     CapacityGoal,
     ClusterModel,
+    DiskDistributionGoal,
     DistinctBrokersGoal,
     DistributionGoal,
     Goal,
@@ -194,3 +195,32 @@ def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
     assert with_.bytes_to_move < without.bytes_to_move
     for r in ("network_in", "network_out"):
         assert with_.after[r] <= 1.045
+
+
+def test_disk_goal_finishes_a_broker_with_the_smallest_replica_that_covers_its_excess():
+    """Broker 0 is 455 bytes over the disk target (1.09 x the average of 500). Its coldest
+    replica (500 bytes, no traffic) and a warm one (460) each cover that alone: the 460 goes,
+    where coldest-first would move 500."""
+    snap = {
+        "cluster": "t",
+        "brokers": [
+            {"id": i, "capacity": {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}} for i in (0, 1)
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": [0],
+                "leader": 0,
+                "bytes_in": bi,
+                "bytes_out": bi,
+                "size": sz,
+            }
+            for i, (bi, sz) in enumerate([(0.001, 500), (1.0, 460), (1.0, 40)])
+        ],
+    }
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert [(a.partition, a.new_replicas) for a in result.actions] == [(1, (1,))]
+    assert result.bytes_to_move == 460
+    assert result.after["disk"] <= 1.09 + 1e-9

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import network_in_move_bound  # noqa: E402
+from planner_bench import data_lower_bound, network_in_move_bound  # noqa: E402
 
 from balancer.planner import PlannerOptions, plan  # noqa: E402
 
@@ -72,3 +72,26 @@ def test_bound_is_never_above_a_real_plan():
     bound = network_in_move_bound(snap, 1.10, max_moves=result.replica_moves, max_bytes=result.bytes_to_move)
     assert bound["least_share"] * result.total_bytes <= result.bytes_to_move + 1e-6
     assert bound["fewest_moves"] <= result.replica_moves
+
+
+@pytest.mark.parametrize("disk_figure", [1.2, 1.5, 2.0, 2.9])
+def test_joint_data_bound_is_never_above_the_optimum(disk_figure):
+    """Broker 0 must shed replicas covering both its network_in excess over 1.10 and its disk
+    excess over ``disk_figure``: the joint bound never exceeds the least data of any such set
+    (which no full plan can beat), nor falls below either single bound."""
+    snap = _snapshot()
+    total = sum(p["size"] for p in snap["partitions"])
+    options = PlannerOptions(balance_threshold=1.10)
+    bound = data_lower_bound(snap, {"network_in": 1.10, "disk": disk_figure}, options)
+    total_in = sum(bi for bi, _ in HOT) + 4.0
+    in_need = sum(bi for bi, _ in HOT) - 1.10 * total_in / 3
+    disk_need = sum(sz for _, sz in HOT) - disk_figure * total / 3
+    least = min(
+        sum(sz for _, sz in group)
+        for n in range(len(HOT) + 1)
+        for group in itertools.combinations(HOT, n)
+        if sum(bi for bi, _ in group) >= in_need and sum(sz for _, sz in group) >= disk_need
+    )
+    assert bound["joint"] * total <= least + 1e-6
+    assert bound["joint"] >= max(bound["network_in"], bound["disk"]) - 1e-12
+    assert bound["bound"] == bound["joint"]
