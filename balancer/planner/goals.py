@@ -869,31 +869,31 @@ class ResourceGoal(Goal):
             )
         return ok
 
-    def _move_out(self, p, a, model, checks, res_goals, rack) -> bool:
-        vec = model.contrib(p, a)
-        if not self._source_ok(a, vec, model, res_goals):
+    def _move_out(self, part, src, model, checks, res_goals, rack) -> bool:
+        """Move partition ``part``'s replica off ``src`` to the first of the _DEST_TRIES coldest
+        destinations that every limit admits and every goal accepts. True if it moved."""
+        vec = model.contrib(part, src)
+        if not self._source_ok(src, vec, model, res_goals):
             return False
-        mask = self._dest_mask(p, a, vec, model, res_goals, rack)
+        mask = self._dest_mask(part, src, vec, model, res_goals, rack)
         dests = np.nonzero(mask)[0]
         if not len(dests):
             return False
         util = model.util(self.dim)[dests]
-        # Destinations whose disk stays within the disk goal's target first (that goal runs later
-        # and would move the bytes again), the coldest on this goal's dimension within each group.
         if self.prefers_disk_room:
-            over_disk = (model.load[dests, DISK] + vec[DISK]) / model.cap[
-                dests, DISK
-            ] > self._disk_line + _EPS
-            dests = dests[np.lexsort((util, over_disk))][:_DEST_TRIES]
+            # Destinations whose disk stays within the disk goal's target first (that goal runs
+            # later and would move the bytes again), the coldest on this goal's dimension in each.
+            disk_after = (model.load[dests, DISK] + vec[DISK]) / model.cap[dests, DISK]
+            dests = dests[np.lexsort((util, disk_after > self._disk_line + _EPS))][:_DEST_TRIES]
         else:
             dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
         for dst in dests.tolist():
-            move = Move("replica_move", p, a, dst)
+            move = Move("replica_move", part, src, dst)
             if self.wants(move, model) and self.try_move(move, model, checks):
                 return True
-        if self.guards and model.leader[p] == a:
+        if self.guards and model.leader[part] == src:
             for dst in dests.tolist():
-                if self._move_with_handback(Move("replica_move", p, a, dst), model, checks):
+                if self._move_with_handback(Move("replica_move", part, src, dst), model, checks):
                     return True
         return False
 

@@ -13,6 +13,7 @@ from balancer.planner import (
     Goal,
     GoalError,
     Move,
+    NetworkInDistributionGoal,
     PlannerOptions,
     RackAwareGoal,
     ReplicationFactorGoal,
@@ -224,3 +225,36 @@ def test_disk_goal_finishes_a_broker_with_the_smallest_replica_that_covers_its_e
     assert [(a.partition, a.new_replicas) for a in result.actions] == [(1, (1,))]
     assert result.bytes_to_move == 460
     assert result.after["disk"] <= 1.09 + 1e-9
+
+
+def test_network_in_fills_a_broker_with_the_smallest_replica_that_lifts_it_alone():
+    """Broker 5 (35.5 bytes in) is under network_in's lower limit (0.91 x 45.08 = 41.0), 5.5
+    short. Brokers 1 and 2 (47 each) may give up to 6 each: broker 1 a replica of 5.9 bytes in
+    and 60 bytes, broker 2 one of 5.6 and 40. Both lift broker 5 alone; relief per byte with the
+    per-move overhead ranks the 60-byte one first, the best fit takes the 40-byte one."""
+    cap = {"network_in": 100.0, "network_out": 1e6, "disk": 1e9}
+    extra = {1: (5.9, 60.0), 2: (5.6, 40.0)}
+    parts = []
+    for b in range(5):
+        parts += [(b, (47.0 - extra.get(b, (0.0, 0.0))[0]) / 4, 400.0)] * 4
+    parts += [(1, *extra[1]), (2, *extra[2])] + [(5, 35.5 / 4, 400.0)] * 4
+    snap = {
+        "cluster": "t",
+        "brokers": [{"id": i, "capacity": dict(cap)} for i in range(6)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": k,
+                "replicas": [b],
+                "leader": b,
+                "bytes_in": bi,
+                "bytes_out": 0.0,
+                "size": sz,
+            }
+            for k, (b, bi, sz) in enumerate(parts)
+        ],
+    }
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert [(a.partition, a.old_replicas, a.new_replicas) for a in result.actions] == [(21, (2,), (5,))]
+    assert result.bytes_to_move == 40
