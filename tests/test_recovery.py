@@ -1,10 +1,17 @@
 """Exactly once across driver crashes: `balancer run` as a subprocess, SIGKILLed mid-batch, restarted
-on the same checkpoint, then drained with --once. Real Spark, real broker, real Delta tables."""
+on the same checkpoint, then drained with --once. Real Spark, real broker, real Delta tables.
+
+Each crash happens at a chosen point, not at whatever moment a poll catches: the job runs under a
+wrapper (``CRASHING_BALANCER``) that kills its own process group right after a chosen table's commit."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -35,20 +42,69 @@ def delta_versions(table: Path) -> int:
     return len(list((table / "_delta_log").glob("*.json")))
 
 
-def kill_when(condition, proc: subprocess.Popen, log: Path, timeout: float, what: str) -> bool:
-    """SIGKILL the job once ``condition`` holds (polled every 20 ms), or at ``timeout`` anyway: a crash
-    at a less interesting moment is still a crash. Returns whether the condition was met."""
-    deadline = time.monotonic() + timeout
-    met = False
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"job exited ({proc.returncode}) while waiting for {what}:\n{tail(log)}")
-        if condition():
-            met = True
-            break
-        time.sleep(0.02)
-    kill_group(proc)
-    return met
+# `balancer run` that SIGKILLs its whole process group (driver, JVM, Python workers) right after its sink
+# commits a batch >= FIRST_BATCH to TABLE, i.e. before Spark records that batch in the checkpoint.
+CRASHING_BALANCER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from balancer.cli.main import main
+    from balancer.spark.lakehouse import Lakehouse
+
+    TABLE, FIRST_BATCH = os.environ["CRASH_AFTER_COMMIT"].split(":")
+
+    def crash_after(method, tables):
+        def wrapped(self, *args, **kwargs):
+            result = method(self, *args, **kwargs)
+            if TABLE in tables(args) and kwargs["batch_id"] >= int(FIRST_BATCH):
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            return result
+        return wrapped
+
+    Lakehouse.append = crash_after(Lakehouse.append, lambda args: [args[0]])
+    Lakehouse.append_routed = crash_after(Lakehouse.append_routed, lambda args: [r.table for r in args[1]])
+    sys.argv[0] = "balancer"
+    sys.exit(main())
+    """
+)
+
+
+def start_crashing_job(config: Path, log: Path, tmp_path: Path, table: str, first_batch: int):
+    script = tmp_path / "crashing_balancer.py"
+    script.write_text(CRASHING_BALANCER)
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "CRASH_AFTER_COMMIT": f"{table}:{first_batch}",
+        "BALANCER_LOG_FILE": str(log),  # Spark's logs and traces in the same file as the console
+    }
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(script), "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+
+
+def wait_crashed(proc: subprocess.Popen, log: Path, timeout: float, what: str) -> None:
+    """Wait for the job to kill itself at its crash point; a job still running at ``timeout``, or one that
+    ended any other way, fails the test."""
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        raise AssertionError(f"the job never reached its crash point ({what}):\n{tail(log)}") from None
+    assert code == -signal.SIGKILL, f"job exited ({code}) before its crash point ({what}):\n{tail(log)}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the JVM and Python workers go with the driver
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process group {proc.pid} survived its SIGKILL")
 
 
 class Telemetry:
@@ -107,37 +163,20 @@ def test_exactly_once_across_driver_crashes(broker, topic, tmp_path):
     lakehouse = tmp_path / "lakehouse"
     raw_table, load_table = lakehouse / "telemetry_raw", lakehouse / "partition_load"
     log = tmp_path / "job.log"
-    kills = []
 
-    # Run 1: killed right after a telemetry_raw commit, before that batch's checkpoint commit.
+    # Run 1: killed right after batch 1's telemetry_raw commit, before that batch's checkpoint commit.
     data.minutes(0, 5)
-    job = start_job(config, log)
-    met = kill_when(
-        lambda: (
-            len(batch_ids(ckpt, "commits")) >= 1
-            and delta_versions(raw_table) > 1 + len(batch_ids(ckpt, "commits"))
-        ),
-        job,
-        log,
-        150,
-        "a raw commit ahead of the checkpoint",
-    )
-    kills.append(("after raw commit", met, in_flight(ckpt), max(batch_ids(ckpt, "offsets"), default=None)))
+    wait_crashed(start_crashing_job(config, log, tmp_path, "telemetry_raw", 1), log, 150, "raw commit")
+    assert in_flight(ckpt) and max(batch_ids(ckpt, "offsets")) == 1
+    assert batch_ids(ckpt, "commits") == {0}
+    assert delta_versions(raw_table) == 1 + 2  # created, then batches 0 and 1: one ahead of the checkpoint
 
-    # Run 2: killed in a batch that closes a window, after partition_load but before the plans.
+    # Run 2: killed in the batch that closes the first window, after partition_load but before the plans.
     data.minutes(6, 11)
-    job = start_job(config, log)
     loads_before = delta_versions(load_table)
-    met = kill_when(
-        lambda: delta_versions(load_table) > loads_before and in_flight(ckpt),
-        job,
-        log,
-        150,
-        "a window batch in flight",
-    )
-    kills.append(
-        ("window batch in flight", met, in_flight(ckpt), max(batch_ids(ckpt, "offsets"), default=None))
-    )
+    wait_crashed(start_crashing_job(config, log, tmp_path, "partition_load", 0), log, 150, "partition_load")
+    assert in_flight(ckpt) and delta_versions(load_table) == loads_before + 1
+    assert read_table(lakehouse, "balance_plans") == []  # the crash came before any plan was written
 
     # Final run drains the topic.
     job = start_job(config, log, "--once")
@@ -146,7 +185,7 @@ def test_exactly_once_across_driver_crashes(broker, topic, tmp_path):
     except subprocess.TimeoutExpired:
         kill_group(job)
         raise AssertionError(f"--once did not finish:\n{tail(log)}") from None
-    print("kills:", kills, "batches:", len(batch_ids(ckpt, "commits")))
+    print("batches:", len(batch_ids(ckpt, "commits")))
 
     raw = read_table(lakehouse, "telemetry_raw")
     assert_unique(raw, ("kafka_topic", "kafka_partition", "kafka_offset"), "telemetry_raw")

@@ -147,36 +147,61 @@ def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(tm
     assert not files_containing(tmp_path, PASSWORD)
 
 
+def operator_sasl_broker() -> dict[str, str]:
+    """Client options of a SCRAM-enabled Kafka the environment names, or a skip saying how to name one.
+
+    The embedded broker cannot serve a login: tansu 0.6 creates SCRAM users only through a running
+    broker's Kafka API, a broker started with --authentication refuses that unauthenticated request, one
+    without it offers no SASL handshake, and neither its memory nor its S3 storage keeps a user across a
+    restart (tried: ``tansu user create`` on s3:// storage, then --authentication: "unknown-user"). The
+    refused login runs against tansu above; a successful one needs a real broker with a user."""
+    import os
+
+    bootstrap = os.environ.get("BALANCER_TEST_SASL_BOOTSTRAP")
+    if not bootstrap:
+        pytest.skip(
+            "needs a Kafka broker with a SCRAM user: set BALANCER_TEST_SASL_BOOTSTRAP, "
+            "BALANCER_TEST_SASL_USERNAME, BALANCER_TEST_SASL_PASSWORD (and BALANCER_TEST_SASL_MECHANISM, "
+            "default SCRAM-SHA-512); the embedded tansu 0.6 cannot hold a user (see operator_sasl_broker)"
+        )
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": os.environ.get("BALANCER_TEST_SASL_PROTOCOL", "SASL_PLAINTEXT"),
+        "sasl.mechanism": os.environ.get("BALANCER_TEST_SASL_MECHANISM", "SCRAM-SHA-512"),
+        "sasl.username": os.environ["BALANCER_TEST_SASL_USERNAME"],
+        "sasl.password": os.environ["BALANCER_TEST_SASL_PASSWORD"],
+    }
+
+
 def test_sasl_login_end_to_end(spark, tmp_path):
-    with EmbeddedBroker(authentication=True) as secured:
-        try:
-            secured.add_user("balancer", PASSWORD)
-        except RuntimeError as exc:
-            pytest.skip(
-                "tansu 0.6 creates SCRAM users only through a running broker's Kafka API "
-                "('tansu user create --broker URL NAME PASSWORD'); a broker started with --authentication "
-                "refuses that unauthenticated request (its log: NotAuthenticated), one without it offers no "
-                "SASL handshake, and memory storage cannot be seeded otherwise; so no user can log in. "
-                f"({str(exc).splitlines()[0][:160]})"
-            )
-        client = {**SASL, "sasl.password": PASSWORD}
-        secured.create_topic("metrics", partitions=2, config=client)
-        produced = produce_cluster(secured.bootstrap_servers, "metrics", minutes=7, **client)
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from balancer.spark.lakehouse import Lakehouse
+
+    options = operator_sasl_broker()
+    bootstrap = options.pop("bootstrap.servers")
+    topic = f"balancer-sasl-test-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **options})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+    try:
+        produced = produce_cluster(bootstrap, topic, minutes=7, **options)
         config = load_config(
             None,
             [
-                f"source.bootstrap_servers={secured.bootstrap_servers}",
-                "source.topic=metrics",
+                f"source.bootstrap_servers={bootstrap}",
+                f"source.topic={topic}",
                 f"lakehouse.path={tmp_path / 'lakehouse'}",
                 "lakehouse.engine=delta-rs",
                 f"checkpoint.path={tmp_path / 'checkpoints'}",
                 "quality.enabled=false",
-                f"source.options={json.dumps(client)}",
+                f"source.options={json.dumps(options)}",
             ],
         )
         job.run_until_idle(spark, job.start(spark, config, once=True))
-    from balancer.spark.lakehouse import Lakehouse
-
-    assert (
-        Lakehouse(spark, config.lakehouse.path, engine="delta-rs").read("telemetry_raw").count() == produced
-    )
+    finally:
+        admin.delete_topics([topic])[topic].result(30)
+    raw = Lakehouse(spark, config.lakehouse.path, engine="delta-rs").read("telemetry_raw")
+    assert raw.count() == produced
+    assert not files_containing(tmp_path, options["sasl.password"])
