@@ -21,6 +21,7 @@ _EPS = 1e-9
 _DEST_TRIES = 4  # coldest feasible destinations tried per candidate
 _SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 _BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
+_OPTIMIZE_PASSES = 6  # shed-then-fill passes per optimize (another only after one that moved something)
 _FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
 _CHAIN_TRIES = 256  # network_out leaderships per shed that may go on by a chain of two transfers
 # Candidates screened with numpy at once (ResourceGoal._screen): none while candidates keep
@@ -484,7 +485,7 @@ class ResourceGoal(Goal):
         # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
         self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
         self._barren = {}
-        for _ in range(3):
+        for _ in range(_OPTIMIZE_PASSES):
             before = model.moves_applied
             self._shed_all(model, optimized, res_goals, rack)
             self._fill_all(model, optimized, res_goals, rack)
