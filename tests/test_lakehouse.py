@@ -273,7 +273,7 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
         F.lit(None).cast("string").alias(probes.named_cluster),
         F.lit(None).cast("long").alias(probes.named_ts),
     )
-    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes.summarize)
+    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes)
     assert landed.committed == {"telemetry_raw": True, "telemetry_quarantine": True}
     last_valid = max(r["ts"] for r in rows if r["kafka_offset"] % 10)
     expected = [
@@ -297,7 +297,7 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
     assert all(r.asDict() == by_offset[r["kafka_offset"]] for r in raw)  # every column as it was
 
     # A replay commits nothing again, but still summarizes every row (the caller needs its figures).
-    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes.summarize)
+    landed = house.append_routed(data, LandingRoute, app_id="app-1", batch_id=0, summarize=probes)
     assert landed.committed == {"telemetry_raw": False, "telemetry_quarantine": False}
     assert merge_ingest_summaries(landed.summary) == expected
     assert house.read("telemetry_raw").count() == 810 and house.read("telemetry_quarantine").count() == 90

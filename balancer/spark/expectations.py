@@ -120,7 +120,7 @@ class UnexpectedMask:
 @dataclass(frozen=True)
 class IngestProbes:
     """The probe columns the landing pass adds to each record for the ingest contract, and how they are
-    reduced. Picklable: ``summarize`` is what the landing tasks run on each Arrow batch."""
+    reduced. A ``lakehouse.Summarizer``: the landing tasks call it on each Arrow batch (picklable)."""
 
     masks: tuple[UnexpectedMask, ...] = ()
     quarantined: str = "_bad"  # boolean: the record was quarantined
@@ -140,7 +140,16 @@ class IngestProbes:
     def expectations(self) -> int:
         return sum(mask.count for mask in self.masks)
 
-    def columns(self, compiled: Sequence[Column]) -> list[Column]:
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The columns ``summarize`` reads."""
+        masks = tuple(mask.column for mask in self.masks)
+        return ("cluster", "ts", self.quarantined, self.named_cluster, self.named_ts, *masks)
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.Table:
+        return self.summarize(batch)
+
+    def spark_columns(self, compiled: Sequence[Column]) -> list[Column]:
         """The probes as Spark columns of the parsed batch (valid and quarantined records), few and narrow
         as they travel to Python with every record; ``compiled[i]`` is expectation i's condition."""
         bad = F.col("quarantine_reason").isNotNull()

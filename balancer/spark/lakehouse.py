@@ -23,12 +23,12 @@ import operator
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import IntEnum, StrEnum
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal, Protocol, get_args, get_type_hints
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -129,6 +129,16 @@ class Route(IntEnum):
 # Comparisons ``Lakehouse.select`` takes, as (column, op, value) like delta-rs's and pyarrow's filters.
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in"]
 Filter = tuple[str, FilterOp, Any]
+
+
+class Summarizer(Protocol):
+    """Reduces a frame's Arrow batches in the pass that writes them (picklable, pure Arrow): ``inputs`` are
+    the frame's columns it reads; a call returns one batch's partial result, for the caller to reduce."""
+
+    @property
+    def inputs(self) -> Sequence[str]: ...
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.Table: ...
 
 
 @dataclass(frozen=True)
@@ -317,10 +327,10 @@ class Lakehouse:
         *,
         app_id: str,
         batch_id: int,
-        summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+        summarize: Summarizer | None = None,
     ) -> RoutedAppend:
         """``append`` to each route's table in ONE pass over ``frame``: a row goes to ``route.table`` where
-        its ``ROUTE_COLUMN`` holds ``route``, and ``summarize`` (picklable, pure Arrow) runs on the same Arrow
+        its ``ROUTE_COLUMN`` holds ``route``, and ``summarize`` runs on the same Arrow
         batches (see ``write_routed``). One commit per table, each idempotent per (app_id, batch_id) as in
         ``append``; a table that already holds the batch gets no files, but its rows still pass
         ``summarize``. On delta-spark: one write per table and one Spark job for the summaries.
@@ -753,7 +763,7 @@ def _task_writer(
     routed: bool,
     prefix: str,
     inline_max_bytes: int,
-    summarize: Callable[[pa.RecordBatch], pa.Table] | None,
+    summarize: Summarizer | None,
     storage: Storage | None,
 ):
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -807,13 +817,13 @@ def write_routed(
     *,
     routed: bool,
     prefix: str,
-    summarize: Callable[[pa.RecordBatch], pa.Table] | None = None,
+    summarize: Summarizer | None = None,
     inline_max_bytes: int | None = None,
     storage: Storage | None = None,
 ) -> tuple[dict[str, list[AddAction]], pa.Table | None]:
     """``write_files`` for several tables in ONE pass over ``frame``. ``outputs[route]`` is (table, folder)
     for the rows whose ``ROUTE_COLUMN`` holds ``route`` (a route left out: those rows are not written);
-    ``routed`` False: one output, every row. ``summarize`` (picklable, pure Arrow) runs on every Arrow batch
+    ``routed`` False: one output, every row. ``summarize`` runs on every Arrow batch
     of ``frame`` in the same pass; its partial results come back concatenated, for the caller to reduce.
 
     Returns the add actions per table (one commit each, the caller's) and the summaries (None without
@@ -823,9 +833,10 @@ def write_routed(
     if inline_max_bytes is None:
         inline_max_bytes = INLINE_MAX_BYTES
     outputs = {int(route): out for route, out in outputs.items()}
-    if summarize is None:  # the writers need only the tables' columns: don't ship the rest to Python
-        names = set().union(*(arrow_schema(table).names for table, _ in outputs.values()), {ROUTE_COLUMN})
-        frame = frame.select(*(c for c in frame.columns if c in names))
+    # The writers need only the tables' columns and the summary its inputs: don't ship the rest to Python.
+    names = set().union(*(arrow_schema(table).names for table, _ in outputs.values()), {ROUTE_COLUMN})
+    names |= set(summarize.inputs) if summarize is not None else set()
+    frame = frame.select(*(c for c in frame.columns if c in names))
     results = [
         TaskResult(**row)
         for row in frame.mapInArrow(
@@ -850,9 +861,10 @@ def write_routed(
     return actions, (pa.concat_tables(summaries) if summaries else None)
 
 
-def summarize_frame(frame: DataFrame, summarize: Callable[[pa.RecordBatch], pa.Table]) -> pa.Table:
-    """``summarize`` (picklable, pure Arrow) over every Arrow batch of ``frame``, by one Spark job: its
+def summarize_frame(frame: DataFrame, summarize: Summarizer) -> pa.Table:
+    """``summarize`` over every Arrow batch of ``frame`` (its ``inputs`` only), by one Spark job: its
     partials concatenated. Their schema is what ``summarize`` gives for no rows of ``frame``'s schema."""
+    frame = frame.select(*summarize.inputs)
     empty = pa.RecordBatch.from_pylist([], schema=to_arrow_schema(frame.schema, timestamp_utc=True))
     schema = from_arrow_schema(summarize(empty).schema)
 

@@ -276,13 +276,13 @@ class Contract:
         none when the contract is disabled), and the same as Spark columns of that batch."""
         compiled = self.compiled_records(columns).compiled if self.enabled else ()
         probes = IngestProbes.for_expectations(len(compiled))
-        return probes, probes.columns([condition for _, condition in compiled])
+        return probes, probes.spark_columns([condition for _, condition in compiled])
 
     def summarize_frame(self, parsed: DataFrame) -> pa.Table:
         """``IngestProbes.summarize`` over all of ``parsed``, by one Spark job (the sink's landing pass gets
         it from the same pass that lands the batch instead)."""
         probes, columns = self.ingest_probes(parsed.columns)
-        return summarize_frame(parsed.select("cluster", "ts", *columns), probes.summarize)
+        return summarize_frame(parsed.select("cluster", "ts", *columns), probes)
 
     @staticmethod
     def _samples(valid: DataFrame, failing: list) -> dict[tuple, list]:

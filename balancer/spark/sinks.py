@@ -212,7 +212,7 @@ class BalancerSink:
         try:
             with self._timed("read, parse, land"):
                 appended = self.lakehouse.append_routed(
-                    landed, LandingRoute, app_id=self.app_id, batch_id=batch_id, summarize=probes.summarize
+                    landed, LandingRoute, app_id=self.app_id, batch_id=batch_id, summarize=probes
                 )
             per_cluster = merge_ingest_summaries(appended.summary)
             with self._timed("ingest contract"):
