@@ -4,7 +4,7 @@
 # The config is validated before Spark starts. When it selects the cluster path
 # (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta jars are added
 # with --packages; the library is shipped to executors with --py-files. Spark options passed
-# through: --deploy-mode --conf --archives --files --driver-memory --executor-memory
+# through: --deploy-mode --conf --driver-java-options --archives --files --driver-memory --executor-memory
 # --executor-cores --num-executors --total-executor-cores --queue --properties-file (README,
 # "Running on a Spark cluster": a packed venv with --archives on YARN/Kubernetes).
 # The console shows the job's own lines; Spark's logs and any trace go to the log file named at
@@ -20,11 +20,19 @@ master="local[*]"
 verbose=0
 job_args=()
 spark_args=()
+java_options=""  # the caller's driver JVM options, kept after this script's log settings
 while [ $# -gt 0 ]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
     --master=*) master="${1#--master=}"; shift ;;
-    --deploy-mode|--conf|--archives|--files|--driver-memory|--executor-memory|--executor-cores|--num-executors|\
+    --driver-java-options) java_options="$java_options $2"; shift 2 ;;
+    --conf)
+      case "$2" in
+        spark.driver.extraJavaOptions=*) java_options="$java_options ${2#*=}" ;;
+        *) spark_args+=("$1" "$2") ;;
+      esac
+      shift 2 ;;
+    --deploy-mode|--archives|--files|--driver-memory|--executor-memory|--executor-cores|--num-executors|\
     --total-executor-cores|--queue|--properties-file) spark_args+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     --verbose) verbose=1; job_args+=("$1"); shift ;;
@@ -60,8 +68,11 @@ if [ "$verbose" = 0 ]; then
   export BALANCER_LOG_FILE
   BALANCER_LOG_FILE="$(cd "$logs" && pwd)/submit-$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
   echo "logs (Spark, libraries, traces): ${BALANCER_LOG_FILE#"$here"/}; --verbose shows them here"
-  submit+=(--driver-java-options
-           "-Dlog4j2.configurationFile=file:$here/conf/log4j2.properties -Dbalancer.log.file=$BALANCER_LOG_FILE")
+  java_options="-Dlog4j2.configurationFile=file:$here/conf/log4j2.properties \
+-Dbalancer.log.file=$BALANCER_LOG_FILE$java_options"
   exec 2>>"$BALANCER_LOG_FILE"
 fi
+# One --driver-java-options: Spark lets it override spark.driver.extraJavaOptions, so the caller's options
+# travel in it too (after ours: a -D given twice takes its last value).
+[ -n "$java_options" ] && submit+=(--driver-java-options "${java_options# }")
 exec "${submit[@]}" jobs/stream_balancer.py "${job_args[@]}"

@@ -38,11 +38,15 @@ def last_line(output: str) -> str:
 @pytest.mark.integration
 def test_unreachable_broker_ends_with_one_line_naming_brokers_and_timeout(tmp_path):
     logs = tmp_path / "logs"
+    # A driver JVM option of the caller's is kept, after the script's own: this one moves Spark's log.
+    jvm_log = tmp_path / "jvm.log"
     result = subprocess.run(
         [
             "./spark-submit.sh",
             "--master",
             "local[1]",
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Dbalancer.log.file={jvm_log}",
             "--once",
             "--set",
             "source.bootstrap_servers=127.0.0.1:1",
@@ -75,7 +79,8 @@ def test_unreachable_broker_ends_with_one_line_naming_brokers_and_timeout(tmp_pa
     assert log.name in output.splitlines()[0]
     logged = log.read_text()
     assert "Traceback (most recent call last)" in logged and "KafkaUnavailableError" in logged
-    assert JVM_LOG_LINE.search(logged), logged  # Spark's own log lines landed in the file
+    # Spark's own log lines landed in the file the caller's -D named, not in the script's.
+    assert JVM_LOG_LINE.search(jvm_log.read_text()) and not JVM_LOG_LINE.search(logged), logged
 
 
 @pytest.mark.integration
