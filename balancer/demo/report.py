@@ -89,6 +89,7 @@ def print_demo_report(console: Console, lakehouse, *, executed: list[str]) -> No
     for label, window_end in (("first window", windows[0]), ("last window", windows[-1])):
         rows = ranking.where(F.col("window_end") == window_end).orderBy("rank_by_traffic").collect()
         console.print(ranking_table(rows, f"{label} (ends {window_end:%H:%M} simulated time)"))
+    console.print(quarantine_table(lakehouse))
     plans = lakehouse.read("balance_plans").orderBy("window_end").collect()
     console.print(plans_table(plans, executed=set(executed)))
     carried = [p for p in plans if p["plan_id"] in executed]
@@ -108,6 +109,23 @@ def print_demo_report(console: Console, lakehouse, *, executed: list[str]) -> No
         f"{sum(p['replica_moves'] for p in carried)} replica moves, "
         f"{sum(p['bytes_to_move'] for p in carried) / 1e6:,.1f} MB copied"
     )
+
+
+def quarantine_table(lakehouse) -> Table:
+    """Records the job set aside, by reason (the first words of it: the rest names offsets and values)."""
+    rows = (
+        lakehouse.read("telemetry_quarantine")
+        .groupBy("reason")
+        .agg(F.count("*").alias("records"), F.min("kafka_offset").alias("first_offset"))
+        .orderBy("reason")
+        .collect()
+    )
+    table = Table(title=f"Quarantined: {sum(r['records'] for r in rows)} record(s), the stream went on")
+    for column in ("reason", "records", "first offset"):
+        table.add_column(column, justify="left" if column == "reason" else "right")
+    for row in rows:
+        table.add_row(row["reason"][:100], str(row["records"]), str(row["first_offset"]))
+    return table
 
 
 def measured_imbalance(lakehouse) -> list:

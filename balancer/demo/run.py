@@ -150,6 +150,14 @@ class Executor:
         return any(r["status"] == "balanced" for r in after)
 
 
+def stray_values(record: dict) -> list[bytes]:
+    """What a faulty reporter or a stray producer puts on a metrics topic: a cut-off JSON value, bytes
+    that are not UTF-8, and a partition report with a negative byte rate. The job quarantines each
+    with its reason (``telemetry_quarantine``) and goes on."""
+    negative = {**record, "bytes_in": -1.0}
+    return [b'{"v": 1, "type": "partition", "ts": ', b"\xff\xfe not telemetry", json.dumps(negative).encode()]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
@@ -223,8 +231,15 @@ def _demo(args: argparse.Namespace, config) -> int:
 
         def simulate() -> None:
             finalized = (clock["now"] - watermark_ms) // size_ms * size_ms  # the latest window end waited for
+            first = True
             while not stop.is_set():
-                publish(producer, config.source.topic, cluster.telemetry(clock["now"]))
+                records = cluster.telemetry(clock["now"])
+                publish(producer, config.source.topic, records)
+                if first:
+                    partition = next(r for r in records if r["type"] == "partition")
+                    for value in stray_values(partition):
+                        producer.produce(config.source.topic, value=value)
+                    first = False
                 take()
                 # Lockstep: once this minute's telemetry closes a window, the simulated clock waits for the
                 # job to finalize it, so the executor acts at the simulated time a plan is made (the job
