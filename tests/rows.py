@@ -20,3 +20,21 @@ def table_row(table: str, **values: Any) -> dict[str, Any]:
 def as_tuple(table: str, row: dict[str, Any]) -> tuple:
     """``row`` (from ``table_row``) as a tuple in the table's column order, for ``createDataFrame``."""
     return tuple(row[name] for name in spark_schema(table).names)
+
+
+# One row per report of a closed window, as ``loads.replica_windows`` gives them (Spark DDL).
+WINDOW_COLUMNS = (
+    "cluster string, window_start timestamp, window_end timestamp, type string, broker int, topic string, "
+    "partition int, bytes_in double, bytes_out double, messages_in double, size double, leader boolean, "
+    "replicas array<int>, rack string, capacity_network_in double, capacity_network_out double, "
+    "capacity_disk double, cpu double, last_ts timestamp, samples long"
+)
+
+
+def window_row(**values: Any) -> dict[str, Any]:
+    """One row of ``WINDOW_COLUMNS`` by column name; unnamed columns are None."""
+    names = [column.split()[0] for column in WINDOW_COLUMNS.split(", ")]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise KeyError(f"window rows have no column(s) {', '.join(unknown)}")
+    return {name: values.get(name) for name in names}

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from rows import WINDOW_COLUMNS, window_row
+
 from balancer.config import BalancerConfig
 from balancer.spark import loads
 
 W0, W1 = datetime(2026, 1, 1, 0, 0), datetime(2026, 1, 1, 0, 5)
-COLUMNS = (
-    "cluster string, window_start timestamp, window_end timestamp, type string, broker int, topic string, "
-    "partition int, bytes_in double, bytes_out double, messages_in double, size double, leader boolean, "
-    "replicas array<int>, rack string, capacity_network_in double, capacity_network_out double, "
-    "capacity_disk double, cpu double, last_ts timestamp, samples long"
-)
-
-
-def window_row(**values) -> dict:
-    """One row of ``COLUMNS`` by column name; unnamed columns are None."""
-    names = [column.split()[0] for column in COLUMNS.split(", ")]
-    assert set(values) <= set(names), set(values) - set(names)
-    return {name: values.get(name) for name in names}
 
 
 def report(broker, topic, partition, replicas, leader, bytes_in, bytes_out, size=1e9):
@@ -77,7 +66,7 @@ def test_broker_hot_by_traffic_but_average_by_partition_count_ranks_first(spark)
         for i, replicas in enumerate([[0, 1], [1, 2], [0, 1], [1, 2], [2, 0]])
     ]
     rows = replica_rows(partitions) + [capacity(b) for b in (0, 1, 2, 3)]
-    replicas = spark.createDataFrame(rows, COLUMNS)
+    replicas = spark.createDataFrame(rows, WINDOW_COLUMNS)
     brokers = loads.broker_load(loads.partition_load(replicas), replicas)
     ranking = {r["broker"]: r for r in loads.broker_ranking(brokers, BalancerConfig()).collect()}
 
@@ -91,7 +80,7 @@ def test_broker_hot_by_traffic_but_average_by_partition_count_ranks_first(spark)
 def test_load_model_matches_cruise_control(spark):
     partitions = [("a", 0, [0, 1, 2], 10.0, 30.0), ("b", 0, [1, 2, 0], 4.0, 8.0)]
     rows = replica_rows(partitions) + [capacity(b) for b in (0, 1, 2)]
-    replicas = spark.createDataFrame(rows, COLUMNS)
+    replicas = spark.createDataFrame(rows, WINDOW_COLUMNS)
     brokers = {r["broker"]: r for r in loads.broker_load(loads.partition_load(replicas), replicas).collect()}
     assert brokers[0]["network_in"] == 14.0 and brokers[1]["network_in"] == 14.0
     # Leader out = consumers' bytes + bytes_in × (RF − 1) for replication.

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
+from rows import WINDOW_COLUMNS, window_row
 
 from balancer import telemetry as tm
 from balancer.config import QualityConfig, load_config
@@ -171,12 +172,6 @@ VALID = (
     "bytes_in double, bytes_out double, messages_in double, size long, cpu double, "
     "capacity_network_in double, capacity_network_out double, capacity_disk double"
 )
-WINDOW_COLUMNS = (
-    "cluster string, window_start timestamp, window_end timestamp, type string, broker int, "
-    "topic string, partition int, bytes_in double, bytes_out double, messages_in double, "
-    "size double, leader boolean, replicas array<int>, rack string, capacity_network_in double, "
-    "capacity_network_out double, capacity_disk double, cpu double, last_ts timestamp, samples long"
-)
 # Per call, on frames already cached: 2 (one aggregation), 4 when valid records fail (their samples).
 # GX on Spark took 13 (ingest) and 26 (windows) for these suites.
 MAX_JOBS = 4
@@ -331,16 +326,9 @@ def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spa
     assert rows[0]["evaluated"] == len(spec["expectations"])
 
 
-def _window_row(**values) -> dict:
-    """One row of ``WINDOW_COLUMNS`` by column name; unnamed columns are None."""
-    names = [column.split()[0] for column in WINDOW_COLUMNS.split(", ")]
-    assert set(values) <= set(names), set(values) - set(names)
-    return {name: values.get(name) for name in names}
-
-
 def _report(window, broker, topic, partition, replicas, last_ts=None, samples=5):
     start, end = window
-    return _window_row(
+    return window_row(
         cluster="c",
         window_start=start,
         window_end=end,
@@ -361,7 +349,7 @@ def _report(window, broker, topic, partition, replicas, last_ts=None, samples=5)
 
 def _capacity(window, broker, last_ts=None, samples=5):
     start, end = window
-    return _window_row(
+    return window_row(
         cluster="c",
         window_start=start,
         window_end=end,
