@@ -8,11 +8,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+import support
 from support import T0, produce
 
 from balancer import telemetry as tm
 from balancer.cli.main import main as balancer_cli
-from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -39,21 +39,8 @@ MALFORMED = [
 
 
 def job_config(tmp_path, broker, topic, *extra):
-    return load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            "source.unavailable_timeout=10 seconds",
-            *extra,
-        ],
-    )
+    """The shared test job's config with the data contract on: these tests follow it into quality_runs."""
+    return support.job_config(tmp_path, broker.bootstrap_servers, topic, "quality.enabled=true", *extra)
 
 
 def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, topic, tmp_path, capsys, caplog):

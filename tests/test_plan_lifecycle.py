@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import MINUTE, T0, minutes_of, produce
+from support import MINUTE, T0, job_config, minutes_of, produce
 
 from balancer.cli.sql import register_sql_views
-from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
@@ -63,22 +62,12 @@ def _minute(frame):
 
 def test_plans_are_tracked_from_telemetry_one_at_a_time(spark, broker, topic, tmp_path):
     a, b, c = _cluster("life-a"), _cluster("life-b"), _cluster("life-c")
-    config = load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            f"lakehouse.path={tmp_path / 'lakehouse'}",
-            "lakehouse.engine=delta-rs",
-            f"checkpoint.path={tmp_path / 'checkpoints'}",
-            "windows.size=5 minutes",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-            "source.unavailable_timeout=10 seconds",
-            "quality.enabled=false",
-            "executor.proposal_ttl=10 minutes",
-            "balancer.min_plan_interval=10 minutes",
-        ],
+    config = job_config(
+        tmp_path,
+        broker.bootstrap_servers,
+        topic,
+        "executor.proposal_ttl=10 minutes",
+        "balancer.min_plan_interval=10 minutes",
     )
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 

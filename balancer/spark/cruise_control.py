@@ -1,4 +1,6 @@
-"""Cruise Control's metrics-reporter records in the job: parsing, and loads the way Cruise Control computes them.
+"""Cruise Control's metrics-reporter records in the job.
+
+Parsing, and loads the way Cruise Control computes them.
 
 Parsing: the Kafka source decodes each binary value in its reading task (``balancer.cruise_control.decode``,
 column ``value_cc``); here each record gets its telemetry columns, or a reason and goes to quarantine. A

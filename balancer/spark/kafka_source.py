@@ -718,8 +718,9 @@ def read_range(opts: _Options, part: KafkaInputPartition) -> Iterator:
                 if time.monotonic() > deadline:
                     raise KafkaUnavailableError(
                         opts.redact(
-                            f"no records from Kafka brokers {opts.bootstrap} for {opts.unavailable_timeout:g}s "
-                            f"(kafkaUnavailableTimeoutMs) reading {topic}-{p} at offset {nxt} (range {start}..{end})"
+                            f"no records from Kafka brokers {opts.bootstrap} for "
+                            f"{opts.unavailable_timeout:g}s (kafkaUnavailableTimeoutMs) reading {topic}-{p} "
+                            f"at offset {nxt} (range {start}..{end})"
                         )
                     )
                 continue

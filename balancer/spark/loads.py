@@ -76,7 +76,8 @@ def replica_windows(
 
 
 def partition_load(replicas: DataFrame) -> DataFrame:
-    """Per partition: rates from the leader's latest report, topology from the latest report of any replica."""
+    """Per partition: rates from the leader's latest report, topology from the latest report of any
+    replica."""
     reports = replicas.where(F.col("type") == "partition")
     # Orders reports so the leader's latest wins; a partition whose leader went silent falls back
     # to a follower's figures (followers replicate the same bytes in).

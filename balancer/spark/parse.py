@@ -77,7 +77,8 @@ _LIMITS = {
 def _first_invalid_byte(value: Column) -> Column:
     """Offset of the first byte of ``value`` (text) that is not valid UTF-8. ``make_valid_utf8`` keeps a
     valid prefix byte for byte and replaces each invalid sequence by U+FFFD; a U+FFFD the value itself
-    holds is first masked by three ASCII bytes (its own length), so the first U+FFFD left is the first error."""
+    holds is first masked by three ASCII bytes (its own length), so the first U+FFFD left is the first
+    error."""
     marked = F.make_valid_utf8(F.replace(value, F.lit("\ufffd"), F.lit("???")))
     return F.octet_length(F.substring_index(marked, "\ufffd", 1))
 
@@ -378,7 +379,8 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         "value",
         typed["v"].alias("v"),
         typed["type"].alias("type"),
-        # An absurd ts (quarantined by its rule) must not overflow the timestamp's microseconds and fail the task.
+        # An absurd ts (quarantined by its rule) must not overflow the timestamp's microseconds and fail the
+        # task.
         F.when(typed["ts"].between(-_TS_MS_LIMIT, _TS_MS_LIMIT), F.timestamp_millis(typed["ts"])).alias("ts"),
         *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
         *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),

@@ -212,7 +212,8 @@ _WAITING_KEEPS = ("plan_id", "cluster", "created_at", "window_start", "window_en
 def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
     """``plan_rows`` with the plans named in ``waiting`` (plan_id, reason) turned into ``waiting``
     rows: no figures, no actions, as if the planner had not run (a plan of an earlier window
-    closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see ``plan_group``)."""
+    closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see
+    ``plan_group``)."""
     joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
     waits = F.col("_wait").isNotNull() & (F.col("status") != "skipped")
     columns = []
