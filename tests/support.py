@@ -41,6 +41,16 @@ def minutes_of(cluster, first: int, last: int) -> list[dict]:
     return [r for minute in range(first, last + 1) for r in cluster.telemetry(T0 + minute * MINUTE)]
 
 
+def simulated(**spec):
+    """A noiseless simulated cluster of a small generated scenario: 3 brokers without racks, 2 topics of
+    2 partitions, RF 2, unless ``spec`` (``ScenarioSpec``'s fields) says otherwise."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.demo.simulator import SimulatedCluster
+
+    shape = dict(brokers=3, racks=0, topics=2, partitions_per_topic=(2, 2), replication_factor=2)
+    return SimulatedCluster(generate(ScenarioSpec(**{**shape, **spec})), noise=0.0)
+
+
 def job_config(tmp_path: Path, bootstrap: str, topic: str, *overrides: str):
     """The typed config of an in-process test job on the embedded broker: delta-rs under ``tmp_path``,
     5-minute tumbling windows with a 1-minute watermark, no data contract (it has its own tests and costs

@@ -10,12 +10,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
-from support import BALANCER, T0, job_config, start_job, tail, write_config
+from support import BALANCER, T0, job_config, simulated, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.demo.embedded_broker import EmbeddedBroker, free_port
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 
@@ -87,19 +85,7 @@ def _committed(query) -> bool:
 
 
 def test_broker_lost_mid_stream_then_wiped_is_reported_not_skipped(spark, tmp_path):
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 2),
-                replication_factor=2,
-                cluster="faults",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(cluster="faults")
     topic = "metrics"
     with EmbeddedBroker() as broker:
         broker.create_topic(topic, partitions=2)

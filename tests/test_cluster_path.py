@@ -7,11 +7,9 @@ classpath, these tests skip and say so.
 from __future__ import annotations
 
 import pytest
-from support import minutes_of, produce
+from support import minutes_of, produce, simulated
 
 from balancer.config import load_config
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.session import delta_jar_available, kafka_jar_available
@@ -30,19 +28,7 @@ def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path)
             "Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
             "reachable here; spark-submit.sh adds it with --packages on a cluster"
         )
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 2),
-                replication_factor=2,
-                cluster="native",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(cluster="native")
     records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
     config = load_config(
         None,

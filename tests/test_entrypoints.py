@@ -9,28 +9,14 @@ import sys
 import time
 
 import pytest
-from support import minutes_of, produce
+from support import minutes_of, produce, simulated
 
 from balancer.config import REPO_ROOT
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 
 
 @pytest.mark.integration
 def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path):
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 2),
-                replication_factor=2,
-                cluster="submit",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(cluster="submit")
     records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
 
     lakehouse = tmp_path / "lh"

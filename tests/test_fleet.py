@@ -6,11 +6,9 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import Producer
-from support import job_config
+from support import job_config, simulated
 
 from balancer import telemetry as tm
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 
@@ -21,34 +19,15 @@ T0 = 1_790_000_000_000 // 300_000 * 300_000  # a 5-minute window boundary
 
 def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(spark, broker, topic, tmp_path):
     # Different shapes so a cross-cluster mix-up shows: east has 4 brokers (one new, empty), west 6.
-    east = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=3,
-                partitions_per_topic=(2, 3),
-                replication_factor=2,
-                new_empty_brokers=1,
-                seed=21,
-                cluster="east",
-            )
-        ),
-        noise=0.0,
-    )
-    west = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=6,
-                racks=3,
-                topics=4,
-                partitions_per_topic=(4, 6),
-                replication_factor=3,
-                seed=22,
-                cluster="west",
-            )
-        ),
-        noise=0.0,
+    east = simulated(topics=3, partitions_per_topic=(2, 3), new_empty_brokers=1, seed=21, cluster="east")
+    west = simulated(
+        brokers=6,
+        racks=3,
+        topics=4,
+        partitions_per_topic=(4, 6),
+        replication_factor=3,
+        seed=22,
+        cluster="west",
     )
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
     for minute in range(12):  # interleaved, as on a shared metrics topic

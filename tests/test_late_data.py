@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support import MINUTE, T0, job_config, produce
+from support import MINUTE, T0, job_config, produce, simulated
 
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 
@@ -18,20 +16,7 @@ def rows(frame, *order) -> list[dict]:
 
 
 def test_late_records_are_flagged_and_do_not_reopen_finalized_windows(spark, broker, topic, tmp_path):
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 3),
-                replication_factor=2,
-                seed=5,
-                cluster="late-1",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(partitions_per_topic=(2, 3), seed=5, cluster="late-1")
     config = job_config(tmp_path, broker.bootstrap_servers, topic)
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 

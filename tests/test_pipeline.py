@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 import support
-from support import T0, produce
+from support import T0, produce, simulated
 
 from balancer import telemetry as tm
 from balancer.cli.main import main as balancer_cli
@@ -128,19 +128,7 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
 
 
 def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp_path, capsys):
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 2),
-                replication_factor=2,
-                cluster="it-2",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(cluster="it-2")
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker.bootstrap_servers, topic, first)
     config = job_config(tmp_path, broker, topic)

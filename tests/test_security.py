@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
-from support import T0, start_job, tail, write_config
+from support import T0, simulated, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.config import load_config
 from balancer.demo.embedded_broker import EmbeddedBroker
-from balancer.demo.scenarios import ScenarioSpec, generate
-from balancer.demo.simulator import SimulatedCluster
 from balancer.spark import job
 
 pytestmark = pytest.mark.integration
@@ -37,20 +35,7 @@ def files_containing(root: Path, *secrets: str) -> list[str]:
 
 
 def produce_cluster(bootstrap: str, topic: str, minutes: int, **client) -> int:
-    cluster = SimulatedCluster(
-        generate(
-            ScenarioSpec(
-                brokers=3,
-                racks=0,
-                topics=2,
-                partitions_per_topic=(2, 3),
-                replication_factor=2,
-                new_empty_brokers=1,
-                cluster="sec",
-            )
-        ),
-        noise=0.0,
-    )
+    cluster = simulated(partitions_per_topic=(2, 3), new_empty_brokers=1, cluster="sec")
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **client})
     count = 0
     for minute in range(minutes):

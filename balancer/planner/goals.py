@@ -40,17 +40,16 @@ BOUND_TOLERANCE = 0.02
 # combined distance outside the target band is below MIN_GAIN_SHARE of the cluster's average
 # utilization (measurement noise), e.g. a leadership handed over to lift a broker from 0.908 to the
 # 0.91 target. Above that, any move that cuts the excess counts, however small: with ~4,900
-# replicas per broker (270 brokers, 1.3M replicas) one replica carries ~0.02% of a broker's load.
-# (A minimum gain per move of 0.5% of the average rejected nearly every single move there:
-# 250+ s, and network_out stuck at 1.79 against a target of 1.46.)
+# replicas per broker (270 brokers, 1.3M replicas) one replica carries ~0.02% of a broker's load, so a
+# minimum gain per move (say 0.5% of the average) would reject nearly every single move there and
+# leave network_out far above its target.
 MIN_GAIN_SHARE = 0.005
 # Fixed cost charged per replica move when ranking by relief per byte, as a multiple of the
-# model's move_overhead (half the mean partition size): 2 mean partitions per move. At 1x the
-# 7-broker LinkedIn-like benchmark scenario took 624 replica moves (2.03% of data) down a long tail
-# of small short-retention partitions; at 4x, 179 (2.37%). Data moved also fell on heterogeneous
-# (3.7% -> 3.45%) and hot_partitions (8.8% -> 8.4%), moves on racks_uneven (61 -> 40) and
-# scale_270 (5,540 -> 2,641, for 4.5% -> 4.6% of data): fewer, bigger moves disturb later goals
-# less. (At 5x one window of the demo cluster's stability test moved 2 replicas.)
+# model's move_overhead (half the mean partition size): 2 mean partitions per move. Fewer, bigger
+# moves disturb later goals less and spare operators a long tail of small moves: on the 7-broker
+# LinkedIn-like benchmark scenario 4x takes 179 replica moves (2.37% of data) where 1x takes 624
+# (2.03%) down the small short-retention partitions. Above 4x, replanning an executed plan starts
+# to move replicas again (the demo cluster's stability test).
 MOVE_OVERHEAD_SCALE = 4.0
 
 

@@ -1,13 +1,13 @@
 """Golden files: snapshot -> reassignment + election JSON, byte for byte.
 
 A change to the search shows up here as a diff to review. After an intended change, rewrite
-the expected files with ``UPDATE_GOLDEN=1 pytest tests/planner/test_golden.py`` and read the diff.
+the expected files with ``.venv/bin/python tests/planner/test_golden.py`` and read the diff.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,6 @@ def _planned(name: str, snapshot: dict) -> dict:
     }
 
 
-@pytest.mark.skipif(bool(os.environ.get("UPDATE_GOLDEN")), reason="UPDATE_GOLDEN: files rewritten instead")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
     snapshot = json.loads((GOLDEN / f"{name}.snapshot.json").read_text())  # the input, not the generator
@@ -60,17 +59,18 @@ def test_golden(name):
     assert _dump(_planned(name, snapshot)) == expected
 
 
-@pytest.mark.skipif(not os.environ.get("UPDATE_GOLDEN"), reason="set UPDATE_GOLDEN=1 to rewrite the files")
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_update_golden(name):
-    """Rewrites the snapshot and plan files, then skips: a rewrite proves nothing, the diff is
-    what to review (the skip message says whether the plan changed)."""
-    spec, _ = CASES[name]
+def update_golden() -> int:
+    """Rewrite every snapshot and plan file; print which plans changed (the diff is what to review)."""
     GOLDEN.mkdir(exist_ok=True)
-    snap_file, plan_file = GOLDEN / f"{name}.snapshot.json", GOLDEN / f"{name}.plan.json"
-    snapshot = generate(spec)
-    snap_file.write_text(_dump(snapshot))
-    previous = plan_file.read_text() if plan_file.exists() else None
-    new = _dump(_planned(name, json.loads(snap_file.read_text())))
-    plan_file.write_text(new)
-    pytest.skip(f"rewrote {plan_file.name}: {'unchanged' if new == previous else 'CHANGED, review git diff'}")
+    for name, (spec, _) in sorted(CASES.items()):
+        snap_file, plan_file = GOLDEN / f"{name}.snapshot.json", GOLDEN / f"{name}.plan.json"
+        snap_file.write_text(_dump(generate(spec)))
+        previous = plan_file.read_text() if plan_file.exists() else None
+        new = _dump(_planned(name, json.loads(snap_file.read_text())))
+        plan_file.write_text(new)
+        print(f"{plan_file.name}: {'unchanged' if new == previous else 'CHANGED, review git diff'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(update_golden())
