@@ -31,6 +31,30 @@ def console_noise(output: str) -> list[str]:
     return [line for line in output.splitlines() if NOISE.search(line)]
 
 
+def balancer_sql(tmp_path: Path, logs: Path, query: str) -> subprocess.CompletedProcess:
+    """``balancer sql QUERY`` as a person runs it, on a delta-rs lakehouse under ``tmp_path``, its log
+    file under ``logs``; stdout and stderr as one console."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
+    env.pop("BALANCER_LOG_FILE", None)
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("balancer")),
+            "sql",
+            "--set",
+            f"lakehouse.path={tmp_path / 'lh'}",
+            "--set",
+            "lakehouse.engine=delta-rs",
+            query,
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+
+
 def last_line(output: str) -> str:
     return [line for line in output.splitlines() if line.strip()][-1]
 
@@ -88,25 +112,7 @@ def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
     """`balancer sql` starts Spark from Python (as `make run` does): the JVM pyspark launches logs to
     the file too, and the console shows the log line and the query's table only."""
     logs = tmp_path / "logs"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
-    env.pop("BALANCER_LOG_FILE", None)
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("balancer")),
-            "sql",
-            "--set",
-            f"lakehouse.path={tmp_path / 'lh'}",
-            "--set",
-            "lakehouse.engine=delta-rs",
-            "SELECT 41 + 1 AS answer",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-    )
+    result = balancer_sql(tmp_path, logs, "SELECT 41 + 1 AS answer")
     output = result.stdout
     assert result.returncode == 0, output
     assert "|42    |" in output, output
@@ -159,25 +165,7 @@ def test_the_demo_console_shows_its_own_lines_while_streaming(tmp_path):
 @pytest.mark.integration
 def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
     logs = tmp_path / "logs"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BALANCER_LOG_DIR": str(logs)}
-    env.pop("BALANCER_LOG_FILE", None)
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("balancer")),
-            "sql",
-            "--set",
-            f"lakehouse.path={tmp_path / 'lh'}",
-            "--set",
-            "lakehouse.engine=delta-rs",
-            "SELECT nope FROM no_such_table",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-    )
+    result = balancer_sql(tmp_path, logs, "SELECT nope FROM no_such_table")
     output = result.stdout
     assert result.returncode == 1, output
     last = last_line(output)

@@ -10,7 +10,7 @@ import pytest
 from balancer import telemetry as tm
 from balancer.spark.parse import parse_telemetry, quarantined_records, valid_records
 
-NOW = int(time.time() * 1000)
+NOW = int(time.time() * 1000) // 60_000 * 60_000  # a minute boundary: records land in whole windows
 GOOD = tm.partition_record(
     ts=NOW,
     cluster="prod-eu-1",

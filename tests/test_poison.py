@@ -18,30 +18,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
+from test_parse import GOOD, GOOD_BROKER, NOW
 
 from balancer import telemetry as tm
 from balancer.config import load_config
 from balancer.spark import job
 
 pytestmark = pytest.mark.integration
-
-NOW = int(time.time() * 1000) // 60_000 * 60_000
-GOOD = tm.partition_record(
-    ts=NOW,
-    cluster="prod-eu-1",
-    broker=3,
-    topic="orders",
-    partition=7,
-    leader=True,
-    replicas=[3, 1, 5],
-    bytes_in=1e6,
-    bytes_out=2e6,
-    messages_in=5e3,
-    size=1e9,
-)
-GOOD_BROKER = tm.broker_record(
-    ts=NOW, cluster="prod-eu-1", broker=3, rack="eu-1a", network_in=1e8, network_out=2e8, disk=1e12, cpu=0.4
-)
 
 
 def encoded(record: dict, **changes) -> bytes:
