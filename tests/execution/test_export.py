@@ -11,6 +11,8 @@ from balancer.execution import BrokerLoad, plan_schedule, split_batches
 from balancer.execution.export import ExportError, batch_election, batch_reassignment, batch_rows, export_plan
 from balancer.planner import Action
 
+from .test_cli_export import BATCHES_SCHEMA  # plan_batches as Arrow, throttles as a map
+
 MB = 10**6
 ROOMY = BrokerLoad(network_in=0, network_out=0, capacity_network_in=100 * MB, capacity_network_out=100 * MB)
 
@@ -247,20 +249,7 @@ def test_rows_as_arrow_reads_them_map_and_json_throttles(tmp_path):
     # Arrow's map<int,bigint> comes back from to_pylist() as a list of (key, value) pairs.
     table = pa.Table.from_pylist(
         [dict(r, throttle=list(r["throttle"].items())) for r in rows],
-        schema=pa.schema(
-            [
-                ("plan_id", pa.string()),
-                ("cluster", pa.string()),
-                ("batch", pa.int32()),
-                ("kind", pa.string()),
-                ("actions", pa.int32()),
-                ("bytes_to_move", pa.int64()),
-                ("throttle", pa.map_(pa.int32(), pa.int64())),
-                ("estimated_seconds", pa.float64()),
-                ("reassignment_json", pa.string()),
-                ("election_json", pa.string()),
-            ]
-        ),
+        schema=BATCHES_SCHEMA,
     )
     export_plan(table.to_pylist(), tmp_path / "b")
     assert (tmp_path / "a" / "run.sh").read_text() == (tmp_path / "b" / "run.sh").read_text()
