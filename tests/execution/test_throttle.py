@@ -16,6 +16,20 @@ BIG = BrokerLoad(
 )
 
 
+def leadership(topic):
+    """Partition 0 of ``topic``: leadership from broker 1 to broker 2, no data."""
+    return Action(
+        kind="leadership",
+        topic=topic,
+        partition=0,
+        old_replicas=(1, 2),
+        new_replicas=(2, 1),
+        old_leader=1,
+        new_leader=2,
+        bytes_to_move=0,
+    )
+
+
 def move(partition, old, new, size):
     moved = len(set(new) - set(old))
     return Action(
@@ -152,32 +166,14 @@ def test_receiver_side_is_capped_by_network_in():
 
 
 def test_leadership_batch_needs_no_throttle():
-    lead = Action(
-        kind="leadership",
-        topic="t",
-        partition=0,
-        old_replicas=(1, 2),
-        new_replicas=(2, 1),
-        old_leader=1,
-        new_leader=2,
-        bytes_to_move=0,
-    )
+    lead = leadership("t")
     (batch,) = split_batches([lead])
     t = compute_throttle(batch, seconds_left=10, broker_load={}, capacity_threshold=0.8, partition_traffic={})
     assert t.rate_by_broker == {} and t.estimated_seconds == 0 and t.meets_deadline
 
 
 def test_schedule_splits_the_deadline_in_proportion_to_bytes():
-    lead = Action(
-        kind="leadership",
-        topic="u",
-        partition=0,
-        old_replicas=(1, 2),
-        new_replicas=(2, 1),
-        old_leader=1,
-        new_leader=2,
-        bytes_to_move=0,
-    )
+    lead = leadership("u")
     # Batch limit 1 move per broker: broker 1 sends 100 MB in one batch and 300 MB in the next.
     plan = [lead, move(0, (1, 5), (1, 2), 100 * MB), move(1, (1, 5), (1, 3), 300 * MB)]
     batches = split_batches(plan, max_partition_moves_per_broker=1)
