@@ -9,10 +9,21 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet
 
-.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down \
+.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down kafka-up kafka-down \
 	notebook notebooks
 
-setup: $(STAMP)
+JVM_STAMP := jvm/lib/.resolved
+JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
+
+setup: $(STAMP) $(JVM_STAMP)
+
+# The JVM half (jvm/pom.xml pins it): Kafka's broker and tools, Spark's Kafka connector, delta-spark,
+# hadoop-aws. Resolved once into jvm/lib/; nothing downloads at run time (Spark gets --jars, not --packages).
+$(JVM_STAMP): $(JVM_POMS)
+	@command -v mvn >/dev/null || { echo "error: mvn not found (Maven resolves the JVM dependencies)"; exit 1; }
+	rm -rf jvm/lib
+	mvn --batch-mode --quiet -f jvm/pom.xml package
+	@touch $(JVM_STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
@@ -58,6 +69,14 @@ cluster-up: setup
 cluster-down:
 	$(PY) -m balancer.demo.cluster down --dir data/cluster
 
+# Three real Apache Kafka brokers (KRaft) on loopback from jvm/lib, with racks and a SASL/SCRAM listener;
+# prints the bootstrap servers. State and logs under data/kafka.
+kafka-up: setup
+	@$(PY) -m balancer.demo.kafka_cluster up --dir data/kafka $(KAFKA_ARGS)
+
+kafka-down:
+	@$(PY) -m balancer.demo.kafka_cluster down --dir data/kafka
+
 # JupyterLab on notebooks/, on loopback only, reading the lakehouse `make run` wrote: the notebooks read
 # BALANCER_CONFIG (default conf/local.yaml) and BALANCER_LAKEHOUSE (see balancer/notebook.py). The token
 # travels in the environment, not on a command line other users can read. JUPYTER_PATH puts the venv's
@@ -79,4 +98,5 @@ notebooks: setup
 	  --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False notebooks/*.ipynb
 
 clean:
+	-@$(PY) -m balancer.demo.kafka_cluster down --dir data/kafka 2>/dev/null
 	rm -rf data .pytest_cache

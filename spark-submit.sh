@@ -2,8 +2,9 @@
 # Submit the streaming balancer to Spark.
 #   ./spark-submit.sh [--master URL] [SPARK OPTIONS] [--config FILE] [--set key=value ...] [--once] [--verbose]
 # The config is validated before Spark starts. When it selects the cluster path
-# (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta jars are added
-# with --packages; the library is shipped to executors with --py-files. Spark options passed
+# (source.connector=native, lakehouse.engine=delta-spark) the Kafka/Delta/S3A jars that `make setup`
+# resolved into jvm/lib are added with --jars (nothing downloads at run time); the library
+# is shipped to executors with --py-files. Spark options passed
 # through: --deploy-mode --conf --driver-java-options --archives --files --driver-memory --executor-memory
 # --executor-cores --num-executors --total-executor-cores --queue --properties-file (README,
 # "Running on a Spark cluster": a packed venv with --archives on YARN/Kubernetes).
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-packages="$("$py" -m balancer.cli.packages "${job_args[@]}")"
+jars="$("$py" -m balancer.cli.jars "${job_args[@]}")"
 mkdir -p build
 rm -f build/balancer.zip
 # The library with the resources it reads at run time (table DDL, views, suites, default config);
@@ -58,10 +59,15 @@ PY
 # environment's ./env/bin/python exists only in their containers).
 submit=("$here/.venv/bin/spark-submit" --master "$master" --py-files build/balancer.zip
         --conf spark.ui.showConsoleProgress=false --conf "spark.pyspark.driver.python=$py" ${spark_args[@]+"${spark_args[@]}"})
-[ -n "$packages" ] && submit+=(--packages "$packages")
+[ -n "$jars" ] && submit+=(--jars "$jars")
+# Delta's SQL extension and catalog must be set before the session exists.
+case "$jars" in
+  *delta-spark*) submit+=(--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension
+                          --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog) ;;
+esac
 if [ "$verbose" = 0 ]; then
   # The JVM starts before Python: this script names the log file, for both (BALANCER_LOG_FILE), and
-  # sends the JVM's stderr (its early lines, the --packages resolution) there. The Python driver's
+  # sends the JVM's stderr (its early lines) there. The Python driver's
   # output reaches the console through the JVM's stdout.
   logs="${BALANCER_LOG_DIR:-data/logs}"
   mkdir -p "$logs"

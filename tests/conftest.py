@@ -41,6 +41,26 @@ def broker():
         yield running
 
 
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """Three real Apache Kafka brokers (KRaft, racks rack-a/b/c, SASL/SCRAM listener), once per session.
+
+    Tests that run on them say so in their docstring; the JVMs die with the test process however it ends.
+    """
+    from balancer.demo.kafka_cluster import KafkaCluster
+
+    with KafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_topic(kafka) -> str:
+    """A fresh two-partition metrics topic per test on the real cluster."""
+    name = f"metrics-{uuid.uuid4().hex[:10]}"
+    kafka.create_topic(name, partitions=2)
+    return name
+
+
 @pytest.fixture
 def topic(broker) -> str:
     """A fresh topic per test on the shared broker."""

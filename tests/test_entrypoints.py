@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from support import minutes_of, produce, simulated
@@ -76,16 +77,21 @@ def test_bad_config_stops_spark_submit_before_spark_starts(tmp_path):
     assert time.monotonic() - started < 60
 
 
-def test_cluster_packages_follow_config_and_the_pinned_spark(capsys):
+def test_cluster_jars_follow_config_and_the_pinned_spark(capsys):
+    """spark-submit.sh's --jars: local jars from jvm/lib matching the pinned pyspark, one set per need."""
     from pyspark.version import __version__ as spark_version
 
-    from balancer.cli import packages
+    from balancer.cli import jars
 
-    assert packages.main([]) == 0 and capsys.readouterr().out.strip() == ""  # embedded path: no jars
-    assert packages.main(["--set", "source.connector=native", "--set", "lakehouse.engine=delta-spark"]) == 0
-    wanted = capsys.readouterr().out.strip().split(",")
-    assert wanted == [
-        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
-        "io.delta:delta-spark_2.13:4.4.1",
-    ]
-    assert packages.main(["--set", "source.connector=jvm"]) == 2
+    assert jars.main([]) == 0 and capsys.readouterr().out.strip() == ""  # embedded path: no jars
+    assert jars.main(["--set", "source.connector=native", "--set", "lakehouse.engine=delta-spark"]) == 0
+    wanted = [Path(p) for p in capsys.readouterr().out.strip().split(",")]
+    assert all(p.is_file() and p.parent.parent.name == "lib" for p in wanted)
+    names = {p.name for p in wanted}
+    assert f"spark-sql-kafka-0-10_2.13-{spark_version}.jar" in names
+    assert any(n.startswith("delta-spark_4.1_2.13-") for n in names)
+    assert not any(n.startswith("hadoop-aws") for n in names)  # s3a only for an s3:// lakehouse
+    assert not any(n.startswith(("scala-library", "hadoop-client-api")) for n in names)  # pyspark has them
+    assert jars.main(["--set", "lakehouse.engine=delta-spark", "--set", "lakehouse.path=s3a://b/lh"]) == 0
+    assert any(Path(p).name.startswith("hadoop-aws-") for p in capsys.readouterr().out.strip().split(","))
+    assert jars.main(["--set", "source.connector=jvm"]) == 2

@@ -58,8 +58,8 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
     if not kafka_jar_available(spark):
         raise RuntimeError(
             "source.connector is 'native' but Spark's Kafka connector jar is not on the "
-            "classpath; submit with spark-submit.sh (it passes --packages "
-            "org.apache.spark:spark-sql-kafka-0-10_2.13) or set source.connector=python"
+            "classpath; submit with spark-submit.sh (it passes spark-sql-kafka-0-10 with --jars from "
+            "jvm/lib, which make setup resolves) or set source.connector=python"
         )
     reader = (
         spark.readStream.format("kafka")

@@ -169,7 +169,7 @@ class Lakehouse:
         elif engine == DeltaEngine.SPARK and not delta_jar_available(spark):
             raise RuntimeError(
                 "lakehouse.engine is 'delta-spark' but Delta's jar is not on the Spark classpath; "
-                "submit with spark-submit.sh (it passes --packages io.delta:delta-spark_2.13) "
+                "submit with spark-submit.sh (it passes --jars from jvm/lib, which make setup resolves) "
                 "or set lakehouse.engine=delta-rs"
             )
         self.spark = spark

@@ -45,12 +45,12 @@ def build_session(
 
 
 def delta_jar_requested(settings: dict[str, str]) -> bool:
-    packages = settings.get("spark.jars.packages", "") + os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return "delta-spark" in packages or "delta-core" in packages
+    jars = settings.get("spark.jars", "") + os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return "delta-spark" in jars
 
 
 def jvm_class_available(spark: SparkSession, class_name: str) -> bool:
-    """True when ``class_name`` is on the driver's classpath (e.g. a connector loaded by --packages)."""
+    """True when ``class_name`` is on the driver's classpath (e.g. a connector loaded by --jars)."""
     try:
         jvm = spark.sparkContext._jvm  # classic (non-Connect) sessions only
         jvm.java.lang.Class.forName(class_name, False, jvm.Thread.currentThread().getContextClassLoader())

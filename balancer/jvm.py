@@ -1,0 +1,83 @@
+"""The JVM half of the stack, as `make setup` resolved it from jvm/pom.xml into jvm/lib/<set>/.
+
+Spark gets its connectors as local jars (``spark.jars`` / ``--jars``), never through Ivy, so nothing
+downloads at run time. Each set is loaded only when the config needs it: the Kafka connector for
+``source.connector: native``, delta-spark for ``lakehouse.engine: delta-spark``, hadoop-aws and the AWS
+SDK for delta-spark on ``s3://``/``s3a://``. A jar whose artifact pyspark already ships is left out, so
+the JVM never sees two versions of one class.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from balancer.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB = ROOT / "jvm" / "lib"
+
+_VERSION = re.compile(r"-\d[\w.\-]*\.jar$")
+
+
+class JarSet(StrEnum):
+    """A folder of jvm/lib: one Maven module of jvm/pom.xml and its runtime dependencies."""
+
+    KAFKA = "kafka"  # Apache Kafka's broker and tools (a separate JVM, never Spark's classpath)
+    SPARK_KAFKA = "spark-kafka"  # format("kafka")
+    DELTA = "delta"  # format("delta")
+    S3A = "s3a"  # s3a:// for Hadoop's file system (delta-spark on object storage)
+
+
+class MissingJars(RuntimeError):
+    """jvm/lib lacks a set: the project's setup has not resolved it."""
+
+
+def artifact(jar: Path) -> str:
+    """``kafka-clients-3.9.1.jar`` -> ``kafka-clients``."""
+    return _VERSION.sub("", jar.name)
+
+
+def jars(jar_set: JarSet, *, lib: Path = LIB) -> list[Path]:
+    """The set's jars; for Spark's sets, without the artifacts pyspark's own jars/ already has."""
+    folder = lib / jar_set
+    found = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    if not found:
+        raise MissingJars(
+            f"no jars in {folder} ({jar_set}): run `make setup`, which resolves jvm/pom.xml with Maven once"
+        )
+    if jar_set is JarSet.KAFKA:
+        return found
+    shipped = {artifact(jar) for jar in _pyspark_jars()}
+    return [jar for jar in found if artifact(jar) not in shipped]
+
+
+def classpath(jar_set: JarSet, *, lib: Path = LIB) -> str:
+    """A java -cp value for the set."""
+    return ":".join(str(jar) for jar in jars(jar_set, lib=lib))
+
+
+def spark_sets(config: Config) -> list[JarSet]:
+    """The jar sets a job with ``config`` needs on Spark's classpath."""
+    sets = []
+    if config.source.connector == "native":
+        sets.append(JarSet.SPARK_KAFKA)
+    if config.lakehouse.engine == "delta-spark":
+        sets.append(JarSet.DELTA)
+        if str(config.lakehouse.path).startswith(("s3://", "s3a://")):
+            sets.append(JarSet.S3A)
+    return sets
+
+
+def spark_jars(sets: list[JarSet], *, lib: Path = LIB) -> list[str]:
+    """Paths for ``spark.jars`` / ``--jars``, in set order."""
+    return [str(jar) for jar_set in sets for jar in jars(jar_set, lib=lib)]
+
+
+def _pyspark_jars() -> list[Path]:
+    import pyspark
+
+    return sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
