@@ -94,6 +94,11 @@ CASES = {
         "field 'capacity.disk' is missing or not a number",
     ),
     "oversized": (json.dumps({**GOOD, "pad": "x" * 70_000}), "over source.max_value_bytes=65536"),
+    # from_json reads the first value and ignores the rest: each of these would land as GOOD.
+    "bytes after the object": (json.dumps(GOOD) + "garbage", "bytes after the JSON object"),
+    "two objects": (json.dumps(GOOD) + json.dumps(GOOD_BROKER), "bytes after the JSON object"),
+    "a bracket after the object": (json.dumps(GOOD) + "]", "bytes after the JSON object"),
+    "an element after the object": (json.dumps(GOOD) + ",0]", "bytes after the JSON object"),
     # Optional or other-type fields are still checked (the valid-record guard must see them too).
     "negative cpu on a partition record": (with_(cpu=-0.5), "field 'cpu' is negative"),
     "NaN cpu on a broker record": (
@@ -264,7 +269,7 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
     """The shortcut past the rules must be taken for good records and never for bad ones."""
     from pyspark.sql import functions as F
 
-    from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _valid_guard
+    from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _single_json_value, _valid_guard
 
     good = [
         json.dumps(GOOD),
@@ -284,7 +289,7 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
     )
     guard = _valid_guard(
         typed, F.unix_millis(F.current_timestamp()), max_rate=LIMITS["max_rate"], max_size=LIMITS["max_size"]
-    )
+    ) & _single_json_value(text)
     rows = (
         spark.createDataFrame([(as_bytes(v),) for v in values], "value binary")
         .select(guard.alias("g"))

@@ -83,6 +83,20 @@ def _first_invalid_byte(value: Column) -> Column:
     return F.octet_length(F.substring_index(marked, "\ufffd", 1))
 
 
+def _single_json_value(value: Column) -> Column:
+    """TRUE when ``value`` holds exactly one JSON value and nothing after it but whitespace.
+
+    ``from_json`` reads the first value and ignores what follows (``{...}garbage`` parses), and so do
+    Spark's other JSON functions. ``json_array_length`` counts elements up to the array's closing bracket:
+    ``[v]`` has one element only if ``v`` is one value, optionally followed by ``]`` and anything; ``[v,0]``
+    has two only if ``v`` is one value not followed by ``]``. Both hold only when nothing follows the value.
+    """
+    wrapped_one = F.json_array_length(F.concat(F.lit("["), value, F.lit("]")))
+    wrapped_two = F.json_array_length(F.concat(F.lit("["), value, F.lit(",0]")))
+    # NULL (not JSON at all) counts as not single.
+    return F.coalesce((wrapped_one == 1) & (wrapped_two == 2), F.lit(False))
+
+
 def _rules(
     raw: Column,
     typed: Column,
@@ -92,6 +106,7 @@ def _rules(
     *,
     max_rate: float,
     max_size: float,
+    single: Column,
 ) -> list[Column]:
     """Ordered (condition → reason) checks; the first that fires names the problem.
 
@@ -241,6 +256,7 @@ def _rules(
                 text("replicas"),
             ),
         ),
+        F.when(~single, F.concat(F.lit("bytes after the JSON object: "), _show(value))),
     ]
     return rules
 
@@ -350,6 +366,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         F.col("key"),
         F.col("value"),
         typed_value.alias("_typed"),
+        *([F.col("value_json").isNotNull().alias("_decoded")] if "value_json" in kafka.columns else []),
     )
     typed = F.col("_typed")
     # The all-string pass costs as much as the typed one; CASE WHEN runs it only where that failed.
@@ -359,7 +376,12 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         F.when(typed_failed, F.from_json(guarded, RAW_SCHEMA, {"columnNameOfCorruptRecord": _CORRUPT})),
     )
     now_ms = F.unix_millis(F.current_timestamp())
-    guard = _valid_guard(typed, now_ms, max_rate=max_rate, max_size=max_size)
+    # A value the source decoded is one JSON value by construction (json_values wraps it); any other is
+    # checked for bytes after its object.
+    single = _single_json_value(F.col("value").cast("string"))
+    if "value_json" in kafka.columns:
+        single = F.col("_decoded") | single
+    guard = _valid_guard(typed, now_ms, max_rate=max_rate, max_size=max_size) & single
     reason = F.when(guard, F.lit(None).cast("string")).otherwise(
         F.coalesce(
             *_rules(
@@ -370,6 +392,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
                 now_ms,
                 max_rate=max_rate,
                 max_size=max_size,
+                single=single,
             )
         )
     )
