@@ -271,7 +271,8 @@ class KafkaCluster:
             topic = NewTopic(
                 name, num_partitions=partitions, replication_factor=replication_factor, config=config or {}
             )
-        for future in self.admin().create_topics([topic], operation_timeout=30).values():
+        admin = self.admin()  # held until the futures complete: a collected client cancels them
+        for future in admin.create_topics([topic], operation_timeout=30).values():
             future.result(timeout=60)
 
     def __enter__(self) -> KafkaCluster:
