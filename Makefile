@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet
+BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet paths
 
 .PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down kafka-up kafka-down \
 	notebook notebooks
@@ -57,7 +57,9 @@ test-unit: setup
 
 bench: $(addprefix bench-,$(BENCHES))
 
-# bench-<name> runs benchmarks/<name>_bench.py
+# bench-<name> runs benchmarks/<name>_bench.py; bench-ingest also runs paths_bench (the python connector +
+# delta-rs beside Spark's native connector + delta-spark, on a real broker, in one run).
+bench-ingest: bench-paths
 $(addprefix bench-,$(BENCHES)): bench-%: setup
 	$(PY) benchmarks/$*_bench.py
 

@@ -1,57 +1,185 @@
-"""The cluster path: Spark's own Kafka source and Delta's Spark connector, selected by config.
+"""The cluster path, on three real Apache Kafka brokers: Spark's own Kafka source (``source.connector:
+native``) and Delta's Spark connector (``lakehouse.engine: delta-spark``), with the jars `make setup`
+resolved into jvm/lib, submitted through spark-submit.sh exactly as an operator submits the job.
 
-Their jars come from Maven (spark-submit.sh passes --packages); where they are not on the
-classpath, these tests skip and say so.
+The same input (a simulated cluster's telemetry and some poison) must give row for row the same tables on
+both connectors and both engines.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
-from support import minutes_of, produce, simulated
+from deltalake import DeltaTable
+from support import BALANCER, minutes_of, produce, simulated, write_config
 
 from balancer.config import load_config
+from balancer.jvm import JarSet, spark_jars
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
-from balancer.spark.session import delta_jar_available, kafka_jar_available
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
+ROOT = Path(__file__).resolve().parent.parent
+COMBOS = [
+    ("python", "delta-rs"),
+    ("native", "delta-rs"),
+    ("python", "delta-spark"),
+    ("native", "delta-spark"),
+]
+POISON = [b"not json", b'{"v":1}garbage', b"\xff\xfe", b'{"v":1,"type":"partition","ts":"soon"}']
+# Columns that say when a row was written or name a generated id: they differ between any two runs.
+VOLATILE = {
+    "plan_id",
+    "created_at",
+    "ingested_at",
+    "quarantined_at",
+    "recorded_at",
+    "observed_at",
+    "checked_at",
+}
+COMPARED = [
+    "telemetry_raw",
+    "telemetry_quarantine",
+    "partition_load",
+    "broker_load",
+    "broker_ranking",
+    "balance_plans",
+    "plan_actions",
+    "plan_batches",
+]
 
-def test_native_kafka_and_delta_spark_end_to_end(spark, broker, topic, tmp_path):
-    if not kafka_jar_available(spark):
-        pytest.skip(
-            "Spark's Kafka connector (spark-sql-kafka-0-10) is not on the classpath: no Maven repository "
-            "is reachable here; spark-submit.sh adds it with --packages on a cluster"
-        )
-    if not delta_jar_available(spark):
-        pytest.skip(
-            "Delta's Spark connector (delta-spark) is not on the classpath: no Maven repository is "
-            "reachable here; spark-submit.sh adds it with --packages on a cluster"
-        )
-    cluster = simulated(cluster="native")
-    records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
-    config = load_config(
-        None,
-        [
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            f"source.topic={topic}",
-            "source.connector=native",
-            "lakehouse.engine=delta-spark",
-            f"lakehouse.path={tmp_path / 'lh'}",
-            f"checkpoint.path={tmp_path / 'cp'}",
-            "windows.slide=5 minutes",
-            "windows.watermark=1 minute",
-        ],
+
+def submit(config: Path, log: Path, *args: str) -> subprocess.CompletedProcess:
+    env_log = {"BALANCER_LOG_DIR": str(log.parent)}
+    return subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--master", "local[2]", "--once", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **env_log, "PYSPARK_PYTHON": sys.executable},
     )
-    job.run_until_idle(spark, job.start(spark, config, once=True))
-    lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-spark")
-    assert lakehouse.read("telemetry_raw").count() == records
-    assert lakehouse.read("balance_plans").count() == 1
+
+
+def table_rows(root: Path, table: str) -> list[tuple]:
+    frame = DeltaTable(str(root / table)).to_pandas()
+    frame = frame[[c for c in frame.columns if c not in VOLATILE]]
+    return sorted(tuple(repr(v) for v in row) for row in frame.itertuples(index=False))
+
+
+@pytest.fixture(scope="module")
+def runs(kafka, tmp_path_factory):
+    """Each combination's lakehouse after one ``--once`` submission over the same topic."""
+    topic = "cluster-path"
+    kafka.create_topic(topic, partitions=2, replication_factor=3)
+    values = minutes_of(simulated(cluster="native"), 0, 6)
+    produced = produce(kafka.bootstrap_servers, topic, values[:20] + POISON + values[20:])
+    lakehouses = {}
+    for connector, engine in COMBOS:
+        folder = tmp_path_factory.mktemp(f"{connector}-{engine}")
+        config = write_config(
+            folder,
+            kafka.bootstrap_servers,
+            topic,
+            # One landing batch: delta-spark's commits cost seconds each on two shared cores.
+            source={"connector": connector, "max_records_per_batch": 100_000},
+            lakehouse={"engine": engine},
+        )
+        started = time.monotonic()
+        result = submit(config, folder / "logs" / "x")
+        assert result.returncode == 0, (connector, engine, result.stdout[-2000:], result.stderr[-2000:])
+        print(f"{connector} + {engine}: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        lakehouses[(connector, engine)] = folder / "lakehouse"
+    return produced, lakehouses
+
+
+def test_every_combination_lands_everything(runs):
+    produced, lakehouses = runs
+    for combo, root in lakehouses.items():
+        raw, bad = (
+            DeltaTable(str(root / t)).to_pyarrow_table() for t in ("telemetry_raw", "telemetry_quarantine")
+        )
+        assert (raw.num_rows, bad.num_rows) == (produced - len(POISON), len(POISON)), combo
+        assert DeltaTable(str(root / "balance_plans")).to_pyarrow_table().num_rows >= 1, combo
+
+
+def test_each_engine_wrote_its_own_tables(runs):
+    """delta-spark's commits name Delta-Lake as their engine, delta-rs' do not: the engine was not swapped."""
+    _, lakehouses = runs
+    for (connector, engine), root in lakehouses.items():
+        info = str(DeltaTable(str(root / "telemetry_raw")).history()[0].get("engineInfo", "delta-rs"))
+        assert ("Delta-Lake" in info) == (engine == "delta-spark"), (connector, engine, info)
+
+
+@pytest.mark.parametrize("table", COMPARED)
+def test_both_connectors_and_engines_give_the_same_rows(runs, table):
+    _, lakehouses = runs
+    reference = table_rows(lakehouses[COMBOS[0]], table)
+    assert reference, f"{table} is empty: nothing to compare"
+    for combo in COMBOS[1:]:
+        assert table_rows(lakehouses[combo], table) == reference, (table, combo)
+
+
+def test_delta_spark_tables_carry_the_audit_retention(runs):
+    _, lakehouses = runs
+    for table in ("telemetry_raw", "balance_plans"):
+        config = DeltaTable(str(lakehouses[("native", "delta-spark")] / table)).metadata().configuration
+        assert config.get("delta.logRetentionDuration") == "interval 365 days", (table, config)
+        assert config.get("delta.deletedFileRetentionDuration") == "interval 365 days", (table, config)
+
+
+def sql_count(root: Path, log_dir: Path, *as_of: str) -> int:
+    result = subprocess.run(
+        [
+            BALANCER,
+            "sql",
+            "--set",
+            f"lakehouse.path={root}",
+            "--set",
+            "lakehouse.engine=delta-spark",
+            *as_of,
+            "SELECT count(*) AS n FROM telemetry_raw",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "BALANCER_LOG_DIR": str(log_dir)},
+    )
+    assert result.returncode == 0, result.stdout[-1000:] + result.stderr[-2000:]
+    return int(re.findall(r"^\|\s*(\d+)\s*\|$", result.stdout, re.MULTILINE)[-1])
+
+
+def test_sql_as_of_a_version_reads_delta_spark_tables_through_spark(runs, tmp_path):
+    """`balancer sql` on a delta-spark lakehouse loads Delta's jar itself; `--as-of 0` is VERSION AS OF 0
+    (the empty table as created), without it the rows landed."""
+    produced, lakehouses = runs
+    root = lakehouses[("native", "delta-spark")]
+    assert sql_count(root, tmp_path) == produced - len(POISON)
+    assert sql_count(root, tmp_path, "--as-of", "0") == 0
+
+
+def test_auto_picks_delta_spark_when_its_jar_is_loaded(tmp_path):
+    """A session started with delta-spark's jars from jvm/lib: `auto` chooses it (without them: delta-rs,
+    the in-process tests' session)."""
+    jars = ",".join(spark_jars([JarSet.DELTA]))
+    script = (
+        "from balancer.spark.session import build_session\n"
+        "from balancer.spark.lakehouse import Lakehouse\n"
+        f"spark = build_session(master='local[1]', conf={{'spark.jars': {jars!r}}})\n"
+        f"print('ENGINE', Lakehouse(spark, {str(tmp_path / 'lh')!r}, engine='auto').engine.value)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "ENGINE delta-spark" in result.stdout, (result.stdout[-1000:], result.stderr[-2000:])
 
 
 def test_native_connector_without_its_jar_fails_with_a_clear_message(spark, tmp_path):
-    if kafka_jar_available(spark):
-        pytest.skip("the Kafka connector jar is loaded; the missing-jar message cannot be shown")
+    """The in-process session has no connector jars: the native connector says how to get them."""
     config = load_config(
         None,
         [
@@ -66,7 +194,5 @@ def test_native_connector_without_its_jar_fails_with_a_clear_message(spark, tmp_
 
 
 def test_delta_spark_engine_without_its_jar_fails_with_a_clear_message(spark, tmp_path):
-    if delta_jar_available(spark):
-        pytest.skip("the Delta jar is loaded; the missing-jar message cannot be shown")
     with pytest.raises(RuntimeError, match="delta-spark.*or set lakehouse.engine=delta-rs"):
         Lakehouse(spark, tmp_path / "lh", engine="delta-spark")

@@ -207,3 +207,65 @@ def test_poll_the_embedded_broker(broker):
     rows = changed_rows(first, second, AT)
     assert {(r["topic"], r["partition"]) for r in rows} >= {(other, 0), (other, 1)}
     assert all(r["topic"] != topic for r in rows)
+
+
+def _reassign(kafka, plan: dict, action: str) -> str:
+    """Kafka's own kafka-reassign-partitions (``--execute`` / ``--verify``) from jvm/lib/kafka."""
+    import json
+    import subprocess
+    import tempfile
+
+    from balancer.jvm import JarSet, classpath
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(plan, f)
+    result = subprocess.run(
+        [
+            "java",
+            "-Xmx128m",
+            "-cp",
+            classpath(JarSet.KAFKA),
+            "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+            "--bootstrap-server",
+            kafka.bootstrap_servers,
+            "--reassignment-json-file",
+            f.name,
+            f"--{action}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.integration
+def test_poll_real_kafka_follows_racks_and_a_reassignment(kafka):
+    """Real Kafka: racks from DescribeCluster; replicas, leader and ISR as the brokers report them, before
+    and after Kafka's own tool moves a partition; the change is the only changed row."""
+    import time
+
+    topic = f"meta-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, assignment=[[1, 2], [2, 3]])
+    first = poll_metadata(kafka.bootstrap_servers, {}, "real", timeout_s=30)
+    assert dict(first.brokers) == {1: "rack-a", 2: "rack-b", 3: "rack-c"}
+    mine = {p.partition: p for p in first.partitions if p.topic == topic}
+    assert (mine[0].replicas, mine[0].leader, set(mine[0].isr)) == ((1, 2), 1, {1, 2})
+    assert (mine[1].replicas, mine[1].leader) == ((2, 3), 2)
+
+    _reassign(
+        kafka, {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}, "execute"
+    )
+    deadline = time.monotonic() + 90
+    while "is completed" not in _reassign(
+        kafka, {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}, "verify"
+    ):
+        assert time.monotonic() < deadline, "the reassignment did not complete in 90 s"
+        time.sleep(1)
+    # Kafka moves the replicas; the preferred leader (3) takes over only on an election.
+    second = poll_metadata(kafka.bootstrap_servers, {}, "real", timeout_s=30)
+    moved = next(p for p in second.partitions if p.topic == topic and p.partition == 0)
+    assert moved.replicas == (3, 2) and set(moved.isr) == {2, 3} and moved.leader in (2, 3)
+    rows = changed_rows(first, second, AT)
+    assert [(r["topic"], r["partition"]) for r in rows if r["topic"] == topic] == [(topic, 0)]

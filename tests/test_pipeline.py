@@ -1,4 +1,5 @@
-"""End to end on real components: embedded broker → Spark streaming job → Delta tables → plans → SQL."""
+"""End to end on real components: three real Apache Kafka brokers → Spark streaming job → Delta tables →
+plans → SQL."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def broker(kafka):
+    """This module runs on the three real Apache Kafka brokers (the session's ``kafka`` fixture), in place
+    of the embedded one: ``topic`` and the tests below get them through this name."""
+    return kafka
+
 
 MALFORMED = [
     b"not json",

@@ -1,7 +1,7 @@
 """No value can stop the query: every record lands in exactly one of telemetry_raw and
 telemetry_quarantine, a bad one with a reason, and no string that lands holds invalid UTF-8.
 
-Through the real path: embedded broker → ``kafka_py`` source with ``valueJsonSchema`` →
+Through the real path: three real Apache Kafka brokers → ``kafka_py`` source with ``valueJsonSchema`` →
 ``parse_telemetry`` → ``BalancerSink`` landing into Delta tables on disk, read back with delta-rs.
 """
 
@@ -25,6 +25,13 @@ from balancer.config import load_config
 from balancer.spark import job
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def broker(kafka):
+    """This module runs on the three real Apache Kafka brokers (the session's ``kafka`` fixture), in place
+    of the embedded one: ``topic`` and the tests below get them through this name."""
+    return kafka
 
 
 def encoded(record: dict, **changes) -> bytes:

@@ -1,5 +1,6 @@
 """Exactly once across driver crashes: `balancer run` as a subprocess, SIGKILLed mid-batch, restarted
-on the same checkpoint, then drained with --once. Real Spark, real broker, real Delta tables.
+on the same checkpoint, then drained with --once. Real Spark, three real Apache Kafka
+brokers, real Delta tables.
 
 Each crash happens at a chosen point, not at whatever moment a poll catches: the job runs under a
 wrapper (``CRASHING_BALANCER``) that kills its own process group right after a chosen table's commit."""
@@ -25,6 +26,13 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def broker(kafka):
+    """This module runs on the three real Apache Kafka brokers (the session's ``kafka`` fixture), in place
+    of the embedded one: ``topic`` and the tests below get them through this name."""
+    return kafka
 
 
 def batch_ids(checkpoint: Path, log: str) -> set[int]:

@@ -1,5 +1,7 @@
 """Security: source.options reach the Kafka client unchanged, and secrets stay out of logs, tables,
-checkpoints and errors. SASL against the embedded broker as far as tansu 0.6 allows (see below)."""
+checkpoints and errors. The SASL tests run on the three real Apache Kafka brokers (`kafka` fixture: a
+SASL_PLAINTEXT listener with SCRAM-SHA-256 and a user created when the storage was formatted); the others
+on the embedded broker, which is all they need."""
 
 from __future__ import annotations
 
@@ -13,14 +15,12 @@ from support import T0, simulated, start_job, tail, write_config
 
 from balancer import telemetry as tm
 from balancer.config import load_config
-from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.spark import job
 
 pytestmark = pytest.mark.integration
 
 PASSWORD = "pw-Zq81-never-log-me"
 KEY_PASSWORD = "keypw-Jx55-never-log-me"
-SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "balancer"}
 
 
 def files_containing(root: Path, *secrets: str) -> list[str]:
@@ -112,81 +112,52 @@ def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker
     assert not files_containing(run_dir, PASSWORD, KEY_PASSWORD)
 
 
-def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(tmp_path):
-    with EmbeddedBroker(authentication=True) as secured:
-        config = write_config(
-            tmp_path,
-            secured.bootstrap_servers,
-            "metrics",
-            source={"options": {**SASL, "sasl.password": PASSWORD}, "unavailable_timeout": "5 seconds"},
-        )
-        log = tmp_path / "job.log"
-        proc = start_job(config, log, "--once")
-        assert proc.wait(timeout=180) != 0
+def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(kafka, tmp_path):
+    """Real Kafka: a wrong SCRAM password ends the job with one clear line that names the brokers."""
+    options = {**kafka.sasl_options(PASSWORD)}
+    config = write_config(
+        tmp_path,
+        kafka.sasl_bootstrap_servers,
+        "metrics",
+        source={"options": options, "unavailable_timeout": "5 seconds"},
+    )
+    log = tmp_path / "job.log"
+    proc = start_job(config, log, "--once")
+    assert proc.wait(timeout=300) != 0
     output = log.read_text(errors="replace")
-    # The client's own log says why (SASL options arrived unchanged: SCRAM-SHA-512 was negotiated)...
+    # The client's own log says why (the SASL options arrived unchanged: SCRAM was negotiated)...
     assert "SASL SCRAM authentication failed" in output, tail(log)
     # ...and the job's own error says so at once, naming the brokers, instead of "unavailable".
-    assert f"authentication to Kafka brokers {secured.bootstrap_servers} failed" in output, tail(log)
+    assert f"authentication to Kafka brokers {kafka.sasl_bootstrap_servers} failed" in output, tail(log)
     assert PASSWORD not in output
     assert not files_containing(tmp_path, PASSWORD)
 
 
-def operator_sasl_broker() -> dict[str, str]:
-    """Client options of a SCRAM-enabled Kafka the environment names, or a skip saying how to name one.
-
-    The embedded broker cannot serve a login: tansu 0.6 creates SCRAM users only through a running
-    broker's Kafka API, a broker started with --authentication refuses that unauthenticated request, one
-    without it offers no SASL handshake, and neither its memory nor its S3 storage keeps a user across a
-    restart (tried: ``tansu user create`` on s3:// storage, then --authentication: "unknown-user"). The
-    refused login runs against tansu above; a successful one needs a real broker with a user."""
-    import os
-
-    bootstrap = os.environ.get("BALANCER_TEST_SASL_BOOTSTRAP")
-    if not bootstrap:
-        pytest.skip(
-            "needs a Kafka broker with a SCRAM user: set BALANCER_TEST_SASL_BOOTSTRAP, "
-            "BALANCER_TEST_SASL_USERNAME, BALANCER_TEST_SASL_PASSWORD (and BALANCER_TEST_SASL_MECHANISM, "
-            "default SCRAM-SHA-512); the embedded tansu 0.6 cannot hold a user (see operator_sasl_broker)"
-        )
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": os.environ.get("BALANCER_TEST_SASL_PROTOCOL", "SASL_PLAINTEXT"),
-        "sasl.mechanism": os.environ.get("BALANCER_TEST_SASL_MECHANISM", "SCRAM-SHA-512"),
-        "sasl.username": os.environ["BALANCER_TEST_SASL_USERNAME"],
-        "sasl.password": os.environ["BALANCER_TEST_SASL_PASSWORD"],
-    }
-
-
-def test_sasl_login_end_to_end(spark, tmp_path):
+def test_sasl_login_end_to_end(spark, kafka, tmp_path):
+    """Real Kafka: the job logs in with SCRAM on the SASL listener, lands every record, and the password
+    is nowhere in what it wrote."""
     import uuid
-
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     from balancer.spark.lakehouse import Lakehouse
 
-    options = operator_sasl_broker()
-    bootstrap = options.pop("bootstrap.servers")
+    options = kafka.sasl_options()
+    bootstrap = kafka.sasl_bootstrap_servers
     topic = f"balancer-sasl-test-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, **options})
-    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
-    try:
-        produced = produce_cluster(bootstrap, topic, minutes=7, **options)
-        config = load_config(
-            None,
-            [
-                f"source.bootstrap_servers={bootstrap}",
-                f"source.topic={topic}",
-                f"lakehouse.path={tmp_path / 'lakehouse'}",
-                "lakehouse.engine=delta-rs",
-                f"checkpoint.path={tmp_path / 'checkpoints'}",
-                "quality.enabled=false",
-                f"source.options={json.dumps(options)}",
-            ],
-        )
-        job.run_until_idle(spark, job.start(spark, config, once=True))
-    finally:
-        admin.delete_topics([topic])[topic].result(30)
+    kafka.create_topic(topic, partitions=2, replication_factor=3)
+    produced = produce_cluster(bootstrap, topic, minutes=7, **options)
+    config = load_config(
+        None,
+        [
+            f"source.bootstrap_servers={bootstrap}",
+            f"source.topic={topic}",
+            f"lakehouse.path={tmp_path / 'lakehouse'}",
+            "lakehouse.engine=delta-rs",
+            f"checkpoint.path={tmp_path / 'checkpoints'}",
+            "quality.enabled=false",
+            f"source.options={json.dumps(options)}",
+        ],
+    )
+    job.run_until_idle(spark, job.start(spark, config, once=True))
     raw = Lakehouse(spark, config.lakehouse.path, engine="delta-rs").read("telemetry_raw")
     assert raw.count() == produced
     assert not files_containing(tmp_path, options["sasl.password"])

@@ -18,14 +18,14 @@ def add_parser(subparsers, parents) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from balancer.spark import job
-    from balancer.spark.session import build_session
+    from balancer.spark.session import build_session, connector_conf
 
     # Under spark-submit the master is spark-submit's to choose (PythonRunner sets the gateway port).
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     spark = build_session(
         master=args.master or (None if submitted else config.spark.master),
         app_name=config.spark.app_name,
-        conf=config.spark.conf,
+        conf=connector_conf(config, config.spark.conf),
     )
     queries = job.start(spark, config, once=args.once)
     (job.run_until_idle if args.once else job.await_all)(spark, queries)

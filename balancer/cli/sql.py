@@ -51,10 +51,12 @@ def as_of(text: str) -> int | datetime:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from balancer.spark.lakehouse import Lakehouse
-    from balancer.spark.session import build_session
+    from balancer.spark.session import build_session, connector_conf
 
     spark = build_session(
-        master="local[*]", app_name="balancer-sql", conf={**config.spark.conf, "spark.ui.enabled": "false"}
+        master="local[*]",
+        app_name="balancer-sql",
+        conf=connector_conf(config, {**config.spark.conf, "spark.ui.enabled": "false"}),
     )
     lakehouse = Lakehouse(
         spark,

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
+
+from balancer.jvm import spark_jars, spark_sets
+
+if TYPE_CHECKING:
+    from balancer.config import Config
 
 
 def build_session(
@@ -42,6 +48,19 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def connector_conf(config: Config, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """``conf`` plus ``spark.jars`` for the connectors ``config`` needs (balancer.jvm), for a session this
+    process starts itself (`balancer run`, `balancer sql`). Under spark-submit the JVM is already up with
+    spark-submit.sh's --jars, so nothing is added there."""
+    settings = dict(conf or {})
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return settings
+    jars = spark_jars(spark_sets(config))
+    if jars:
+        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jars]))
+    return settings
 
 
 def delta_jar_requested(settings: dict[str, str]) -> bool:

@@ -79,6 +79,8 @@ class TopologyLog:
                 app_id=app_id,
                 batch_id=batch_id,
             )
+        if self.previous is not None:
+            _say_membership(self.cluster or self.bootstrap, self.previous, current)
         self.previous = current
         if partitions or brokers:
             log.info(
@@ -128,6 +130,20 @@ class TopologyLog:
                 )
                 if r is not None and len(r) > 0
             ),
+        )
+
+
+def _say_membership(cluster: str, before: ClusterMetadata, after: ClusterMetadata) -> None:
+    """A broker that left the cluster is the operator's business at once (a WARNING reaches the console);
+    the job reads on from the partitions' new leaders."""
+    left = sorted(set(before.brokers) - set(after.brokers))
+    back = sorted(set(after.brokers) - set(before.brokers))
+    live = ", ".join(map(str, sorted(after.brokers)))
+    if left:
+        log.warning("broker(s) %s left Kafka cluster %s (live: %s)", ", ".join(map(str, left)), cluster, live)
+    if back:
+        log.warning(
+            "broker(s) %s joined Kafka cluster %s (live: %s)", ", ".join(map(str, back)), cluster, live
         )
 
 
