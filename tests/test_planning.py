@@ -95,8 +95,8 @@ def balancer():
 
 
 def both(prows: pd.DataFrame, brows: pd.DataFrame):
-    """The dict path's snapshot and the frames path's, which must have read the frames vectorized (its
-    fallback for frames it cannot read is the dict path itself: comparing that would compare it with itself)."""
+    """The dict path's snapshot and the frames path's, which must have read the frames vectorized: its
+    fallback for frames it cannot read is the dict path itself, and would be compared with itself."""
     old = build_snapshot("small", frame_records(prows), frame_records(brows))
     new = build_snapshot_frames("small", prows, brows)
     assert isinstance(new.snapshot, ColumnarSnapshot), "the frames path fell back to the dict path"

@@ -281,8 +281,8 @@ def test_throttle_invariants(moves, busy, seconds_left, threshold):
     assert t.meets_deadline == (t.estimated_seconds <= seconds_left * (1 + 1e-9))
     if not t.meets_deadline:
         assert "cannot finish" in t.note
-    # Safety: no rate goes past what the broker has spare (plus, for a sender, the replication of its moving
-    # partitions already in its load) unless the floor sets it; a broker held at the floor is named in the note.
+    # Safety: no rate goes past what the broker has spare (plus, for a sender, the replication of its
+    # moving partitions already in its load) unless the floor sets it; a broker at the floor is named.
     for b, rate in t.rate_by_broker.items():
         sending = [a for a in actions if a.old_leader == b]
         receiving = [a for a in actions if b in set(a.new_replicas) - set(a.old_replicas)]
@@ -297,7 +297,8 @@ def test_throttle_invariants(moves, busy, seconds_left, threshold):
             floor.append(followers + FLOOR_CAPACITY_SHARE * 100 * MB)
         if receiving:
             room.append(100 * MB * threshold - busy[b][0])
-            floor.append(sum(traffic[("t", a.partition)] for a in receiving) + FLOOR_CAPACITY_SHARE * 100 * MB)
+            fetched = sum(traffic[("t", a.partition)] for a in receiving)
+            floor.append(fetched + FLOOR_CAPACITY_SHARE * 100 * MB)
         assert rate <= max(min(room), max(floor)) * (1 + 1e-9)
         if rate > max(min(room), 0.0) + 1e-9 * 100 * MB:
             assert f"broker {b} has" in t.note and "floor" in t.note
