@@ -38,7 +38,7 @@ def lakehouse(environ: Mapping[str, str] = os.environ) -> Storage:
     return Storage.of(root, config.lakehouse.storage_options)
 
 
-class MissingLakehouse(LookupError):
+class MissingLakehouseError(LookupError):
     """No lakehouse (or not the job's) where the notebooks were pointed."""
 
 
@@ -49,7 +49,7 @@ def read_table(storage: Storage, name: str, columns: list[str] | None = None) ->
     path = storage.join(name)
     options = storage.delta_options()
     if not DeltaTable.is_deltatable(path, storage_options=options):
-        raise MissingLakehouse(
+        raise MissingLakehouseError(
             f"no Delta table {name!r} under {storage.root}: run `make run` first, or point "
             f"{ENV_LAKEHOUSE} / {ENV_CONFIG} at the job's lakehouse"
         )
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     storage = lakehouse()
     try:
         read_table(storage, "balance_plans", columns=["plan_id"])
-    except MissingLakehouse as exc:
+    except MissingLakehouseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"the notebooks read the lakehouse at {storage.root}")

@@ -23,13 +23,13 @@ import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import functions as F
 
-from balancer import telemetry as tm  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from balancer.spark import parse  # noqa: E402
-from balancer.spark.session import build_session  # noqa: E402
+from balancer import telemetry as tm
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
+from balancer.spark import parse
+from balancer.spark.session import build_session
 
 
 def two_pass(kafka, max_value_bytes: int):

@@ -351,7 +351,7 @@ def network_in_move_bound(
     )
     return {
         "least_share": least / total,  # inf where no plan can (within the moves or bytes)
-        "fewest_moves": int(math.ceil(fewest - 1e-6)) if math.isfinite(fewest) else math.inf,
+        "fewest_moves": math.ceil(fewest - 1e-6) if math.isfinite(fewest) else math.inf,
     }
 
 

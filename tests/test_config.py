@@ -75,7 +75,7 @@ def test_physical_limits_default_and_override():
 
 
 def test_bad_set_syntax():
-    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+    with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
         load_config(None, ["balancer.balance_threshold"])
 
 

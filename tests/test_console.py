@@ -178,7 +178,7 @@ def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
 def test_describe_names_our_error_inside_a_spark_trace():
     from balancer.spark.kafka_source import KafkaUnavailableError
 
-    class StreamingQueryException(Exception):
+    class StreamingQueryException(Exception):  # noqa: N818 - pyspark's name, which the trace carries
         pass
 
     trace = (

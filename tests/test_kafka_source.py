@@ -244,7 +244,7 @@ def test_arrow_batch_matches_messages_field_by_field():
 
     from balancer.spark.kafka_source import SCHEMA, _to_batch
 
-    EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
 
     def msg(offset, key, ts):
         return Message(
@@ -265,7 +265,7 @@ def test_arrow_batch_matches_messages_field_by_field():
         assert batch.schema.names == SCHEMA.fieldNames()
         rows = [tuple(r.values()) for r in batch.to_pylist()]
         as_micros = [
-            (k, v, t, p, o, None if ts is None else (ts - EPOCH) // timedelta(microseconds=1), tt)
+            (k, v, t, p, o, None if ts is None else (ts - epoch) // timedelta(microseconds=1), tt)
             for k, v, t, p, o, ts, tt in rows
         ]
         assert as_micros == expected

@@ -421,7 +421,7 @@ def test_lakehouse_comes_from_the_config_file_and_the_override(tmp_path):
 
 
 def test_read_table_names_the_fix_when_there_is_no_lakehouse(tmp_path, lakehouse):
-    with pytest.raises(nb.MissingLakehouse, match=r"'balance_plans'.*make run"):
+    with pytest.raises(nb.MissingLakehouseError, match=r"'balance_plans'.*make run"):
         nb.read_table(Storage.of(tmp_path), "balance_plans")
     plans = nb.read_table(Storage.of(lakehouse), "balance_plans", ["plan_id", "window_end"])
     assert list(plans.columns) == ["plan_id", "window_end"] and len(plans) == 3

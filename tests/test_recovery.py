@@ -110,7 +110,7 @@ def wait_crashed(proc: subprocess.Popen, log: Path, timeout: float, what: str) -
 class Telemetry:
     """Produces simulated telemetry plus malformed records; remembers each one's Kafka coordinates."""
 
-    BAD = [b"not json", b"", b'{"v":2,"type":"partition"}', b'{"v":1,"type":"partition","ts":"soon"}']
+    BAD = (b"not json", b"", b'{"v":2,"type":"partition"}', b'{"v":1,"type":"partition","ts":"soon"}')
 
     def __init__(self, bootstrap: str, topic: str, cluster: SimulatedCluster):
         self.topic, self.cluster = topic, cluster

@@ -346,7 +346,7 @@ elect() {{  # elect BATCH FILE: preferred leader election (replicas[0] leads)
 
 
 def _seconds(value: float | None) -> str:
-    return "?" if value is None else str(int(math.ceil(value)))
+    return "?" if value is None else str(math.ceil(value))
 
 
 def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:

@@ -527,7 +527,7 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
 
-    def _shed(self, a, model, optimized, res_goals, rack) -> None:
+    def _shed(self, a, model, optimized, res_goals, rack) -> None:  # noqa: C901 - the shed search; moving to planner/search/ (issue 25)
         checks = optimized + (self,)
         if self.leadership:
             ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]

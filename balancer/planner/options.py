@@ -75,7 +75,7 @@ class PlannerOptions:
     # Soft goals to run, in priority order (names from SOFT_GOALS); None: all, in SOFT_GOALS' order.
     goals: tuple[str, ...] | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
             return ValueError(f"PlannerOptions.{name} {why} (got {value!r})")
 

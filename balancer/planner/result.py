@@ -102,7 +102,7 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
         same_set = set(old) == set(new)
         if same_set and old_leader == new_leader:
             continue  # moved away and back
-        size = int(round(model.size[p]))
+        size = round(model.size[p])
         if same_set:
             kind = "leadership"
             moved = 0
@@ -128,4 +128,4 @@ def figures(model: ClusterModel) -> dict[str, float]:
 
 
 def total_bytes(model: ClusterModel) -> int:
-    return int(round(float(np.sum(model.size * model.rf))))
+    return round(float(np.sum(model.size * model.rf)))
