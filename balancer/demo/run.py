@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from balancer.config import REPO_ROOT, ConfigError, duration_seconds, load_config
+from balancer.config import REPO_ROOT, ConfigError, load_config
 
 TICK_MS = 60_000
 # Demo topics keep only minutes of data, so throttled replica moves finish within a few simulated minutes.
@@ -220,8 +220,8 @@ def _demo(args: argparse.Namespace, config) -> int:
         stop = threading.Event()
         clock = {"now": int((time.time() - 6 * 3600) * 1000) // TICK_MS * TICK_MS}
 
-        size_ms = int(duration_seconds(config.windows.size) * 1000)
-        watermark_ms = int(duration_seconds(config.windows.watermark) * 1000)
+        size_ms = config.windows.size.ms
+        watermark_ms = config.windows.watermark.ms
 
         def take() -> None:
             rows = []

@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 
 from balancer import cruise_control as cc
 from balancer import telemetry as tm
-from balancer.config import WindowsConfig, spark_interval
+from balancer.config import WindowsConfig
 from balancer.spark.loads import WINDOW_KEYS
 from balancer.spark.parse import TELEMETRY_COLUMNS
 
@@ -272,7 +272,7 @@ def replica_windows(
             "metric",
             "metric_value",
             "ts",
-            F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"),
+            F.window("ts", windows.size.spark, windows.slide.spark).alias("w"),
         )
         .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)

@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.spark.cruise_control import parse_cruise_control, with_cruise_control_values
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
@@ -32,7 +32,7 @@ def python_source_options(config: Config, *, streaming: bool = True) -> dict[str
         "kafka.bootstrap.servers": source.bootstrap_servers,
         "subscribe": source.topic,
         "startingOffsets": source.starting_offsets if streaming else "earliest",
-        "kafkaUnavailableTimeoutMs": str(int(duration_seconds(source.unavailable_timeout) * 1000)),
+        "kafkaUnavailableTimeoutMs": str(source.unavailable_timeout.ms),
         "failOnDataLoss": "true",
     }
     if streaming:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from balancer.config import BalancerConfig, WindowsConfig, spark_interval
+from balancer.config import BalancerConfig, WindowsConfig
 
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
 PARTITION_KEYS = (*WINDOW_KEYS, "topic", "partition")
@@ -36,9 +36,7 @@ def replica_windows(
         "size", "leader", "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk"
     )
     return (
-        valid.select(
-            "*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w")
-        )
+        valid.select("*", F.window("ts", windows.size.spark, windows.slide.spark).alias("w"))
         .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)
         .repartition(*PARTITION_KEYS)

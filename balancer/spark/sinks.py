@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.capacity import read_capacities
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.spark import cruise_control, loads, planning, tracking
 from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
 from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
@@ -112,8 +112,8 @@ class BalancerSink:
         self.topology = TopologyLog(lakehouse, config)
         self.capacities = read_capacities(config.capacity.path) if config.capacity.path else None
         self.on_plans = on_plans
-        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
-        self.size_ms = int(duration_seconds(config.windows.size) * 1000)
+        self.delay_ms = config.windows.watermark.ms
+        self.size_ms = config.windows.size.ms
         # A job reading one Cruise Control cluster's topic shares the lakehouse with the jobs of other
         # clusters: it reads back only its own cluster's telemetry. A v1 topic names its clusters in its
         # records.

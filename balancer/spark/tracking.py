@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
 from balancer.planner.actions import Action
 from balancer.spark import loads
@@ -273,8 +273,8 @@ def walk(
     lifecycle tracks (events, outcomes). ``results``: the windows' plans; without them (before
     planning), no window is taken to propose, which gives every window an earlier plan blocks;
     with them, a proposed plan also blocks the cluster's later windows."""
-    ttl_ms = int(duration_seconds(config.executor.proposal_ttl) * 1000)
-    min_ms = int(duration_seconds(config.balancer.min_plan_interval) * 1000)
+    ttl_ms = config.executor.proposal_ttl.ms
+    min_ms = config.balancer.min_plan_interval.ms
     waiting: dict[WindowKey, str] = {}
     tracks = []
     by_cluster: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -372,7 +372,7 @@ def batch_rows(
     try:
         schedule = plan_schedule(
             batches,
-            deadline_seconds=duration_seconds(executor.deadline),
+            deadline_seconds=executor.deadline.seconds,
             broker_load=broker_load,
             capacity_threshold=config.balancer.capacity_threshold,
             partition_traffic=traffic,
