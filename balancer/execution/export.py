@@ -33,12 +33,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from balancer.planner.actions import Action
+from balancer.vocabulary import ActionKind
 
 from .batches import Batch
 from .throttle import BatchThrottle
 
 DEFAULT_BOOTSTRAP = "${BOOTSTRAP_SERVERS}"
-_KINDS = ("leadership", "replica_move")
+_KINDS = (ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE)
 
 
 class ExportError(ValueError):
@@ -73,7 +74,8 @@ def batch_election(batch: Batch) -> dict | None:
     parts = [
         {"topic": a.topic, "partition": a.partition}
         for a in batch.actions
-        if a.new_leader != a.old_leader and (batch.kind == "leadership" or a.old_leader in a.new_replicas)
+        if a.new_leader != a.old_leader
+        and (batch.kind == ActionKind.LEADERSHIP or a.old_leader in a.new_replicas)
     ]
     return {"partitions": parts} if parts else None
 
@@ -238,15 +240,15 @@ def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> lis
             if not election["partitions"]:
                 election = None
         throttle = _throttle(row, where)
-        if kind == "replica_move" and reassignment is None:
+        if kind == ActionKind.REPLICA_MOVE and reassignment is None:
             raise ExportError(f"{where}: a replica_move batch needs its reassignment_json")
-        if kind == "replica_move" and not throttle and fallback_throttle is None:
+        if kind == ActionKind.REPLICA_MOVE and not throttle and fallback_throttle is None:
             raise ExportError(
                 f"{where}: a replica_move batch needs its computed throttle, and the plan has none "
                 f"({row.get('note') or 'not computed'}); replica moves are never run unthrottled: "
                 "give one rate for such batches (balancer export --throttle BYTES_PER_SEC)"
             )
-        if kind == "leadership" and election is None and reassignment is None:
+        if kind == ActionKind.LEADERSHIP and election is None and reassignment is None:
             raise ExportError(f"{where}: a leadership batch needs its election_json")
         seconds = row.get("estimated_seconds")
         note = row.get("note")
@@ -368,10 +370,10 @@ def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstra
         if row["note"]:
             lines.insert(1, "# note: " + " ".join(row["note"].split()))
         if "reassignment" in files:
-            if row["kind"] == "replica_move" and not row["throttle"]:
+            if row["kind"] == ActionKind.REPLICA_MOVE and not row["throttle"]:
                 # No computed rates: the operator's one rate, on every broker of the reassignment.
                 lines.append(f"  reassign {tag} {files['reassignment']} --throttle {row['flat_throttle']}")
-            elif row["kind"] == "replica_move":
+            elif row["kind"] == ActionKind.REPLICA_MOVE:
                 # One rate for --throttle: the lowest computed rate is within every broker's safe limit.
                 lines.append(
                     f"  reassign {tag} {files['reassignment']} --throttle {min(row['throttle'].values())}"

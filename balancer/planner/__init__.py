@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from balancer.vocabulary import ActionKind
+
 from .actions import Action, Move
 from .goals import (
     CapacityGoal,
@@ -127,7 +129,7 @@ def plan(
         after=figures(model),
         lower_bound=bound,
         bytes_to_move=sum(a.bytes_to_move for a in actions),
-        leader_moves=sum(1 for a in actions if a.kind == "leadership"),
+        leader_moves=sum(1 for a in actions if a.kind == ActionKind.LEADERSHIP),
         replica_moves=sum(a.moved_replicas for a in actions),
         total_bytes=total_bytes(model),
         unsatisfied=unsatisfied,

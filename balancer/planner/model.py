@@ -13,8 +13,13 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from balancer.vocabulary import ActionKind
+
 from .actions import Move
 from .options import PlannerOptions
+
+# Local names for the hot loops (a global load, not an attribute lookup per move).
+LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
 
 RESOURCES = ("network_in", "network_out", "disk")
 # Model dimensions: the three resources, then what the soft count/leader goals balance.
@@ -546,11 +551,11 @@ class ClusterModel:
         memo = self._delta_memo
         if memo is not None and memo[0] == self._version and memo[1] == move:
             return memo[2]
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             vec = self.leadership_vec(move.p)
         else:
             vec = self.contrib(move.p, move.src)
-            if move.kind == "swap":
+            if move.kind == SWAP:
                 vec = vec - self.contrib(move.q, move.dst)
         vec.flags.writeable = False
         self._delta_memo = (self._version, move, vec)
@@ -584,10 +589,10 @@ class ClusterModel:
 
     def cost_after(self, move: Move) -> tuple[float, dict[int, int]]:
         """(bytes moved by the plan, per-broker move counts changed) if ``move`` were applied."""
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             return self.bytes_moved, {}
         changes = [(move.p, self._moved_row(move.p, move.src, move.dst))]
-        if move.kind == "swap":
+        if move.kind == SWAP:
             changes.append((move.q, self._moved_row(move.q, move.dst, move.src)))
         total = self.bytes_moved
         counts: dict[int, int] = {}
@@ -603,7 +608,7 @@ class ClusterModel:
         """Excluded topics never move; excluded brokers receive nothing (a swap gives src a replica)."""
         if not self.movable[move.p] or not self.dest_ok[move.dst]:
             return False
-        return move.kind != "swap" or bool(self.movable[move.q] and self.dest_ok[move.src])
+        return move.kind != SWAP or bool(self.movable[move.q] and self.dest_ok[move.src])
 
     def within_caps(self, move: Move) -> bool:
         opts = self.options
@@ -623,7 +628,7 @@ class ClusterModel:
         self.load[move.src] -= vec
         self.load[move.dst] += vec
         p = move.p
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
         else:
             self._on_cache.pop(move.src, None)
@@ -631,7 +636,7 @@ class ClusterModel:
             self.replicas[p] = self._moved_row(p, move.src, move.dst)
             if self.leader[p] == move.src:
                 self.leader[p] = move.dst
-            if move.kind == "swap":
+            if move.kind == SWAP:
                 q = move.q
                 self.replicas[q] = self._moved_row(q, move.dst, move.src)
                 if self.leader[q] == move.dst:
@@ -648,8 +653,8 @@ class ClusterModel:
     def undo_to(self, mark: int, swapped: set[int]) -> None:
         """Revert every move applied since ``len(self.log) == mark`` (``swapped``: the set saved then)."""
         for move in reversed(self.log[mark:]):
-            if move.kind == "leadership":
-                self.apply(Move("leadership", move.p, move.dst, move.src))
+            if move.kind == LEADERSHIP:
+                self.apply(Move(LEADERSHIP, move.p, move.dst, move.src))
             else:
                 self.apply(Move(move.kind, move.p, move.dst, move.src, move.q))
         del self.log[mark:]

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from balancer.vocabulary import ActionKind
+
 from .actions import Action
 from .model import RESOURCES, ClusterModel
 
@@ -104,10 +106,10 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
             continue  # moved away and back
         size = round(model.size[p])
         if same_set:
-            kind = "leadership"
+            kind = ActionKind.LEADERSHIP
             moved = 0
         else:
-            kind = "swap" if p in model.swapped else "replica_move"
+            kind = ActionKind.SWAP if p in model.swapped else ActionKind.REPLICA_MOVE
             moved = size * len(set(new) - set(old))
         action = Action(
             kind=kind,
@@ -119,7 +121,7 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
             new_leader=new_leader,
             bytes_to_move=moved,
         )
-        (leaderships if kind == "leadership" else moves).append(action)
+        (leaderships if kind == ActionKind.LEADERSHIP else moves).append(action)
     return tuple(leaderships + moves)
 
 
