@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import CoreSchema, core_schema
 
 from balancer.resources import resource_root
+from balancer.vocabulary import SOFT_GOALS, TelemetryFormat
 
 _DURATION = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$"
@@ -105,7 +106,7 @@ class SourceConfig(_Strict):
     connector: Literal["python", "native"] = "python"
     # v1: our JSON records; cruise-control: the binary records of Cruise Control's metrics reporter
     # (topic __CruiseControlMetrics, or strimzi.cruisecontrol.metrics under Strimzi).
-    format: Literal["v1", "cruise-control"] = "v1"
+    format: TelemetryFormat = TelemetryFormat.V1
     # The monitored cluster's name. Cruise Control's records carry none, so that format needs it;
     # v1 records name their own cluster and this must then be unset.
     cluster: str | None = None
@@ -133,12 +134,12 @@ class SourceConfig(_Strict):
 
     @model_validator(mode="after")
     def _cluster_named(self) -> SourceConfig:
-        if self.format == "cruise-control" and not (self.cluster or "").strip():
+        if self.format == TelemetryFormat.CRUISE_CONTROL and not (self.cluster or "").strip():
             raise ValueError(
                 "source.cluster must name the monitored cluster when source.format is "
                 "'cruise-control' (its records carry no cluster name)"
             )
-        if self.format == "v1" and self.cluster is not None:
+        if self.format == TelemetryFormat.V1 and self.cluster is not None:
             raise ValueError(
                 "source.cluster is for source.format 'cruise-control'; v1 records name their cluster"
             )
@@ -266,16 +267,6 @@ class ThresholdsConfig(_Strict):
         return value
 
 
-_SOFT_GOALS = (
-    "network_in_distribution",
-    "network_out_distribution",
-    "leader_bytes_in_distribution",
-    "disk_distribution",
-    "replicas_distribution",
-    "leaders_distribution",
-)
-
-
 class BalancerConfig(_Strict):
     balance_threshold: float = Field(default=1.10, gt=1.0, le=10.0)
     capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -299,9 +290,9 @@ class BalancerConfig(_Strict):
     @classmethod
     def _goal_names(cls, value: list[str] | None) -> list[str] | None:
         if value is not None:
-            unknown = [g for g in value if g not in _SOFT_GOALS]
+            unknown = [g for g in value if g not in SOFT_GOALS]
             if unknown or len(set(value)) != len(value):
-                raise ValueError(f"must list distinct soft goals from {', '.join(_SOFT_GOALS)}; got {value}")
+                raise ValueError(f"must list distinct soft goals from {', '.join(SOFT_GOALS)}; got {value}")
         return value
 
     @field_validator("drain_brokers")
@@ -382,7 +373,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _topology_known(self) -> Config:
-        if self.source.format == "cruise-control" and self.metadata.source == "none":
+        if self.source.format == TelemetryFormat.CRUISE_CONTROL and self.metadata.source == "none":
             raise ValueError(
                 "source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
                 "Control's records carry no replica lists or leaders"

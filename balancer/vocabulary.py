@@ -9,6 +9,16 @@ from enum import StrEnum
 # The resources a broker has a capacity of, in the planner's column order.
 RESOURCES = ("network_in", "network_out", "disk")
 
+# The planner's soft goals, by name (config's balancer.goals), in their default priority order.
+SOFT_GOALS = (
+    "network_in_distribution",
+    "network_out_distribution",
+    "leader_bytes_in_distribution",
+    "disk_distribution",
+    "replicas_distribution",
+    "leaders_distribution",
+)
+
 
 class PlanStatus(StrEnum):
     """A ``balance_plans`` row's status, then a plan's lifecycle in ``plan_events``."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from balancer.vocabulary import ActionKind
+from balancer.vocabulary import SOFT_GOALS, ActionKind
 
 from .actions import Move
 from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
@@ -1548,7 +1548,7 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         "replicas_distribution": lambda: ReplicaCountDistributionGoal(options.threshold("replicas")),
         "leaders_distribution": lambda: LeaderCountDistributionGoal(options.threshold("leaders")),
     }
-    names = options.goals if options.goals is not None else tuple(soft)
+    names = options.goals if options.goals is not None else SOFT_GOALS
     return [
         ReplicationFactorGoal(),
         DistinctBrokersGoal(),

@@ -13,7 +13,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from balancer.vocabulary import ActionKind
+from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Move
 from .options import PlannerOptions
@@ -21,7 +21,6 @@ from .options import PlannerOptions
 # Local names for the hot loops (a global load, not an attribute lookup per move).
 LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
 
-RESOURCES = ("network_in", "network_out", "disk")
 # Model dimensions: the three resources, then what the soft count/leader goals balance.
 IN, OUT, DISK, LBIN, NREP, NLEAD = range(6)
 DIMS = ("network_in", "network_out", "disk", "leader_bytes_in", "replicas", "leaders")

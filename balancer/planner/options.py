@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.vocabulary import RESOURCES, SOFT_GOALS
+
 # Resource -> the soft goal that balances it.
 RESOURCE_GOALS = {
     "network_in": "network_in_distribution",
@@ -15,14 +17,6 @@ RESOURCE_GOALS = {
     "replicas": "replicas_distribution",
     "leaders": "leaders_distribution",
 }
-SOFT_GOALS = (
-    "network_in_distribution",
-    "network_out_distribution",
-    "leader_bytes_in_distribution",
-    "disk_distribution",
-    "replicas_distribution",
-    "leaders_distribution",
-)
 # Disk below 20% full on average is not evened out: a broker at 1.5x such an average is still at
 # 30%, far under the capacity goal's ceiling (which always holds), and every byte moved to even
 # it out costs replication bandwidth and buys nothing an operator needs. (Cruise Control's default
@@ -35,7 +29,7 @@ LOW_UTILIZATION_DEFAULTS = {
     "leaders": 0.0,
 }
 # Counts have no capacity, so no utilization to be low: only 0.0 is meaningful for them.
-_MEASURED = ("network_in", "network_out", "disk")
+_MEASURED = RESOURCES
 
 
 class _FrozenMap(dict):

@@ -21,6 +21,7 @@ from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import kafka_jar_available
 from balancer.spark.sinks import BalancerSink, PlanListener
+from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def python_source_options(config: Config, *, streaming: bool = True) -> dict[str
     }
     if streaming:
         options["maxOffsetsPerTrigger"] = str(source.max_records_per_batch)
-    if source.format == "cruise-control":
+    if source.format == TelemetryFormat.CRUISE_CONTROL:
         # Binary records decoded by the reading tasks (numpy over the Arrow buffers).
         options["valueFormat"] = "cruise-control"
     else:
@@ -77,7 +78,7 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
 def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
     """The metrics topic's records parsed in the configured format: telemetry columns, a reason where bad."""
     source = config.source
-    if source.format == "cruise-control":
+    if source.format == TelemetryFormat.CRUISE_CONTROL:
         if "value_cc" not in kafka.columns:  # Spark's own Kafka source: decode in one Arrow pass
             kafka = with_cruise_control_values(kafka)
         return parse_cruise_control(

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from balancer.config import BalancerConfig, WindowsConfig
+from balancer.vocabulary import RESOURCES
 
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
 PARTITION_KEYS = (*WINDOW_KEYS, "topic", "partition")
@@ -173,7 +174,7 @@ def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
         "cpu",
         F.coalesce("samples", F.lit(0)).cast("long").alias("samples"),
     )
-    for resource in ("network_in", "network_out", "disk"):
+    for resource in RESOURCES:
         joined = joined.withColumn(f"util_{resource}", F.col(resource) / F.col(f"capacity_{resource}"))
     return joined
 

@@ -28,11 +28,10 @@ from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanSt
 from balancer.planner.actions import Action
 from balancer.spark import loads
 from balancer.spark.lakehouse import Filter, Lakehouse
-from balancer.vocabulary import PlanStatus
+from balancer.vocabulary import RESOURCES, PlanStatus
 
 log = logging.getLogger(__name__)
 
-RESOURCES = ("network_in", "network_out", "disk")
 WindowKey = tuple[str, int]  # (cluster, window_end epoch ms)
 
 
