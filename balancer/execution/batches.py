@@ -51,7 +51,7 @@ def participants(action: Action) -> frozenset[int]:
     return frozenset({action.old_leader}) | (frozenset(action.new_replicas) - frozenset(action.old_replicas))
 
 
-def _positive_int(name: str, value) -> int:
+def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value

@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from balancer.planner.actions import Action
 from balancer.vocabulary import ActionKind
@@ -49,7 +50,7 @@ class ExportError(ValueError):
 # ---- Kafka's JSON shapes -------------------------------------------------------------------
 
 
-def batch_reassignment(batch: Batch) -> dict | None:
+def batch_reassignment(batch: Batch) -> dict[str, Any] | None:
     """``kafka-reassign-partitions.sh`` JSON for ``batch``: every partition whose replica list
     changes (for a leadership batch: only a reorder putting the intended leader first); None
     when there is none."""
@@ -66,7 +67,7 @@ def batch_reassignment(batch: Batch) -> dict | None:
     return {"version": 1, "partitions": parts} if parts else None
 
 
-def batch_election(batch: Batch) -> dict | None:
+def batch_election(batch: Batch) -> dict[str, Any] | None:
     """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader
     changes. For a replica batch, only those whose old leader stays in the replica set (Kafka
     keeps it as leader); where it leaves, the controller already elects the first live replica
@@ -82,7 +83,7 @@ def batch_election(batch: Batch) -> dict | None:
 
 def batch_rows(
     batches: Sequence[Batch], throttles: Sequence[BatchThrottle] | None = None, *, plan_id: str, cluster: str
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """``plan_batches`` rows for ``batches`` (``throttles``: one per batch, same order, e.g.
     ``plan_schedule(...).throttles``). ``throttle`` is ``{broker: bytes/s}`` (whole bytes, rounded
     down: the computed rate is a safety limit); JSON columns are strings, None when empty."""
@@ -113,7 +114,7 @@ def batch_rows(
     return rows
 
 
-def check_reassignment(doc, where: str) -> None:
+def check_reassignment(doc: Any, where: str) -> None:
     """Raise :class:`ExportError` unless ``doc`` is Kafka's reassignment JSON: ``version`` 1,
     ``partitions`` a list of {topic, partition, replicas (non-empty, unique ints), log_dirs
     (optional, one per replica)}."""
@@ -144,7 +145,7 @@ def check_reassignment(doc, where: str) -> None:
         seen.add((p["topic"], part))
 
 
-def check_election(doc, where: str) -> None:
+def check_election(doc: Any, where: str) -> None:
     """Raise :class:`ExportError` unless ``doc`` is ``kafka-leader-election.sh``'s JSON:
     ``partitions`` a list of {topic, partition}."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("partitions"), list):
@@ -162,7 +163,7 @@ def check_election(doc, where: str) -> None:
             raise ExportError(f"{where}.partitions[{i}]: needs a topic and an int partition >= 0, got {p!r}")
 
 
-def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
+def actions_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Action]:
     """``plan_actions`` rows (any order) as the plan's actions, in its order (``seq``)."""
     out = []
     for row in sorted(rows, key=lambda r: r["seq"]):
@@ -187,7 +188,7 @@ def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
 # ---- reading plan_batches rows -------------------------------------------------------------
 
 
-def _json_column(row: Mapping, name: str, where: str):
+def _json_column(row: Mapping[str, Any], name: str, where: str) -> Any:
     value = row.get(name)
     if value is None or value == "":
         return None
@@ -199,7 +200,7 @@ def _json_column(row: Mapping, name: str, where: str):
     return value
 
 
-def _throttle(row: Mapping, where: str) -> dict[int, int]:
+def _throttle(row: Mapping[str, Any], where: str) -> dict[int, int]:
     """``throttle`` as map<int,bigint> (a dict, or Arrow's list of (key, value) pairs) or a JSON object."""
     value = _json_column(row, "throttle", where)
     if value is None:
@@ -215,7 +216,7 @@ def _throttle(row: Mapping, where: str) -> dict[int, int]:
     return {b: max(1, int(r)) for b, r in sorted(out.items())}
 
 
-def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> list[dict]:
+def _rows(batches_rows: Iterable[Mapping[str, Any]], fallback_throttle: int | None) -> list[dict[str, Any]]:
     rows = []
     for i, row in enumerate(batches_rows):
         if not isinstance(row, Mapping):
@@ -351,7 +352,7 @@ def _seconds(value: float | None) -> str:
     return "?" if value is None else str(math.ceil(value))
 
 
-def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:
+def _script(rows: list[dict[str, Any]], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:
     first = rows[0] if rows else {}
     text = _PROLOGUE.format(
         plan_id=first.get("plan_id") or "?",
@@ -422,7 +423,7 @@ reassignment already started keeps running in Kafka: check it with --verify, or 
 
 
 def export_plan(
-    batches_rows: Iterable[Mapping],
+    batches_rows: Iterable[Mapping[str, Any]],
     out_dir: str | Path,
     *,
     bootstrap_placeholder: str = DEFAULT_BOOTSTRAP,

@@ -90,7 +90,7 @@ def measure(actions: Sequence[Action], topology: Topology) -> Progress:
             bytes_done += action.bytes_to_move
         elif state == "unobserved":
             unobserved += 1
-        elif state == "diverged":
+        elif state == "diverged" and observed is not None:  # diverged: observed
             diverged.append(
                 f"{action.topic}-{action.partition} on {list(observed.replicas)}: plan "
                 f"{list(action.old_replicas)} -> {list(action.new_replicas)}"
@@ -122,14 +122,21 @@ class PlanState:
     def __post_init__(self) -> None:
         if self.status not in OPEN + CLOSED:
             raise ValueError(f"unknown plan status {self.status!r}")
+        object.__setattr__(self, "status", PlanStatus(self.status))  # a table's string, typed
         if self.since_ms is None:
             object.__setattr__(self, "since_ms", self.proposed_ms)
+
+    @property
+    def since(self) -> int:
+        """``since_ms`` as set: the window_end when progress last changed (the TTL's clock)."""
+        assert self.since_ms is not None  # __post_init__ sets it
+        return self.since_ms
 
     @property
     def is_open(self) -> bool:
         return self.status in OPEN
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[PlanStatus, int, int]:
         return self.status, self.actions_done, self.bytes_done
 
 
@@ -166,11 +173,11 @@ def advance(
             else PlanStatus.PROPOSED
         )
         return replace(at, status=status, since_ms=window_ms, detail=counted)
-    if window_ms - state.since_ms >= ttl_ms:
+    if window_ms - state.since >= ttl_ms:
         idle = (
             "no action observed since it was proposed"
             if state.status == PlanStatus.PROPOSED
-            else f"no progress since the window ending {_when(state.since_ms)}"
+            else f"no progress since the window ending {_when(state.since)}"
         )
         return replace(at, status=PlanStatus.EXPIRED, detail=f"{idle} ({counted}); proposal_ttl passed")
     return replace(state, window_ms=window_ms)  # unchanged: no event
@@ -200,10 +207,10 @@ def waiting_reason(state: PlanState | None, window_ms: int, min_interval_ms: int
             f"plan {state.plan_id} is {state.status} ({state.actions_done}/{state.actions_total} actions "
             f"observed done), proposed for the window ending {_when(state.proposed_ms)}"
         )
-    if state.status in SETTLING and window_ms - state.since_ms < min_interval_ms:
+    if state.status in SETTLING and window_ms - state.since < min_interval_ms:
         return (
-            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next "
-            f"plan waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)"
+            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since)}; the next "
+            f"plan waits for the window ending {_when(state.since + min_interval_ms)} (min_plan_interval)"
         )
     return None
 
@@ -245,7 +252,7 @@ class ClusterTrack:
         state = self.state
         if state is None:
             return None
-        if self.outcome_due and state.status == PlanStatus.COMPLETED and window_start_ms >= state.since_ms:
+        if self.outcome_due and state.status == PlanStatus.COMPLETED and window_start_ms >= state.since:
             self.outcomes.append(Outcome(state.plan_id, state.cluster, state.proposed_ms, window_ms))
             self.outcome_due = False
         self._before = state

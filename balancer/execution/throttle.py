@@ -97,7 +97,7 @@ def _mb(rate: float) -> str:
     return f"{rate / 1e6:.3g} MB/s"
 
 
-def _check_positive(name: str, value) -> float:
+def _check_positive(name: str, value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -108,7 +108,7 @@ def _check_positive(name: str, value) -> float:
     return float(value)
 
 
-def _check_threshold(capacity_threshold) -> float:
+def _check_threshold(capacity_threshold: object) -> float:
     if (
         isinstance(capacity_threshold, bool)
         or not isinstance(capacity_threshold, (int, float))
