@@ -72,6 +72,11 @@ class Duration(str):
     def ms(self) -> int:
         return int(self.seconds * 1000)
 
+    @property
+    def text(self) -> str:
+        """As written, a plain ``str``: PySpark's ``trigger(processingTime=)`` refuses a subclass."""
+        return str.__str__(self)
+
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())

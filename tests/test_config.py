@@ -108,3 +108,4 @@ def test_durations_are_parsed_once_into_typed_values():
     assert (config.windows.watermark.ms, config.windows.watermark.spark) == (90_000, "90 seconds")
     assert config.executor.deadline.seconds == 7200 and config.executor.deadline == "2 hours"
     assert config.windows.size.ms == 300_000  # a default is typed as well
+    assert type(config.trigger.interval.text) is str  # for APIs that refuse a str subclass

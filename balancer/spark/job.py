@@ -109,7 +109,7 @@ def start(
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
     query = (
         parsed.writeStream.queryName("balancer")
-        .trigger(processingTime="1 second" if once else config.trigger.interval)
+        .trigger(processingTime="1 second" if once else config.trigger.interval.text)
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(BalancerSink(lakehouse, config, checkpoint, on_plans))
         .start()
