@@ -83,7 +83,7 @@ def _first_invalid_byte(value: Column) -> Column:
     return F.octet_length(F.substring_index(marked, "\ufffd", 1))
 
 
-def _rules(
+def quarantine_rules(
     raw: Column,
     typed: Column,
     value: Column,
@@ -246,7 +246,7 @@ def _rules(
 
 
 def _valid_guard(typed: Column, now_ms: Column, *, max_rate: float, max_size: float) -> Column:
-    """TRUE only when none of ``_rules`` can fire: the typed pass succeeded (so the value is valid
+    """TRUE only when none of ``quarantine_rules`` can fire: the typed pass succeeded (so the value is valid
     UTF-8: no other is parsed) and every field is present where required and in range. It must never
     be TRUE for a bad record; FALSE or NULL for a good one only costs time (the rules then run and
     find nothing).
@@ -263,7 +263,7 @@ def _valid_guard(typed: Column, now_ms: Column, *, max_rate: float, max_size: fl
 
 
 def _valid_conditions(typed: Column, now_ms: Column, *, max_rate: float, max_size: float) -> list[Column]:
-    """One condition per rule group of ``_rules``, each TRUE only when that group finds nothing."""
+    """One condition per rule group of ``quarantine_rules``, each TRUE only when that group finds nothing."""
     rtype = typed["type"]
     inf = float("inf")
     limits = {"max_rate": max_rate, "max_size": max_size}
@@ -362,7 +362,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
     guard = _valid_guard(typed, now_ms, max_rate=max_rate, max_size=max_size)
     reason = F.when(guard, F.lit(None).cast("string")).otherwise(
         F.coalesce(
-            *_rules(
+            *quarantine_rules(
                 F.col("_raw"),
                 typed,
                 F.col("value").cast("string"),
