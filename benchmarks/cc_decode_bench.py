@@ -21,13 +21,8 @@ Each list is repeated to ``--records`` values and decoded in Arrow batches of ``
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pyarrow as pa
 from ingest_bench import QUICK, T0

@@ -34,7 +34,6 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from cpu import process_cpu_seconds, spark_cpu_seconds

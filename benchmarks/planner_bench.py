@@ -28,10 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
 LINKEDIN_7 = dict(
     brokers=7,
     racks=0,
