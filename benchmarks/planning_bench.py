@@ -231,7 +231,7 @@ def run_stages(
         "leader_moves": row["leader_moves"],
         "replica_moves": row["replica_moves"],
         "bytes_to_move": row["bytes_to_move"],
-        "goals": {g["goal"]: g["moves"] for g in result.goals if g["moves"]},
+        "goals": {g.goal: g.moves for g in result.goals if g.moves},
     }
     return seconds, peaks, [summary, row["actions"]]
 

@@ -36,7 +36,7 @@ from .goals import (
 )
 from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
-from .result import Plan, build_actions, figures, total_bytes
+from .result import GoalReport, Plan, build_actions, figures, total_bytes
 
 MAX_SWEEPS = 3  # passes over all goals; the last one usually finds nothing
 
@@ -50,6 +50,7 @@ __all__ = [
     "DrainGoal",
     "Goal",
     "GoalError",
+    "GoalReport",
     "LeaderBytesInDistributionGoal",
     "LeaderCountDistributionGoal",
     "Move",
@@ -86,7 +87,7 @@ def plan(
     before = figures(model)
     bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
     goals = default_goals(options) if goals is None else goals
-    reports: list[dict] = []
+    reports: list[GoalReport] = []
     ran_at: list[int | None] = [None] * len(goals)
     for sweep in range(MAX_SWEEPS):
         # Another sweep from where the last one ended, as a replan of the executed plan would
@@ -102,19 +103,11 @@ def plan(
             if sweep == 0:
                 reports.append(report)
             else:
-                first = reports[i]
-                reports[i] = {
-                    **first,
-                    "after": report["after"],
-                    "violated": first["violated"] or report["violated"],
-                    "moves": first["moves"] + report["moves"],
-                }
+                reports[i] = reports[i].then(report)
         if len(model.log) == applied:
             break
     unsatisfied = tuple(
-        f"{r['goal']}: still {r['after']:.4g} outside its limits"
-        for r in reports
-        if r["hard"] and r["after"] > 1e-9
+        f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )
     notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:

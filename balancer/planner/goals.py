@@ -18,6 +18,7 @@ from balancer.vocabulary import SOFT_GOALS, ActionKind
 from .actions import Move
 from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from .options import PlannerOptions
+from .result import GoalReport
 
 # Local names for the hot loops (a global load, not an attribute lookup per move).
 LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
@@ -84,7 +85,9 @@ class Goal:
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         return None
 
-    def run(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> dict:
+    def run(
+        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> GoalReport:
         before = self.metric(model)
         violated = self.violated(model)
         moves = model.moves_applied
@@ -99,14 +102,7 @@ class Goal:
             after, moves = self.metric(model), model.moves_applied
         if after > before + _EPS * max(1.0, abs(before)):
             raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
-        return {
-            "goal": self.name,
-            "hard": self.hard,
-            "before": before,
-            "after": after,
-            "violated": violated,
-            "moves": model.moves_applied - moves,
-        }
+        return GoalReport(self.name, self.hard, before, after, violated, model.moves_applied - moves)
 
     @staticmethod
     def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence[Goal]) -> bool:

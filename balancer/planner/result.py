@@ -13,6 +13,31 @@ from .model import RESOURCES, ClusterModel
 
 
 @dataclass(frozen=True)
+class GoalReport:
+    """What one goal did in a plan: its metric (distance outside its limits) before and after, whether
+    it was violated when it ran, and the moves it applied; over several sweeps, the first before and
+    the last after."""
+
+    goal: str
+    hard: bool
+    before: float
+    after: float
+    violated: bool
+    moves: int
+
+    def then(self, later: GoalReport) -> GoalReport:
+        """This report followed by ``later``, the same goal's in the next sweep."""
+        return GoalReport(
+            self.goal,
+            self.hard,
+            self.before,
+            later.after,
+            self.violated or later.violated,
+            self.moves + later.moves,
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     actions: tuple[Action, ...]
     before: dict[str, float]
@@ -23,7 +48,7 @@ class Plan:
     replica_moves: int
     total_bytes: int = 0  # all data on the cluster (every replica)
     unsatisfied: tuple[str, ...] = ()  # hard goals the plan could not meet, with why
-    goals: tuple[dict, ...] = field(default=(), compare=False)  # per-goal metric before/after
+    goals: tuple[GoalReport, ...] = field(default=(), compare=False)  # per goal, in the order they ran
     seconds: float = field(default=0.0, compare=False)
     drain_brokers: tuple[int, ...] = ()  # broker ids the plan empties (the checker verifies it)
     notes: tuple[str, ...] = field(default=(), compare=False)  # why a goal could not do all it was asked
