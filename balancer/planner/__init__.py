@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from balancer.vocabulary import ActionKind
+from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Action, Move
 from .goals import (
@@ -34,7 +35,7 @@ from .goals import (
     ResourceGoal,
     default_goals,
 )
-from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
+from .model import ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
 from .result import GoalReport, Plan, build_actions, figures, total_bytes
 
@@ -70,7 +71,7 @@ __all__ = [
 
 
 def plan(
-    snapshot: Mapping, options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
+    snapshot: Mapping[str, Any], options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
 ) -> Plan:
     """Plan leadership transfers and replica moves that balance ``snapshot``.
 

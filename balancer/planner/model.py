@@ -8,10 +8,11 @@ followers; every replica stores ``size``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import NamedTuple, cast
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from balancer.vocabulary import RESOURCES, ActionKind
 
@@ -32,7 +33,7 @@ class SnapshotError(ValueError):
     """The snapshot is malformed; the message says where and what."""
 
 
-def _number(value, what: str, *, allow_zero: bool = True) -> float:
+def _number(value: object, what: str, *, allow_zero: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SnapshotError(f"{what} must be a finite number, got {value!r}")
     if value < 0 or (not allow_zero and value == 0):
@@ -40,7 +41,7 @@ def _number(value, what: str, *, allow_zero: bool = True) -> float:
     return float(value)
 
 
-class ColumnarSnapshot(Mapping):
+class ColumnarSnapshot(Mapping[str, Any]):
     """A snapshot held as numpy columns: what ``ClusterModel`` loads without a Python loop per partition.
 
     Same content as the dict snapshot (``{"cluster", "brokers", "partitions"}``), and readable as
@@ -59,28 +60,30 @@ class ColumnarSnapshot(Mapping):
         self,
         *,
         cluster: str,
-        broker_ids,
-        racks,
-        capacity,
-        partition_ids,
-        replica_counts,
-        replicas_flat,
-        leader,
-        bytes_in,
-        bytes_out,
-        size,
-        topics=None,
-        topic_names=None,
-        topic_codes=None,
+        broker_ids: ArrayLike,
+        racks: Iterable[str | None],
+        capacity: ArrayLike,
+        partition_ids: ArrayLike,
+        replica_counts: ArrayLike,
+        replicas_flat: ArrayLike,
+        leader: ArrayLike,
+        bytes_in: ArrayLike,
+        bytes_out: ArrayLike,
+        size: ArrayLike,
+        topics: Iterable[str] | None = None,
+        topic_names: Iterable[str] | None = None,
+        topic_codes: ArrayLike | None = None,
     ) -> None:
         self.cluster = cluster
         self.broker_ids = np.asarray(broker_ids)
         self.racks = list(racks)
         self.capacity = np.asarray(capacity, dtype=np.float64).reshape(len(self.broker_ids), len(RESOURCES))
         if topics is not None:
-            codes: dict = {}
+            codes: dict[str, int] = {}
             topic_codes = [codes.setdefault(t, len(codes)) for t in topics]
             topic_names = list(codes)
+        if topic_names is None:
+            raise TypeError("ColumnarSnapshot needs topics, or topic_names and topic_codes")
         self.topic_names = list(topic_names)
         self.topic_codes = np.asarray(topic_codes, dtype=np.int64)
         self.partition_ids = np.asarray(partition_ids)
@@ -90,28 +93,28 @@ class ColumnarSnapshot(Mapping):
         self.bytes_in = np.asarray(bytes_in, dtype=np.float64)
         self.bytes_out = np.asarray(bytes_out, dtype=np.float64)
         self.size = np.asarray(size, dtype=np.float64)
-        self._dict: dict | None = None
+        self._dict: dict[str, Any] | None = None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         if key == "cluster":
             return self.cluster
         if key not in self._KEYS:
             raise KeyError(key)
         return self.to_dict()[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._KEYS)
 
     def __len__(self) -> int:
         return len(self._KEYS)
 
     @property
-    def topics(self) -> list:
+    def topics(self) -> list[str]:
         """One topic name per partition."""
         names = self.topic_names
         return [names[c] for c in self.topic_codes.tolist()]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The equivalent dict snapshot (built once)."""
         if self._dict is None:
             brokers = []
@@ -153,9 +156,9 @@ class _Parsed(NamedTuple):
 
     cluster: str
     broker_ids: np.ndarray  # sorted
-    racks: list  # per sorted broker: rack name or None
+    racks: list[str | None]  # per sorted broker: rack name or None
     cap3: np.ndarray  # (brokers, 3)
-    topics: list
+    topics: list[str]
     partition_ids: np.ndarray
     replicas: np.ndarray  # (partitions, max RF), -1 padded
     rf: np.ndarray
@@ -165,7 +168,7 @@ class _Parsed(NamedTuple):
     size: np.ndarray
 
 
-def _parse_dicts(snapshot: Mapping) -> _Parsed:  # noqa: C901 - one check per field of the snapshot, naming it
+def _parse_dicts(snapshot: Mapping[str, Any]) -> _Parsed:  # noqa: C901 - one check per field of the snapshot, naming it
     """Validate a dict snapshot, with a message naming the first bad field."""
     if not isinstance(snapshot, Mapping):
         raise SnapshotError(f"snapshot must be a JSON object, got {type(snapshot).__name__}")
@@ -346,7 +349,7 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
 class ClusterModel:
     """Mutable planning state. Broker fields are indices into ``broker_ids`` (sorted ids)."""
 
-    def __init__(self, snapshot: Mapping, options: PlannerOptions | None = None) -> None:
+    def __init__(self, snapshot: Mapping[str, Any], options: PlannerOptions | None = None) -> None:
         """``snapshot``: a dict snapshot, or a :class:`ColumnarSnapshot` (same content, same
         errors, loaded with numpy instead of a Python loop per partition)."""
         options = options or PlannerOptions()
@@ -428,8 +431,8 @@ class ClusterModel:
         self.log: list[Move] = []  # every move applied, in order (for undo)
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
-        self._delta_memo: tuple | None = None
-        self._cluster_util_memo: tuple[int, dict] = (-1, {})
+        self._delta_memo: tuple[int, Move, np.ndarray] | None = None
+        self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
 
@@ -440,7 +443,10 @@ class ClusterModel:
         flat = self.replicas.ravel()
         ok = flat >= 0
         fb = flat[ok]
-        per = lambda v: np.broadcast_to(v[:, None], self.replicas.shape).ravel()[ok]  # noqa: E731
+
+        def per(v: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(v[:, None], self.replicas.shape).ravel()[ok]
+
         load[:, IN] = np.bincount(fb, weights=per(self.bytes_in), minlength=nb)
         load[:, DISK] = np.bincount(fb, weights=per(self.size), minlength=nb)
         load[:, NREP] = np.bincount(fb, minlength=nb)
@@ -582,7 +588,7 @@ class ClusterModel:
         return old - new, new - old
 
     def _moved_row(self, p: int, src: int, dst: int) -> np.ndarray:
-        row = self.replicas[p].copy()
+        row: np.ndarray = self.replicas[p].copy()
         row[row == src] = dst
         return row
 
@@ -680,7 +686,7 @@ class ClusterModel:
         return np.nonzero(distinct < target)[0]
 
 
-def broker_loads(snapshot: Mapping) -> dict[int, dict[str, float]]:
+def broker_loads(snapshot: Mapping[str, Any]) -> dict[int, dict[str, float]]:
     """Per broker id: network_in, network_out, disk (B/s, B/s, bytes), replicas, leaders."""
     model = ClusterModel(snapshot)
     out = {}

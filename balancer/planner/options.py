@@ -32,15 +32,16 @@ LOW_UTILIZATION_DEFAULTS = {
 _MEASURED = RESOURCES
 
 
-class _FrozenMap(dict):
+class _FrozenMap(dict[str, Any]):
     """A read-only dict (options are immutable values) that still pickles."""
 
-    def _readonly(self, *args, **kwargs):
+    def _readonly(self, *args: object, **kwargs: object) -> None:
         raise TypeError("PlannerOptions mappings are read-only")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly
+    # Every mutator refuses; typeshed gives each its own signature, which one function cannot match.
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_FrozenMap], tuple[dict[str, Any]]]:
         return (type(self), (dict(self),))
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -179,7 +180,7 @@ class PlannerOptions:
         return self.excluded_topics is not None and re.fullmatch(self.excluded_topics, topic) is not None
 
 
-def _thresholds_from(section: Any) -> dict:
+def _thresholds_from(section: Any) -> dict[str, Any]:
     """``balancer.thresholds`` (config) as ``thresholds`` / ``low_utilization`` kwargs: only keys set."""
     if section is None:
         return {}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from balancer.vocabulary import ActionKind
+from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Action
-from .model import RESOURCES, ClusterModel
+from .model import ClusterModel
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Plan:
     def imbalance_after(self) -> float:
         return max(self.after["network_in"], self.after["network_out"])
 
-    def to_reassignment(self) -> dict:
+    def to_reassignment(self) -> dict[str, Any]:
         """Kafka's reassignment JSON (``kafka-reassign-partitions.sh --execute``): changed partitions only."""
         parts = [
             {
@@ -75,7 +76,7 @@ class Plan:
         ]
         return {"version": 1, "partitions": parts}
 
-    def to_election(self) -> dict:
+    def to_election(self) -> dict[str, Any]:
         """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader changes."""
         return {
             "partitions": [
