@@ -9,7 +9,7 @@ before and after ``optimize`` and raises :class:`GoalError` if it got worse.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -1526,24 +1526,34 @@ class LeaderCountDistributionGoal(DistributionGoal):
         super().__init__(NLEAD, threshold, lower=True)
 
 
+def _measured(
+    cls: Callable[..., DistributionGoal], resource: str
+) -> Callable[[PlannerOptions], DistributionGoal]:
+    return lambda options: cls(
+        options.threshold(resource), low_utilization=options.low_utilization_of(resource)
+    )
+
+
+# The one registry of soft goals, by the names config and options accept (balancer.vocabulary's
+# SOFT_GOALS, in their default priority order): each built from the options with its thresholds.
+SOFT_GOAL_REGISTRY: dict[str, Callable[[PlannerOptions], DistributionGoal]] = {
+    "network_in_distribution": _measured(NetworkInDistributionGoal, "network_in"),
+    "network_out_distribution": _measured(NetworkOutDistributionGoal, "network_out"),
+    # Leader bytes-in follows the general threshold.
+    "leader_bytes_in_distribution": lambda options: LeaderBytesInDistributionGoal(options.balance_threshold),
+    "disk_distribution": _measured(DiskDistributionGoal, "disk"),
+    "replicas_distribution": lambda options: ReplicaCountDistributionGoal(options.threshold("replicas")),
+    "leaders_distribution": lambda options: LeaderCountDistributionGoal(options.threshold("leaders")),
+}
+if tuple(SOFT_GOAL_REGISTRY) != SOFT_GOALS:
+    raise ImportError("SOFT_GOAL_REGISTRY must name balancer.vocabulary.SOFT_GOALS, in their order")
+
+
 def default_goals(options: PlannerOptions) -> list[Goal]:
     """Priority order: hard goals, then the soft goals of ``options.goals`` in its order (default:
     traffic, leader bytes-in, disk, replica and leader counts), each with its resource's
     threshold and low-utilization threshold."""
     ct = options.capacity_threshold
-
-    def measured(cls, resource: str):
-        return lambda: cls(options.threshold(resource), low_utilization=options.low_utilization_of(resource))
-
-    soft = {
-        "network_in_distribution": measured(NetworkInDistributionGoal, "network_in"),
-        "network_out_distribution": measured(NetworkOutDistributionGoal, "network_out"),
-        # Leader bytes-in follows the general threshold.
-        "leader_bytes_in_distribution": lambda: LeaderBytesInDistributionGoal(options.balance_threshold),
-        "disk_distribution": measured(DiskDistributionGoal, "disk"),
-        "replicas_distribution": lambda: ReplicaCountDistributionGoal(options.threshold("replicas")),
-        "leaders_distribution": lambda: LeaderCountDistributionGoal(options.threshold("leaders")),
-    }
     names = options.goals if options.goals is not None else SOFT_GOALS
     return [
         ReplicationFactorGoal(),
@@ -1553,4 +1563,4 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         CapacityGoal(IN, ct),
         CapacityGoal(OUT, ct),
         CapacityGoal(DISK, ct),
-    ] + [soft[name]() for name in names]
+    ] + [SOFT_GOAL_REGISTRY[name](options) for name in names]
