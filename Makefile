@@ -39,7 +39,7 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	@$(PY) -m balancer.demo $(if $(VERBOSE),--verbose)
 
-# Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core and
+# Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core, execution and
 # config: the code a change is most likely to break silently.
 lint: setup
 	$(VENV)/bin/ruff check --quiet .

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import CoreSchema, core_schema
 
 from balancer.resources import resource_root
+from balancer.vocabulary import SOFT_GOALS, TelemetryFormat
 
 _DURATION = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(ms|millisecond|milliseconds|s|sec|second|seconds|m|min|minute|minutes|h|hour|hours)\s*$"
@@ -55,25 +57,43 @@ def duration_seconds(text: str) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
-def spark_interval(text: str) -> str:
-    """Normalise a duration to the form Spark's window()/withWatermark() accept."""
-    seconds = duration_seconds(text)
-    if seconds < 1:
-        raise ValueError(f"{text!r} is shorter than one second")
-    return f"{int(seconds)} seconds"
+class Duration(str):
+    """A duration as the config writes it ("30 seconds"), parsed once when the config is loaded: code
+    reads ``seconds`` or ``ms``, never the text. Still the text where printed or compared."""
+
+    seconds: float
+
+    def __new__(cls, text: str) -> Self:
+        self = super().__new__(cls, text)
+        self.seconds = duration_seconds(text)  # ValueError naming the text; pydantic adds the key
+        return self
+
+    @property
+    def ms(self) -> int:
+        return int(self.seconds * 1000)
+
+    @property
+    def text(self) -> str:
+        """As written, a plain ``str``: PySpark's ``trigger(processingTime=)`` refuses a subclass."""
+        return str.__str__(self)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
 
 
-def _checked(parse):
-    def check(value: str) -> str:
-        parse(value)  # raises ValueError naming the bad text; pydantic adds the key
-        return value
+class SparkInterval(Duration):
+    """A duration Spark's ``window()`` takes: at least one second, in whole seconds."""
 
-    return AfterValidator(check)
+    def __new__(cls, text: str) -> Self:
+        self = super().__new__(cls, text)
+        if self.seconds < 1:
+            raise ValueError(f"{text!r} is shorter than one second")
+        return self
 
-
-# A duration kept as written ("30 seconds"); SparkInterval must also be at least one second.
-Duration = Annotated[str, _checked(duration_seconds)]
-SparkInterval = Annotated[str, _checked(spark_interval)]
+    @property
+    def spark(self) -> str:
+        return f"{int(self.seconds)} seconds"
 
 
 def _client_options(value: Any) -> Any:
@@ -91,7 +111,7 @@ class SourceConfig(_Strict):
     connector: Literal["python", "native"] = "python"
     # v1: our JSON records; cruise-control: the binary records of Cruise Control's metrics reporter
     # (topic __CruiseControlMetrics, or strimzi.cruisecontrol.metrics under Strimzi).
-    format: Literal["v1", "cruise-control"] = "v1"
+    format: TelemetryFormat = TelemetryFormat.V1
     # The monitored cluster's name. Cruise Control's records carry none, so that format needs it;
     # v1 records name their own cluster and this must then be unset.
     cluster: str | None = None
@@ -102,7 +122,7 @@ class SourceConfig(_Strict):
     # Passed to the Kafka client unchanged (security.protocol, sasl.*, ssl.*, ...).
     options: dict[str, str] = Field(default_factory=dict)
     # How long the source keeps retrying an unreachable broker before failing the query.
-    unavailable_timeout: Duration = "60 seconds"
+    unavailable_timeout: Duration = Duration("60 seconds")
     # Largest accepted telemetry value; bigger ones are quarantined.
     max_value_bytes: int = Field(default=65536, gt=0)
     # Physically impossible figures are quarantined, not landed: a rate (bytes/s; also messages/s, as a
@@ -119,12 +139,12 @@ class SourceConfig(_Strict):
 
     @model_validator(mode="after")
     def _cluster_named(self) -> SourceConfig:
-        if self.format == "cruise-control" and not (self.cluster or "").strip():
+        if self.format == TelemetryFormat.CRUISE_CONTROL and not (self.cluster or "").strip():
             raise ValueError(
                 "source.cluster must name the monitored cluster when source.format is "
                 "'cruise-control' (its records carry no cluster name)"
             )
-        if self.format == "v1" and self.cluster is not None:
+        if self.format == TelemetryFormat.V1 and self.cluster is not None:
             raise ValueError(
                 "source.cluster is for source.format 'cruise-control'; v1 records name their cluster"
             )
@@ -146,7 +166,7 @@ class MetadataConfig(_Strict):
     # Defaults to source.bootstrap_servers: the reporter writes its topic to the cluster it measures.
     bootstrap_servers: str | None = None
     options: dict[str, str] = Field(default_factory=dict)
-    interval: Duration = "1 minute"
+    interval: Duration = Duration("1 minute")
 
     @field_validator("options", mode="before")
     @classmethod
@@ -213,21 +233,21 @@ class CheckpointConfig(_Strict):
 
 
 class WindowsConfig(_Strict):
-    size: SparkInterval = "5 minutes"
+    size: SparkInterval = SparkInterval("5 minutes")
     # Tumbling by default: a window is aggregated from the landed telemetry when it closes, so a
     # slide of size/k reads every report k times (there are no per-slide panes yet).
-    slide: SparkInterval = "5 minutes"
-    watermark: SparkInterval = "2 minutes"
+    slide: SparkInterval = SparkInterval("5 minutes")
+    watermark: SparkInterval = SparkInterval("2 minutes")
 
     @model_validator(mode="after")
     def _slide_fits(self) -> WindowsConfig:
-        if duration_seconds(self.slide) > duration_seconds(self.size):
+        if self.slide.seconds > self.size.seconds:
             raise ValueError(f"windows.slide ({self.slide}) must not exceed windows.size ({self.size})")
         return self
 
 
 class TriggerConfig(_Strict):
-    interval: Duration = "10 seconds"
+    interval: Duration = Duration("10 seconds")
 
 
 class ResourceThreshold(_Strict):
@@ -252,16 +272,6 @@ class ThresholdsConfig(_Strict):
         return value
 
 
-_SOFT_GOALS = (
-    "network_in_distribution",
-    "network_out_distribution",
-    "leader_bytes_in_distribution",
-    "disk_distribution",
-    "replicas_distribution",
-    "leaders_distribution",
-)
-
-
 class BalancerConfig(_Strict):
     balance_threshold: float = Field(default=1.10, gt=1.0, le=10.0)
     capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -279,15 +289,15 @@ class BalancerConfig(_Strict):
     throttle_bytes_per_sec: int = Field(default=50_000_000, gt=0)
     # After a plan completed (or the cluster diverged from it), no new plan for a window ending
     # sooner than this after the window that saw it: the next plan must see post-move telemetry.
-    min_plan_interval: Duration = "10 minutes"
+    min_plan_interval: Duration = Duration("10 minutes")
 
     @field_validator("goals")
     @classmethod
     def _goal_names(cls, value: list[str] | None) -> list[str] | None:
         if value is not None:
-            unknown = [g for g in value if g not in _SOFT_GOALS]
+            unknown = [g for g in value if g not in SOFT_GOALS]
             if unknown or len(set(value)) != len(value):
-                raise ValueError(f"must list distinct soft goals from {', '.join(_SOFT_GOALS)}; got {value}")
+                raise ValueError(f"must list distinct soft goals from {', '.join(SOFT_GOALS)}; got {value}")
         return value
 
     @field_validator("drain_brokers")
@@ -314,9 +324,9 @@ class ExecutorConfig(_Strict):
 
     # A proposed plan with no action observed, or an executing one with no progress, for this long
     # is closed (expired, or superseded by the next plan) and no longer blocks a new one.
-    proposal_ttl: Duration = "30 minutes"
+    proposal_ttl: Duration = Duration("30 minutes")
     # How long the whole plan should take; batch throttles are computed to meet it.
-    deadline: Duration = "1 hour"
+    deadline: Duration = Duration("1 hour")
     # Cruise Control's executor defaults.
     max_leadership_moves: int = Field(default=1000, gt=0)
     max_partition_moves_per_broker: int = Field(default=5, gt=0)
@@ -324,8 +334,8 @@ class ExecutorConfig(_Strict):
 
     @field_validator("proposal_ttl", "deadline")
     @classmethod
-    def _positive(cls, value: str) -> str:
-        if duration_seconds(value) <= 0:
+    def _positive(cls, value: Duration) -> Duration:
+        if value.seconds <= 0:
             raise ValueError("must be longer than 0 seconds")
         return value
 
@@ -337,7 +347,7 @@ class QualityConfig(_Strict):
     # Every broker must report at least this share of the window's intervals.
     min_broker_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
     # Freshness: each broker's latest report in a window is at most this old at the window's end.
-    max_report_age: Duration = "2 minutes"
+    max_report_age: Duration = Duration("2 minutes")
 
 
 class SparkConfig(_Strict):
@@ -368,7 +378,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _topology_known(self) -> Config:
-        if self.source.format == "cruise-control" and self.metadata.source == "none":
+        if self.source.format == TelemetryFormat.CRUISE_CONTROL and self.metadata.source == "none":
             raise ValueError(
                 "source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
                 "Control's records carry no replica lists or leaders"

@@ -362,7 +362,7 @@ def _strings(numbers: np.ndarray) -> pa.Array:
     return pa.array(numbers).cast(pa.string())
 
 
-def _errors(
+def _errors(  # noqa: C901 - one `if` per error kind, in the order they are reported
     kind, length, metric_class, version, metric_type, cls, typ, topic_len, expected
 ) -> pa.StringArray:
     """The reason for each row (NULL where ``kind`` is OK), built one error kind at a time."""

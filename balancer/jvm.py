@@ -32,7 +32,7 @@ class JarSet(StrEnum):
     S3A = "s3a"  # s3a:// for Hadoop's file system (delta-spark on object storage)
 
 
-class MissingJars(RuntimeError):
+class MissingJarsError(RuntimeError):
     """jvm/lib lacks a set: the project's setup has not resolved it."""
 
 
@@ -46,7 +46,7 @@ def jars(jar_set: JarSet, *, lib: Path = LIB) -> list[Path]:
     folder = lib / jar_set
     found = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not found:
-        raise MissingJars(
+        raise MissingJarsError(
             f"no jars in {folder} ({jar_set}): run `make setup`, which resolves jvm/pom.xml with Maven once"
         )
     if jar_set is JarSet.KAFKA:

@@ -79,7 +79,7 @@ def read_metadata_file(path: str | Path, cluster: str | None = None) -> ClusterM
         raise MetadataError(f"metadata file {path}: {e}") from None
 
 
-def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadata:
+def parse_metadata(doc: object, *, cluster: str | None = None) -> ClusterMetadata:  # noqa: C901 - one check per field of the file, in the file's order
     """The topology a parsed snapshot document describes (see :func:`read_metadata_file`)."""
     if not isinstance(doc, dict):
         raise MetadataError(
@@ -168,17 +168,10 @@ def _ids(value: object, where: str, *, empty: bool) -> tuple[int, ...]:
 # --- the Admin API -----------------------------------------------------------------------------------
 
 
-def poll_metadata(
-    bootstrap_servers: str, options: Mapping[str, str], cluster: str, *, timeout_s: float = 30
-) -> ClusterMetadata:
-    """The cluster's topology from its Admin API.
-
-    Partitions, replicas (assignment order), leaders and ISRs come from a metadata request
-    (``AdminClient.list_topics``); racks from DescribeCluster, a broker without one getting its
-    host as rack, as Cruise Control does (``MonitorUtils.getRackHandleNull``). A broker that does not
-    offer DescribeCluster leaves every rack None (unknown). ``options`` go to the client unchanged
-    (``security.protocol``, ``sasl.*``, ``ssl.*``); the values of secret ones never appear in errors.
-    """
+def _check_poll_arguments(
+    bootstrap_servers: str, options: Mapping[str, str], cluster: str, timeout_s: float
+) -> None:
+    """``poll_metadata``'s arguments, each refused with a MetadataError naming it."""
     if not isinstance(bootstrap_servers, str) or not bootstrap_servers.strip():
         raise MetadataError(
             f"bootstrap_servers: expected 'host:port[,host:port...]', got {bootstrap_servers!r}"
@@ -198,6 +191,20 @@ def poll_metadata(
         or timeout_s <= 0
     ):
         raise MetadataError(f"timeout_s: expected a number of seconds > 0, got {timeout_s!r}")
+
+
+def poll_metadata(
+    bootstrap_servers: str, options: Mapping[str, str], cluster: str, *, timeout_s: float = 30
+) -> ClusterMetadata:
+    """The cluster's topology from its Admin API.
+
+    Partitions, replicas (assignment order), leaders and ISRs come from a metadata request
+    (``AdminClient.list_topics``); racks from DescribeCluster, a broker without one getting its
+    host as rack, as Cruise Control does (``MonitorUtils.getRackHandleNull``). A broker that does not
+    offer DescribeCluster leaves every rack None (unknown). ``options`` go to the client unchanged
+    (``security.protocol``, ``sasl.*``, ``ssl.*``); the values of secret ones never appear in errors.
+    """
+    _check_poll_arguments(bootstrap_servers, options, cluster, timeout_s)
 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient

@@ -21,6 +21,7 @@ import pandas as pd
 
 from balancer.config import REPO_ROOT, load_config
 from balancer.storage import Storage, is_uri
+from balancer.vocabulary import PlanStatus
 
 ENV_CONFIG = "BALANCER_CONFIG"
 ENV_LAKEHOUSE = "BALANCER_LAKEHOUSE"
@@ -38,7 +39,7 @@ def lakehouse(environ: Mapping[str, str] = os.environ) -> Storage:
     return Storage.of(root, config.lakehouse.storage_options)
 
 
-class MissingLakehouse(LookupError):
+class MissingLakehouseError(LookupError):
     """No lakehouse (or not the job's) where the notebooks were pointed."""
 
 
@@ -49,7 +50,7 @@ def read_table(storage: Storage, name: str, columns: list[str] | None = None) ->
     path = storage.join(name)
     options = storage.delta_options()
     if not DeltaTable.is_deltatable(path, storage_options=options):
-        raise MissingLakehouse(
+        raise MissingLakehouseError(
             f"no Delta table {name!r} under {storage.root}: run `make run` first, or point "
             f"{ENV_LAKEHOUSE} / {ENV_CONFIG} at the job's lakehouse"
         )
@@ -136,7 +137,7 @@ def latest_plan_status(plans: pd.DataFrame, events: pd.DataFrame) -> pd.DataFram
     """Each proposed plan's current status: its latest ``plan_events`` row, else ``proposed`` (the
     ``plan_status`` view's rule). Columns ``cluster``, ``plan_id``, ``proposed_for``, ``status``,
     ``as_of``, ``actions_done``, ``actions_total``, ``detail``."""
-    proposed = plans.loc[plans["status"] == "proposed", ["cluster", "plan_id", "window_end"]]
+    proposed = plans.loc[plans["status"] == PlanStatus.PROPOSED.value, ["cluster", "plan_id", "window_end"]]
     proposed = proposed.rename(columns={"window_end": "proposed_for"})
     newest = (
         events.sort_values(["window_end", "recorded_at"])
@@ -145,7 +146,7 @@ def latest_plan_status(plans: pd.DataFrame, events: pd.DataFrame) -> pd.DataFram
         .rename(columns={"window_end": "as_of"})
     )
     frame = proposed.merge(newest, on="plan_id", how="left")
-    frame["status"] = frame["status"].fillna("proposed")
+    frame["status"] = frame["status"].fillna(PlanStatus.PROPOSED.value)
     return frame.sort_values(["proposed_for", "cluster"], ascending=[False, True]).reset_index(drop=True)
 
 
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     storage = lakehouse()
     try:
         read_table(storage, "balance_plans", columns=["plan_id"])
-    except MissingLakehouse as exc:
+    except MissingLakehouseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"the notebooks read the lakehouse at {storage.root}")

@@ -42,7 +42,7 @@ def _brokers(brokers: Iterable[Mapping]) -> tuple[list[dict], list[int]]:
     broker_list, silent = [], []
     for row in sorted(brokers, key=lambda r: int(r["broker"])):
         broker_id = int(row["broker"])
-        capacity = {k: row.get(f"capacity_{k}") for k in ("network_in", "network_out", "disk")}
+        capacity = {k: row.get(f"capacity_{k}") for k in RESOURCES}
         if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in capacity.values()):
             silent.append(broker_id)
             continue

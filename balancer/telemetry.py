@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from balancer.vocabulary import RESOURCES
+
 VERSION = 1
 RECORD_TYPES = ("partition", "broker")
 
@@ -53,7 +55,7 @@ FIELDS: tuple[Field, ...] = (
     Field("capacity", "capacity", ("broker",)),
     Field("cpu", "double", (), non_negative=True),
 )
-CAPACITY_KEYS = ("network_in", "network_out", "disk")
+CAPACITY_KEYS = RESOURCES  # a broker record's capacity object
 
 # Plausible event times: after 2015-01-01 and at most this far ahead of the job's clock.
 MIN_TS_MS = 1_420_070_400_000

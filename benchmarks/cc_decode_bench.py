@@ -21,21 +21,16 @@ Each list is repeated to ``--records`` values and decoded in Arrow batches of ``
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pyarrow as pa
+from ingest_bench import QUICK, T0
 
-import pyarrow as pa  # noqa: E402
-from ingest_bench import QUICK, T0  # noqa: E402
-
-from balancer import cruise_control as cc  # noqa: E402
-from balancer import telemetry as tm  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
+from balancer import cruise_control as cc
+from balancer import telemetry as tm
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 
 
 def cruise_control_values(records: list[dict]) -> list[bytes]:

@@ -30,10 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
 
 def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, seed: int) -> dict:
     import numpy as np

@@ -24,20 +24,18 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest_bench import QUICK, T0, Round  # noqa: E402
-from landing_bench import measure, produce_minutes  # noqa: E402
+from ingest_bench import QUICK, T0, Round
+from landing_bench import measure, produce_minutes
 
-from balancer.config import load_config  # noqa: E402
-from balancer.demo.cc_reporter import from_telemetry  # noqa: E402
-from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from balancer.spark.job import parse_stream, python_source_options  # noqa: E402
-from balancer.spark.kafka_source import KafkaSource  # noqa: E402
-from balancer.spark.session import build_session  # noqa: E402
+from balancer.config import load_config
+from balancer.demo.cc_reporter import from_telemetry
+from balancer.demo.embedded_broker import EmbeddedBroker
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
+from balancer.spark.job import parse_stream, python_source_options
+from balancer.spark.kafka_source import KafkaSource
+from balancer.spark.session import build_session
 
 
 def main() -> None:

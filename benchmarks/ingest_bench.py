@@ -34,16 +34,15 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
-from cpu import process_cpu_seconds, spark_cpu_seconds  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from cpu import process_cpu_seconds, spark_cpu_seconds
 
-from balancer import telemetry as tm  # noqa: E402
-from balancer.config import load_config  # noqa: E402
-from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
+from balancer import telemetry as tm
+from balancer.config import load_config
+from balancer.demo.embedded_broker import EmbeddedBroker
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
 
 MINUTE_MS = 60_000
 T0 = 1_790_000_000_000 // 300_000 * 300_000

@@ -32,21 +32,19 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from confluent_kafka import Producer  # noqa: E402
-from cpu import spark_cpu_seconds  # noqa: E402
-from ingest_bench import MINUTE_MS, QUICK, T0, Round, plain_consumer  # noqa: E402
-from pyspark import StorageLevel  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from confluent_kafka import Producer
+from cpu import spark_cpu_seconds
+from ingest_bench import MINUTE_MS, QUICK, T0, Round, plain_consumer
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
 
-from balancer.config import load_config  # noqa: E402
-from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec  # noqa: E402
-from balancer.spark.kafka_source import KafkaSource  # noqa: E402
-from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry  # noqa: E402
-from balancer.spark.session import build_session  # noqa: E402
+from balancer.config import load_config
+from balancer.demo.embedded_broker import EmbeddedBroker
+from balancer.demo.scenarios import ScenarioSpec
+from balancer.spark.kafka_source import KafkaSource
+from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
+from balancer.spark.session import build_session
 
 TOPIC = "landing-bench"
 

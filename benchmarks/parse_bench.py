@@ -23,13 +23,13 @@ import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import functions as F
 
-from balancer import telemetry as tm  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from balancer.spark import parse  # noqa: E402
-from balancer.spark.session import build_session  # noqa: E402
+from balancer import telemetry as tm
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
+from balancer.spark import parse
+from balancer.spark.session import build_session
 
 
 def two_pass(kafka, max_value_bytes: int):
@@ -49,7 +49,7 @@ def two_pass(kafka, max_value_bytes: int):
     )
     now_ms = F.unix_millis(F.current_timestamp())
     reason = F.coalesce(
-        *parse._rules(
+        *parse.quarantine_rules(
             F.col("_raw"),
             F.col("_typed"),
             F.col("value"),
@@ -78,7 +78,7 @@ def rules_on_every_record(kafka, max_value_bytes: int):
     parsed = parsed.withColumn("_raw", F.when(failed, F.from_json(guarded, parse.RAW_SCHEMA, options)))
     now_ms = F.unix_millis(F.current_timestamp())
     reason = F.coalesce(
-        *parse._rules(
+        *parse.quarantine_rules(
             F.col("_raw"), typed, F.col("value"), max_value_bytes, now_ms, max_rate=1e13, max_size=1e15
         )
     )

@@ -28,10 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
 LINKEDIN_7 = dict(
     brokers=7,
     racks=0,
@@ -351,7 +347,7 @@ def network_in_move_bound(
     )
     return {
         "least_share": least / total,  # inf where no plan can (within the moves or bytes)
-        "fewest_moves": int(math.ceil(fewest - 1e-6)) if math.isfinite(fewest) else math.inf,
+        "fewest_moves": math.ceil(fewest - 1e-6) if math.isfinite(fewest) else math.inf,
     }
 
 

@@ -43,11 +43,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-if "--root" in sys.argv:  # measure another checkout's code (e.g. a git worktree of the previous commit)
-    ROOT = Path(sys.argv[sys.argv.index("--root") + 1]).resolve()
-sys.path.insert(0, str(ROOT))
-
 FULL = dict(
     brokers=270,
     racks=6,
@@ -166,7 +161,7 @@ def run_stages(
 ) -> tuple[dict, dict, list]:
     """Times each stage of ``plan_group`` on one window; returns (seconds, peak MB, actions)."""
     from balancer.planner import ClusterModel, PlannerOptions
-    from balancer.snapshot import build_snapshot
+    from balancer.snapshot import build_snapshot, frame_records
     from balancer.spark import planning
 
     seconds: dict[str, float] = {}
@@ -188,7 +183,7 @@ def run_stages(
     cluster = key[0]
     if path == "dict":
         parts, brks = stage(
-            "frames", lambda: (planning._records(prows), planning._records(brows.drop(columns=["_blocked"])))
+            "frames", lambda: (frame_records(prows), frame_records(brows.drop(columns=["_blocked"])))
         )
         built = stage("snapshot", lambda: build_snapshot(cluster, parts, brks))
         del parts, brks
@@ -236,21 +231,23 @@ def run_stages(
         "leader_moves": row["leader_moves"],
         "replica_moves": row["replica_moves"],
         "bytes_to_move": row["bytes_to_move"],
-        "goals": {g["goal"]: g["moves"] for g in result.goals if g["moves"]},
+        "goals": {g.goal: g.moves for g in result.goals if g.moves},
     }
     return seconds, peaks, [summary, row["actions"]]
 
 
 def _legacy_plan_group(planning, key, partition_rows, broker_rows, balancer) -> pd.DataFrame:
-    """plan_group as it was (commit af2094f): every row a dict, then build_snapshot, then plan."""
+    """plan_group with every row a dict, then build_snapshot, then plan (the path before the frames path)."""
+    from balancer.snapshot import frame_records
+
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
     row = planning.plan_window(
         cluster,
         window_start,
         window_end,
-        planning._records(partition_rows),
-        planning._records(broker_rows.drop(columns=["_blocked"], errors="ignore")),
+        frame_records(partition_rows),
+        frame_records(broker_rows.drop(columns=["_blocked"], errors="ignore")),
         balancer,
         blocked_reason="; ".join(sorted(reasons)) or None,
     )
@@ -404,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args)))
         return 0
-    print(f"load average before: {loadavg()}; code from {args.root or ROOT}")
+    print(f"load average before: {loadavg()}; code from {args.root or 'the installed balancer package'}")
+    # The children import balancer from --root's checkout when given (PYTHONPATH precedes site-packages).
+    env = {**os.environ, "PYTHONPATH": str(Path(args.root).resolve())} if args.root else None
     paths = ("dict", "columnar") if args.path == "both" else (args.path,)
     reports = []
     for path in paths:
@@ -423,9 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         cmd += ["--quick"] if args.quick else []
         cmd += ["--executed"] if args.executed else []
-        cmd += ["--root", args.root] if args.root else []
         cmd += ["--profile", args.profile] if args.profile else []
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
         if proc.returncode != 0:
             print(f"path {path}: child failed", file=sys.stderr)
             return 1

@@ -30,9 +30,9 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from balancer.demo.embedded_broker import EmbeddedBroker  # noqa: E402
+from balancer.demo.embedded_broker import EmbeddedBroker
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

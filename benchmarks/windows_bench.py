@@ -26,19 +26,17 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pyarrow as pa  # noqa: E402
-from cpu import spark_cpu_seconds as cpu_seconds  # noqa: E402
-from ingest_bench import FULL, MINUTE_MS, QUICK, T0  # noqa: E402
+import pyarrow as pa
+from cpu import spark_cpu_seconds as cpu_seconds
+from ingest_bench import FULL, MINUTE_MS, QUICK, T0
 
-from balancer.config import load_config  # noqa: E402
-from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
-from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
-from balancer.spark.session import build_session  # noqa: E402
-from balancer.spark.sinks import BalancerSink  # noqa: E402
+from balancer.config import load_config
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.demo.simulator import SimulatedCluster
+from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.session import build_session
+from balancer.spark.sinks import BalancerSink
 
 
 class MeasuredSink(BalancerSink):

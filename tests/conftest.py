@@ -72,3 +72,21 @@ def topic(broker) -> str:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# Fixtures that start a JVM or a broker: a test using them (directly or through another fixture) is an
+# integration test and must say so, so that `make test-unit` (-m "not integration") never starts them.
+_HEAVY_FIXTURES = frozenset({"spark", "broker", "topic"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [
+        item.nodeid
+        for item in items
+        if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("integration") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that start Spark or the broker must be marked integration: " + ", ".join(unmarked)
+        )

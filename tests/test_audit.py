@@ -135,3 +135,40 @@ def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path,
         shown.out == ""
         and shown.err.strip() == f"balancer history: no Delta table telemetry_raw under {root}"
     )
+
+
+# -- balancer sql --as-of VERSION: a version is a table's own ----------------------------------------------
+
+
+def test_a_query_reads_the_tables_it_names_and_those_of_the_views_it_names():
+    from balancer.cli.sql import tables_read
+
+    assert tables_read("SELECT count(*) FROM balance_plans", TABLES) == ["balance_plans"]
+    assert tables_read("select * from PLAN_HISTORY", TABLES) == ["balance_plans"]  # a saved view
+    joined = "SELECT * FROM broker_load b JOIN balance_plans p USING (cluster, window_end)"
+    assert tables_read(joined, TABLES) == ["balance_plans", "broker_load"]
+    assert tables_read("SELECT 41 + 1", TABLES) == []
+
+
+def test_a_bare_version_is_refused_for_a_query_reading_several_tables(tmp_path, capsys):
+    query = "SELECT * FROM broker_load JOIN balance_plans USING (cluster, window_end)"
+    settings = ["--set", f"lakehouse.path={tmp_path / 'lh'}"]
+    assert balancer_cli(["sql", *settings, "--as-of", "1", query]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("balancer sql: --as-of 1 is a version of one table") and "\n" not in err
+    assert "reads 2: balance_plans, broker_load" in err and "--as-of 2026-11-24T03:10:00Z" in err
+
+
+@pytest.mark.integration
+def test_a_version_applies_to_the_one_table_the_query_reads(spark, tmp_path, capsys):
+    """Version 2 of balance_plans, while broker_load, which the query does not read, has no version 2."""
+    root = tmp_path / "lh"
+    for table in ("balance_plans", "broker_load"):
+        DeltaTable.create(str(root / table), schema=arrow_schema(table), name=table)
+    append(root, "broker_load", load(1))
+    for plan_id in ("a", "b", "c"):
+        append(root, "balance_plans", plan(plan_id))
+    settings = ["--set", f"lakehouse.path={root}", "--set", "lakehouse.engine=delta-rs"]
+    query = "SELECT concat_ws(',', sort_array(collect_list(plan_id))) AS plans FROM plan_history"
+    assert balancer_cli(["sql", *settings, "--as-of", "2", query]) == 0
+    assert "|a,b  |" in capsys.readouterr().out  # versions 1 and 2 added a and b

@@ -206,11 +206,11 @@ def test_errors_name_the_entry_and_field(doc, message):
 
 
 def test_file_errors_name_the_file(tmp_path):
-    with pytest.raises(CapacityError, match="capacity file .*missing.json: cannot read it"):
+    with pytest.raises(CapacityError, match=r"capacity file .*missing\.json: cannot read it"):
         read_capacities(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(CapacityError, match="bad.json: not valid JSON"):
+    with pytest.raises(CapacityError, match=r"bad\.json: not valid JSON"):
         read_capacities(bad)
     bad.write_text(json.dumps({"brokerCapacities": [entry(NW_IN="x")]}))
     with pytest.raises(

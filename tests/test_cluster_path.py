@@ -189,10 +189,10 @@ def test_native_connector_without_its_jar_fails_with_a_clear_message(spark, tmp_
             f"checkpoint.path={tmp_path / 'cp'}",
         ],
     )
-    with pytest.raises(RuntimeError, match="spark-sql-kafka.*or set source.connector=python"):
+    with pytest.raises(RuntimeError, match=r"spark-sql-kafka.*or set source\.connector=python"):
         job.start(spark, config, once=True)
 
 
 def test_delta_spark_engine_without_its_jar_fails_with_a_clear_message(spark, tmp_path):
-    with pytest.raises(RuntimeError, match="delta-spark.*or set lakehouse.engine=delta-rs"):
+    with pytest.raises(RuntimeError, match=r"delta-spark.*or set lakehouse\.engine=delta-rs"):
         Lakehouse(spark, tmp_path / "lh", engine="delta-spark")

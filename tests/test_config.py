@@ -75,7 +75,7 @@ def test_physical_limits_default_and_override():
 
 
 def test_bad_set_syntax():
-    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+    with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
         load_config(None, ["balancer.balance_threshold"])
 
 
@@ -101,3 +101,11 @@ def test_executor_defaults_and_override():
     assert config.balancer.min_plan_interval == "10 minutes"
     changed = load_config(None, ["executor.proposal_ttl=5 minutes", "balancer.min_plan_interval=0 seconds"])
     assert changed.executor.proposal_ttl == "5 minutes" and changed.balancer.min_plan_interval == "0 seconds"
+
+
+def test_durations_are_parsed_once_into_typed_values():
+    config = load_config(None, ["windows.watermark=90 seconds", "executor.deadline=2 hours"])
+    assert (config.windows.watermark.ms, config.windows.watermark.spark) == (90_000, "90 seconds")
+    assert config.executor.deadline.seconds == 7200 and config.executor.deadline == "2 hours"
+    assert config.windows.size.ms == 300_000  # a default is typed as well
+    assert type(config.trigger.interval.text) is str  # for APIs that refuse a str subclass

@@ -79,6 +79,7 @@ def as_set(rows) -> set[tuple[int, bytes]]:
     return {(r["partition"], bytes(r["value"])) for r in rows}
 
 
+@pytest.mark.integration
 def test_exact_records_then_only_new_ones_on_rerun(kspark, broker, topic, workdir):
     sent = produce(broker.bootstrap_servers, topic, 1000, batches=3)
     run_available_now(kspark, broker.bootstrap_servers, topic, workdir, startingOffsets="earliest")
@@ -98,6 +99,7 @@ def test_exact_records_then_only_new_ones_on_rerun(kspark, broker, topic, workdi
     assert len(rows) == 1037 and as_set(rows) == sent | more  # no duplicates, no loss
 
 
+@pytest.mark.integration
 def test_batch_read_with_ending_offsets(kspark, broker, topic):
     sent = produce(broker.bootstrap_servers, topic, 20)
     base = (
@@ -112,6 +114,7 @@ def test_batch_read_with_ending_offsets(kspark, broker, topic):
     ]
 
 
+@pytest.mark.integration
 def test_max_offsets_per_trigger_caps_each_batch(kspark, broker, topic, workdir):
     sent = produce(broker.bootstrap_servers, topic, 100)
     query = (
@@ -132,6 +135,7 @@ def test_max_offsets_per_trigger_caps_each_batch(kspark, broker, topic, workdir)
     assert as_set(rows) == sent and len(rows) == 100
 
 
+@pytest.mark.integration
 def test_starting_offsets_latest_skips_existing_records(kspark, broker, topic, workdir):
     produce(broker.bootstrap_servers, topic, 10, tag="old")
     query = (
@@ -152,6 +156,7 @@ def test_starting_offsets_latest_skips_existing_records(kspark, broker, topic, w
     assert as_set(rows) == new and len(rows) == 7
 
 
+@pytest.mark.integration
 def test_unreachable_brokers_fail_in_bounded_time_without_leaking_secrets(kspark, workdir, capfd):
     bootstrap = f"127.0.0.1:{free_port()}"
     secret = f"pw-{uuid.uuid4().hex}"
@@ -183,6 +188,7 @@ def test_unreachable_brokers_fail_in_bounded_time_without_leaking_secrets(kspark
     assert secret not in message and secret not in captured.out and secret not in captured.err
 
 
+@pytest.mark.integration
 def test_broker_restart_is_reported_as_data_loss(kspark, own_broker, workdir):
     topic = f"lossy-{uuid.uuid4().hex[:8]}"
     own_broker.create_topic(topic, partitions=2)
@@ -213,6 +219,7 @@ def test_broker_restart_is_reported_as_data_loss(kspark, own_broker, workdir):
     assert len(rows) == 46 and after <= as_set(rows)
 
 
+@pytest.mark.integration
 def test_read_fails_fast_when_records_in_range_are_missing(kspark, broker, topic):
     sent = produce(broker.bootstrap_servers, topic, 20)
     beyond = (
@@ -237,7 +244,7 @@ def test_arrow_batch_matches_messages_field_by_field():
 
     from balancer.spark.kafka_source import SCHEMA, _to_batch
 
-    EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
 
     def msg(offset, key, ts):
         return Message(
@@ -258,7 +265,7 @@ def test_arrow_batch_matches_messages_field_by_field():
         assert batch.schema.names == SCHEMA.fieldNames()
         rows = [tuple(r.values()) for r in batch.to_pylist()]
         as_micros = [
-            (k, v, t, p, o, None if ts is None else (ts - EPOCH) // timedelta(microseconds=1), tt)
+            (k, v, t, p, o, None if ts is None else (ts - epoch) // timedelta(microseconds=1), tt)
             for k, v, t, p, o, ts, tt in rows
         ]
         assert as_micros == expected
@@ -270,6 +277,7 @@ def test_arrow_batch_matches_messages_field_by_field():
     assert keyless.column("timestamp").null_count == 0
 
 
+@pytest.mark.integration
 def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, topic):
     """``valueJsonSchema`` adds ``value_json``.
 

@@ -79,6 +79,7 @@ def log_adds(path: str) -> list[dict]:
     return adds
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
 def test_append_then_read_back_equals_input(spark, house, monkeypatch, inline_max_bytes):
     monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
@@ -106,6 +107,7 @@ def test_append_then_read_back_equals_input(spark, house, monkeypatch, inline_ma
     assert sum(s["nullCount"]["rack"] for s in stats) == len(rows) - len(rows) // 5
 
 
+@pytest.mark.integration
 def test_replay_of_committed_batch_writes_nothing(spark, house):
     data = frame(spark, raw_rows(500), 2)
     assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
@@ -124,6 +126,7 @@ def test_replay_of_committed_batch_writes_nothing(spark, house):
     assert DeltaTable(path).to_pyarrow_table().num_rows == 1200
 
 
+@pytest.mark.integration
 def test_files_written_but_not_committed_are_invisible(spark, house):
     path = house.path("telemetry_raw")
     assert house.append("telemetry_raw", frame(spark, raw_rows(100), 1), app_id="app-1", batch_id=0)
@@ -148,6 +151,7 @@ def test_files_written_but_not_committed_are_invisible(spark, house):
     assert house.read("telemetry_raw").count() == 500
 
 
+@pytest.mark.integration
 def test_empty_frame_commits_the_transaction_only(spark, house):
     path = house.path("telemetry_quarantine")
     empty = spark.createDataFrame([], spark_schema("telemetry_quarantine"))
@@ -157,12 +161,14 @@ def test_empty_frame_commits_the_transaction_only(spark, house):
     assert not house.append("telemetry_quarantine", empty, app_id="app-1", batch_id=3)
 
 
+@pytest.mark.integration
 def test_arrow_table_on_driver_still_uses_write_deltalake(spark, house):
     data = frame(spark, raw_rows(50), 1).toArrow()
     assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
     assert house.read("telemetry_raw").count() == 50
 
 
+@pytest.mark.integration
 def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monkeypatch):
     small = frame(spark, raw_rows(200), 2).cache()
     small.count()  # materialized: Spark now knows its size
@@ -173,6 +179,7 @@ def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monk
     assert DeltaTable(house.path("telemetry_raw")).to_pyarrow_table().num_rows == 200
 
 
+@pytest.mark.integration
 def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monkeypatch):
     empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0")
     assert lh.estimated_bytes(empty) > lh.DRIVER_MAX_BYTES
@@ -182,6 +189,7 @@ def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monk
     assert house.read("telemetry_raw").count() == 0
 
 
+@pytest.mark.integration
 def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path):
     from datetime import datetime
 
@@ -227,6 +235,7 @@ def test_column_max_reads_the_log_statistics_and_matches_a_scan(spark, tmp_path)
     assert 0 <= (from_log - datetime(2026, 1, 1, 0, 9, 2, tzinfo=dt.UTC)).total_seconds() < 0.001
 
 
+@pytest.mark.integration
 def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark, house):
     # Three batches, each its own commit (file) one hour apart in event time.
     for batch in range(3):
@@ -247,6 +256,7 @@ def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark,
     assert house.read_range("telemetry_raw", "ts", hi + 10 * 3600_000, hi + 11 * 3600_000).count() == 0
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
 def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
     spark, house, monkeypatch, inline_max_bytes
@@ -312,6 +322,7 @@ def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
     assert house.read("telemetry_quarantine").count() == 270
 
 
+@pytest.mark.integration
 def test_append_routed_on_an_empty_frame_commits_the_transactions_only(spark, house):
     from pyspark.sql import functions as F
 
@@ -350,6 +361,7 @@ def test_file_stats_leave_out_bounds_json_cannot_hold():
     assert out["minValues"] == {"n": 1} and out["maxValues"] == {"n": 9}
 
 
+@pytest.mark.integration
 def test_an_equality_filter_on_long_strings_finds_its_rows(spark, house):
     """A string column's file stats must let a reader find every value in the file, short (plan ids) or
     longer than the stats' cap: delta-rs prunes a file whose column lacks a min or a max."""
@@ -370,6 +382,7 @@ def test_an_equality_filter_on_long_strings_finds_its_rows(spark, house):
     assert table.to_pyarrow_table(filters=[("topic", "=", "topic-" + "x" * 300)]).num_rows == 12
 
 
+@pytest.mark.integration
 def test_select_pushes_each_filter_down_and_returns_aware_timestamps(spark, house):
     rows = raw_rows(40)
     house.append("telemetry_raw", frame(spark, rows[:20], 1), app_id="a", batch_id=0)

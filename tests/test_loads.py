@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from rows import WINDOW_COLUMNS, window_row
 
 from balancer.config import BalancerConfig
 from balancer.spark import loads
+
+pytestmark = pytest.mark.integration  # every test runs Spark
 
 W0, W1 = datetime(2026, 1, 1, 0, 0), datetime(2026, 1, 1, 0, 5)
 

@@ -111,11 +111,11 @@ def test_file_errors_name_the_item(tmp_path, doc, message):
 
 
 def test_unreadable_files(tmp_path):
-    with pytest.raises(MetadataError, match="missing.json: cannot read it"):
+    with pytest.raises(MetadataError, match=r"missing\.json: cannot read it"):
         read_metadata_file(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(MetadataError, match="bad.json: not valid JSON"):
+    with pytest.raises(MetadataError, match=r"bad\.json: not valid JSON"):
         read_metadata_file(bad)
     assert issubclass(MetadataError, ValueError)
 
@@ -171,7 +171,7 @@ def test_changed_rows():
 def test_poll_arguments_are_checked_before_connecting():
     with pytest.raises(MetadataError, match="bootstrap_servers"):
         poll_metadata(" ", {}, "c")
-    with pytest.raises(MetadataError, match="options: 'bootstrap.servers'"):
+    with pytest.raises(MetadataError, match=r"options: 'bootstrap\.servers'"):
         poll_metadata("h:1", {"bootstrap.servers": "x:1"}, "c")
     with pytest.raises(MetadataError, match="cluster"):
         poll_metadata("h:1", {}, "")

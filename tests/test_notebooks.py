@@ -368,11 +368,13 @@ def answers(lakehouse) -> dict[str, dict]:
     return run_notebooks({p: {expr: expr for expr in EXPECTED[p.name]} for p in paths}, lakehouse)
 
 
+@pytest.mark.integration  # starts a Jupyter kernel or server
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_notebook_runs_in_a_kernel_and_computes_its_answers(name, answers):
     assert answers[name] == json.loads(json.dumps(EXPECTED[name]))
 
 
+@pytest.mark.integration  # starts a Jupyter kernel or server
 def test_a_failing_cell_fails_the_run_naming_the_notebook(tmp_path, lakehouse):
     broken = tmp_path / "broken.ipynb"
     cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("x / 0")]
@@ -419,7 +421,7 @@ def test_lakehouse_comes_from_the_config_file_and_the_override(tmp_path):
 
 
 def test_read_table_names_the_fix_when_there_is_no_lakehouse(tmp_path, lakehouse):
-    with pytest.raises(nb.MissingLakehouse, match=r"'balance_plans'.*make run"):
+    with pytest.raises(nb.MissingLakehouseError, match=r"'balance_plans'.*make run"):
         nb.read_table(Storage.of(tmp_path), "balance_plans")
     plans = nb.read_table(Storage.of(lakehouse), "balance_plans", ["plan_id", "window_end"])
     assert list(plans.columns) == ["plan_id", "window_end"] and len(plans) == 3
@@ -534,6 +536,7 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.integration  # starts a Jupyter kernel or server
 def test_make_notebook_serves_jupyterlab_on_loopback_only(tmp_path):
     port = _free_port()
     out = tmp_path / "make-notebook.log"

@@ -10,8 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -145,19 +147,27 @@ def test_credentials_are_never_echoed():
 
 
 def test_two_writers_from_the_same_version_both_commit(s3_endpoint):
-    """Two drivers committing to one table at once (two jobs sharing a lakehouse): with conditional put
-    the second one's create of the same log entry fails, it retries on the next version, nothing is lost."""
+    """Drivers committing to one table at the same moment (jobs sharing a lakehouse): with conditional put
+    only one creates each log entry, the others see the conflict and commit the next version; nothing is
+    lost. The writers load the same version, then wait at a barrier so their commits race."""
     from deltalake import DeltaTable, write_deltalake
 
     storage = Storage.of(f"s3://balancer-lakehouse/{uuid.uuid4().hex}", options(s3_endpoint))
     uri, opts = storage.join("t"), storage.delta_options()
-    data = pa.table({"a": [1, 2, 3]})
-    DeltaTable.create(uri, schema=data.schema, storage_options=opts)
-    first, second = DeltaTable(uri, storage_options=opts), DeltaTable(uri, storage_options=opts)
-    write_deltalake(first, data, mode="append")
-    write_deltalake(second, data, mode="append")  # its snapshot is one version behind
+    DeltaTable.create(uri, schema=pa.schema([("writer", pa.int64())]), storage_options=opts)
+    writers = 4
+    tables = [DeltaTable(uri, storage_options=opts) for _ in range(writers)]  # all at version 0
+    start = threading.Barrier(writers)
+
+    def write(i: int) -> None:
+        start.wait()
+        write_deltalake(tables[i], pa.table({"writer": [i]}), mode="append")
+
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(write, range(writers)))
     table = DeltaTable(uri, storage_options=opts)
-    assert table.version() == 2 and table.to_pyarrow_table().num_rows == 6
+    assert table.version() == writers
+    assert sorted(table.to_pyarrow_table()["writer"].to_pylist()) == list(range(writers))
 
 
 @pytest.mark.integration

@@ -221,6 +221,7 @@ def parsed(spark, request):
     return parse_telemetry(frame, **LIMITS).cache()
 
 
+@pytest.mark.integration
 def test_good_records_pass_with_typed_fields(parsed):
     good = {r["kafka_offset"]: r for r in valid_records(parsed).collect()}
     assert set(good) == {0, 1}
@@ -228,6 +229,7 @@ def test_good_records_pass_with_typed_fields(parsed):
     assert good[1]["capacity_disk"] == 1e12 and good[1]["rack"] == "eu-1a"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_record_is_quarantined_with_reason(parsed, case):
     offset = 2 + list(CASES).index(case)
@@ -239,6 +241,7 @@ def test_bad_record_is_quarantined_with_reason(parsed, case):
     assert rows[0]["value"] == as_bytes(CASES[case][0])
 
 
+@pytest.mark.integration
 def test_every_record_comes_out_once_with_a_verdict(parsed):
     """One row per input record (none dropped or repeated), and each either valid with no reason and no
     copy of its value, or with a non-empty reason and its value."""
@@ -251,6 +254,7 @@ def test_every_record_comes_out_once_with_a_verdict(parsed):
             assert r["quarantine_reason"] and r["quarantine_reason"].strip() and r["value"] is not None, r
 
 
+@pytest.mark.integration
 def test_text_columns_hold_valid_utf8(parsed):
     """No text column carries invalid UTF-8: a value that is not UTF-8 is not parsed into fields."""
     from pyspark.sql import functions as F
@@ -265,6 +269,7 @@ def test_text_columns_hold_valid_utf8(parsed):
     assert parsed.where(f"kafka_offset = {offset}").first()["cluster"] is None
 
 
+@pytest.mark.integration
 def test_valid_guard_is_true_only_for_valid_records(spark):
     """The shortcut past the rules must be taken for good records and never for bad ones."""
     from pyspark.sql import functions as F
@@ -299,6 +304,7 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
     assert [case for case, r in zip(CASES, rows[len(good) :]) if r["g"] is True] == []
 
 
+@pytest.mark.integration
 def test_source_decoding_reads_every_value_as_spark_does(spark):
     """Parsing with the source's ``value_json`` gives the same rows, field by field and reason by reason,
     as parsing with ``from_json`` alone: for every case above and every known point of disagreement."""

@@ -95,8 +95,11 @@ def balancer():
 
 
 def both(prows: pd.DataFrame, brows: pd.DataFrame):
+    """The dict path's snapshot and the frames path's, which must have read the frames vectorized: its
+    fallback for frames it cannot read is the dict path itself, and would be compared with itself."""
     old = build_snapshot("small", frame_records(prows), frame_records(brows))
     new = build_snapshot_frames("small", prows, brows)
+    assert isinstance(new.snapshot, ColumnarSnapshot), "the frames path fell back to the dict path"
     return old, new
 
 
@@ -139,7 +142,6 @@ def _assert_same_model(a: ClusterModel, b: ClusterModel) -> None:
 def test_same_snapshot_model_and_plan_from_frames_as_from_dicts(cluster, balancer, seed):
     prows, brows = frames(cluster, seed=seed)
     old, new = both(prows, brows)
-    assert isinstance(new.snapshot, ColumnarSnapshot)
     assert new.problems == old.problems == ()
     assert new.snapshot.to_dict() == old.snapshot
     _assert_same_model(ClusterModel(old.snapshot), ClusterModel(new.snapshot))
@@ -154,6 +156,7 @@ def test_same_snapshot_model_and_plan_from_frames_as_from_dicts(cluster, balance
 
 def test_plan_group_gives_the_dict_paths_row(cluster, balancer):
     prows, brows = frames(cluster, seed=5)
+    both(prows, brows)  # plan_group reads these frames vectorized
     brows = brows.assign(_blocked=pd.Series([None] * len(brows), dtype="str"))
     out = planning.plan_group(("small", WS, WE), prows, brows, balancer)
     expected = planning.plan_window(

@@ -223,10 +223,12 @@ class WireFormat:
         encode,
         string_fields,
         number_fields,
+        problem,
         splice=None,
         text_record=None,
     ):
         self.name, self.config, self.record, self.encode = name, config, record, encode
+        self.problem = problem  # (value, now_ms) -> why the value is bad, or None: the test's oracle
         self.string_fields, self.number_fields = string_fields, number_fields
         self.splice = (
             splice or spliced
@@ -267,6 +269,94 @@ def _v1_records():
     return partition | broker
 
 
+INT32 = (-(2**31), 2**31 - 1)
+V1_LIMITS = {"bytes_in": "max_rate", "bytes_out": "max_rate", "messages_in": "max_rate", "size": "max_size"}
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _integer(x, bounds) -> bool:
+    return type(x) is int and bounds[0] <= x <= bounds[1]
+
+
+def _finite(x) -> float | None:
+    """``x`` as a finite float if it is a JSON number that is one, else None."""
+    if type(x) not in (int, float):
+        return None
+    try:
+        number = float(x)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def v1_problem(value: bytes, now_ms: int) -> str | None:  # noqa: C901 - one `if` per rule of the format
+    """Why ``value`` breaks telemetry format v1 (``balancer/telemetry.py``'s spec and the limits of
+    conf/balancer.yaml's source section), or None: the fuzz test's independent oracle, in Python. It may
+    be stricter than the job (bytes after the JSON object, a number where a string belongs), never more
+    lenient: whatever it passes, the job must land."""
+    if not value or len(value) > 65536:
+        return "empty or too long"
+    try:
+        text = value.decode("utf-8")
+        record, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+    except (UnicodeDecodeError, ValueError):
+        return "not UTF-8 JSON"
+    if text[end:].strip() or not isinstance(record, dict):
+        return "not one JSON object"
+    kind = record.get("type")
+    if record.get("v") != 1 or type(record.get("v")) is not int or kind not in tm.RECORD_TYPES:
+        return "version or type"
+    limits = {"max_rate": 1e13, "max_size": 1e15}
+    for field in tm.FIELDS:
+        x = record.get(field.name)
+        if x is None:
+            if kind in field.required_for:
+                return f"missing {field.name}"
+            continue
+        if field.type == "string" and not isinstance(x, str):
+            return f"{field.name} not a string"
+        if field.type in ("int", "long") and not _integer(x, INT32 if field.type == "int" else INT64):
+            return f"{field.name} not an integer"
+        if field.type == "bool" and type(x) is not bool:
+            return f"{field.name} not a boolean"
+        if field.type == "int_array" and not (
+            isinstance(x, list)
+            and x
+            and all(_integer(r, INT32) and r >= 0 for r in x)
+            and len(set(x)) == len(x)
+        ):
+            return f"{field.name} not distinct broker ids"
+        if field.type == "double" and _finite(x) is None:
+            return f"{field.name} not a finite number"
+        if field.type == "capacity":
+            if not isinstance(x, dict):
+                return "capacity not an object"
+            for key in tm.CAPACITY_KEYS:
+                number = _finite(x.get(key))
+                if number is None or not 0 < number <= limits["max_size" if key == "disk" else "max_rate"]:
+                    return f"capacity.{key} out of range"
+        if field.non_negative and x < 0:
+            return f"{field.name} negative"
+        most = {
+            "bytes_in": "max_rate",
+            "bytes_out": "max_rate",
+            "messages_in": "max_rate",
+            "size": "max_size",
+        }
+        if field.name in most and x > limits[most[field.name]]:
+            return f"{field.name} over its limit"
+    if not tm.MIN_TS_MS <= record["ts"] <= now_ms + tm.MAX_CLOCK_SKEW_MS:
+        return "ts implausible"
+    if not record["cluster"].strip():
+        return "cluster empty"
+    if kind == "partition":
+        if not re.search(tm.TOPIC_NAME_PATTERN, record["topic"]):
+            return "topic name"
+        if record["broker"] not in record["replicas"]:
+            return "broker not among replicas"
+    return None
+
+
 V1 = WireFormat(
     "v1",
     (),
@@ -274,6 +364,7 @@ V1 = WireFormat(
     tm.encode,
     ("cluster", "topic", "rack", "type"),
     ("bytes_in", "bytes_out", "messages_in", "size", "cpu", "broker", "partition", "ts"),
+    v1_problem,
 )
 FORMATS = {"v1": V1}
 
@@ -371,6 +462,7 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
     )
     kind_of = {offset: kind for offset, (kind, _) in enumerate(values)}
 
+    now_ms = int(time.time() * 1000)  # the job's clock reads later: a stricter oracle, never more lenient
     raw, quarantine = land(spark, broker, topic, tmp_path, *fmt.config)  # raises if the query stopped
 
     bad = assert_lands_exactly_once(sent, raw, quarantine)
@@ -385,6 +477,9 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
             assert offset in bad, where
             assert bad[offset]["reason"] == f"value is not valid UTF-8 at byte offset {error.start}", where
             continue
+        if offset in bad:
+            problem = fmt.problem(value, now_ms)
+            assert problem is not None, f"{where}: quarantined ({bad[offset]['reason']}) but valid v1"
         if offset in landed:
             # What landed is what the value says, read independently by Python's own JSON parser. Like
             # Spark's from_json, it takes the value's first JSON value: bytes after it are not looked at.
@@ -452,6 +547,7 @@ CC = WireFormat(
     _cc_encode,
     ("topic",),
     ("value",),
+    lambda value, now_ms: None if cc_verdict(value) is not None else "cc_verdict finds no record",
     splice=_cc_splice,
     text_record=lambda: _cc_records().filter(lambda r: "topic" in r),
 )

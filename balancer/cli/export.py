@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.execution import BrokerLoad, ExportError, batch_rows, export_plan, plan_schedule, split_batches
 from balancer.execution.export import DEFAULT_BOOTSTRAP, actions_from_rows
 from balancer.storage import Storage
@@ -97,7 +97,7 @@ def _from_actions(root: Storage, plan_id: str, config: Config) -> list[dict]:
     traffic = {(r["topic"], int(r["partition"])): r["bytes_in"] or 0.0 for r in partitions}
     schedule = plan_schedule(
         batches,
-        deadline_seconds=duration_seconds(executor.deadline),
+        deadline_seconds=executor.deadline.seconds,
         broker_load=loads,
         capacity_threshold=config.balancer.capacity_threshold,
         partition_traffic=traffic,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from balancer.config import ConfigError, load_config
-from balancer.jvm import MissingJars, spark_jars, spark_sets
+from balancer.jvm import MissingJarsError, spark_jars, spark_sets
 
 
 def main(argv: list[str]) -> int:
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"balancer: {exc}", file=sys.stderr)
         return 2
-    except MissingJars as exc:
+    except MissingJarsError as exc:
         print(f"balancer: {exc}", file=sys.stderr)
         return 1
     return 0

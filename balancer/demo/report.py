@@ -8,6 +8,8 @@ from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
+from balancer.vocabulary import PlanStatus
+
 MB = 1e6
 
 
@@ -155,7 +157,7 @@ def lifecycle_table(lakehouse, plan) -> Table:
         table.add_column(column)
     table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=90)
     actions = lakehouse.read("plan_actions").where(F.col("plan_id") == plan["plan_id"]).count()
-    table.add_row(f"{plan['window_end']:%H:%M}", "proposed", f"0/{actions}", "0.0", "")
+    table.add_row(f"{plan['window_end']:%H:%M}", PlanStatus.PROPOSED.value, f"0/{actions}", "0.0", "")
     for e in (
         lakehouse.read("plan_events")
         .where(F.col("plan_id") == plan["plan_id"])

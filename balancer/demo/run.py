@@ -23,7 +23,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from balancer.config import REPO_ROOT, ConfigError, duration_seconds, load_config
+from balancer.config import REPO_ROOT, ConfigError, load_config
+from balancer.vocabulary import PlanStatus
 
 TICK_MS = 60_000
 # Demo topics keep only minutes of data, so throttled replica moves finish within a few simulated minutes.
@@ -102,7 +103,7 @@ class Executor:
     def offer(self, rows: list[dict], now_ms: int) -> None:
         self.seen.extend(rows)
         if self.current is None:
-            proposed = [r for r in rows if r["status"] == "proposed"]
+            proposed = [r for r in rows if r["status"] == PlanStatus.PROPOSED]
             if not proposed:
                 return
             self.current = max(proposed, key=lambda r: r["window_end"])
@@ -147,7 +148,7 @@ class Executor:
         if not self.executed or self.current is not None or self.cluster.busy:
             return False
         after = [r for r in self.seen if r["window_start"].timestamp() * 1000 >= self.cluster.changed_at_ms]
-        return any(r["status"] == "balanced" for r in after)
+        return any(r["status"] == PlanStatus.BALANCED for r in after)
 
 
 def stray_values(record: dict) -> list[bytes]:
@@ -220,8 +221,8 @@ def _demo(args: argparse.Namespace, config) -> int:
         stop = threading.Event()
         clock = {"now": int((time.time() - 6 * 3600) * 1000) // TICK_MS * TICK_MS}
 
-        size_ms = int(duration_seconds(config.windows.size) * 1000)
-        watermark_ms = int(duration_seconds(config.windows.watermark) * 1000)
+        size_ms = config.windows.size.ms
+        watermark_ms = config.windows.watermark.ms
 
         def take() -> None:
             rows = []

@@ -131,7 +131,7 @@ class SimulatedCluster:
                 immediate += 1
                 self.changed_at_ms = now_ms
                 continue
-            copy_ms = int(math.ceil(partition["size"] * len(added) / self.throttle * 1000))
+            copy_ms = math.ceil(partition["size"] * len(added) / self.throttle * 1000)
             self.pending.append(_PendingMove(key[0], key[1], new, now_ms + copy_ms))
         return immediate
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class Advice:
     partitions_to_add: int | None = None
     brokers_to_add: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -65,7 +65,7 @@ def _mbps(x: float) -> str:
 
 
 def advise(
-    snapshot_or_model: Mapping | ClusterModel, result: Plan, options: PlannerOptions | None = None
+    snapshot_or_model: Mapping[str, Any] | ClusterModel, result: Plan, options: PlannerOptions | None = None
 ) -> list[Advice]:
     """What to do about the cluster ``result`` was planned for (``snapshot_or_model``: the same
     snapshot, or a :class:`ClusterModel` of it before any move; ``options``: the planner's).

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from balancer.planner.actions import Action
+from balancer.vocabulary import ActionKind
 
-BatchKind = Literal["leadership", "replica_move"]
-REPLICA_KINDS = ("replica_move", "swap")
+BatchKind = Literal[ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE]
+REPLICA_KINDS = (ActionKind.REPLICA_MOVE, ActionKind.SWAP)
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,12 @@ def participants(action: Action) -> frozenset[int]:
     copying (the log is deleted asynchronously), so counting it would shrink batches without
     protecting any broker. A leadership transfer has no participants in this sense (no data).
     """
-    if action.kind == "leadership":
+    if action.kind == ActionKind.LEADERSHIP:
         return frozenset()
     return frozenset({action.old_leader}) | (frozenset(action.new_replicas) - frozenset(action.old_replicas))
 
 
-def _positive_int(name: str, value) -> int:
+def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
@@ -89,12 +90,14 @@ def split_batches(
     for i, action in enumerate(actions):
         if not isinstance(action, Action):
             raise TypeError(f"actions[{i}] must be an Action, got {type(action).__name__}")
-        (leaderships if action.kind == "leadership" else moves).append(action)
+        (leaderships if action.kind == ActionKind.LEADERSHIP else moves).append(action)
 
     batches: list[Batch] = []
     for start in range(0, len(leaderships), max_leadership_moves):
         batches.append(
-            Batch(len(batches), "leadership", tuple(leaderships[start : start + max_leadership_moves]))
+            Batch(
+                len(batches), ActionKind.LEADERSHIP, tuple(leaderships[start : start + max_leadership_moves])
+            )
         )
 
     members: list[list[Action]] = []  # replica batch k's actions, in plan order
@@ -126,5 +129,5 @@ def split_batches(
         while first_open < len(members) and len(members[first_open]) >= max_partition_moves:
             first_open += 1
     for group in members:
-        batches.append(Batch(len(batches), "replica_move", tuple(group)))
+        batches.append(Batch(len(batches), ActionKind.REPLICA_MOVE, tuple(group)))
     return batches

@@ -31,14 +31,16 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from balancer.planner.actions import Action
+from balancer.vocabulary import ActionKind
 
 from .batches import Batch
 from .throttle import BatchThrottle
 
 DEFAULT_BOOTSTRAP = "${BOOTSTRAP_SERVERS}"
-_KINDS = ("leadership", "replica_move")
+_KINDS = (ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE)
 
 
 class ExportError(ValueError):
@@ -48,7 +50,7 @@ class ExportError(ValueError):
 # ---- Kafka's JSON shapes -------------------------------------------------------------------
 
 
-def batch_reassignment(batch: Batch) -> dict | None:
+def batch_reassignment(batch: Batch) -> dict[str, Any] | None:
     """``kafka-reassign-partitions.sh`` JSON for ``batch``: every partition whose replica list
     changes (for a leadership batch: only a reorder putting the intended leader first); None
     when there is none."""
@@ -65,7 +67,7 @@ def batch_reassignment(batch: Batch) -> dict | None:
     return {"version": 1, "partitions": parts} if parts else None
 
 
-def batch_election(batch: Batch) -> dict | None:
+def batch_election(batch: Batch) -> dict[str, Any] | None:
     """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader
     changes. For a replica batch, only those whose old leader stays in the replica set (Kafka
     keeps it as leader); where it leaves, the controller already elects the first live replica
@@ -73,14 +75,15 @@ def batch_election(batch: Batch) -> dict | None:
     parts = [
         {"topic": a.topic, "partition": a.partition}
         for a in batch.actions
-        if a.new_leader != a.old_leader and (batch.kind == "leadership" or a.old_leader in a.new_replicas)
+        if a.new_leader != a.old_leader
+        and (batch.kind == ActionKind.LEADERSHIP or a.old_leader in a.new_replicas)
     ]
     return {"partitions": parts} if parts else None
 
 
 def batch_rows(
     batches: Sequence[Batch], throttles: Sequence[BatchThrottle] | None = None, *, plan_id: str, cluster: str
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """``plan_batches`` rows for ``batches`` (``throttles``: one per batch, same order, e.g.
     ``plan_schedule(...).throttles``). ``throttle`` is ``{broker: bytes/s}`` (whole bytes, rounded
     down: the computed rate is a safety limit); JSON columns are strings, None when empty."""
@@ -111,7 +114,7 @@ def batch_rows(
     return rows
 
 
-def check_reassignment(doc, where: str) -> None:
+def check_reassignment(doc: Any, where: str) -> None:
     """Raise :class:`ExportError` unless ``doc`` is Kafka's reassignment JSON: ``version`` 1,
     ``partitions`` a list of {topic, partition, replicas (non-empty, unique ints), log_dirs
     (optional, one per replica)}."""
@@ -142,7 +145,7 @@ def check_reassignment(doc, where: str) -> None:
         seen.add((p["topic"], part))
 
 
-def check_election(doc, where: str) -> None:
+def check_election(doc: Any, where: str) -> None:
     """Raise :class:`ExportError` unless ``doc`` is ``kafka-leader-election.sh``'s JSON:
     ``partitions`` a list of {topic, partition}."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("partitions"), list):
@@ -160,7 +163,7 @@ def check_election(doc, where: str) -> None:
             raise ExportError(f"{where}.partitions[{i}]: needs a topic and an int partition >= 0, got {p!r}")
 
 
-def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
+def actions_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Action]:
     """``plan_actions`` rows (any order) as the plan's actions, in its order (``seq``)."""
     out = []
     for row in sorted(rows, key=lambda r: r["seq"]):
@@ -185,7 +188,7 @@ def actions_from_rows(rows: Iterable[Mapping]) -> list[Action]:
 # ---- reading plan_batches rows -------------------------------------------------------------
 
 
-def _json_column(row: Mapping, name: str, where: str):
+def _json_column(row: Mapping[str, Any], name: str, where: str) -> Any:
     value = row.get(name)
     if value is None or value == "":
         return None
@@ -197,7 +200,7 @@ def _json_column(row: Mapping, name: str, where: str):
     return value
 
 
-def _throttle(row: Mapping, where: str) -> dict[int, int]:
+def _throttle(row: Mapping[str, Any], where: str) -> dict[int, int]:
     """``throttle`` as map<int,bigint> (a dict, or Arrow's list of (key, value) pairs) or a JSON object."""
     value = _json_column(row, "throttle", where)
     if value is None:
@@ -213,7 +216,7 @@ def _throttle(row: Mapping, where: str) -> dict[int, int]:
     return {b: max(1, int(r)) for b, r in sorted(out.items())}
 
 
-def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> list[dict]:
+def _rows(batches_rows: Iterable[Mapping[str, Any]], fallback_throttle: int | None) -> list[dict[str, Any]]:
     rows = []
     for i, row in enumerate(batches_rows):
         if not isinstance(row, Mapping):
@@ -238,15 +241,15 @@ def _rows(batches_rows: Iterable[Mapping], fallback_throttle: int | None) -> lis
             if not election["partitions"]:
                 election = None
         throttle = _throttle(row, where)
-        if kind == "replica_move" and reassignment is None:
+        if kind == ActionKind.REPLICA_MOVE and reassignment is None:
             raise ExportError(f"{where}: a replica_move batch needs its reassignment_json")
-        if kind == "replica_move" and not throttle and fallback_throttle is None:
+        if kind == ActionKind.REPLICA_MOVE and not throttle and fallback_throttle is None:
             raise ExportError(
                 f"{where}: a replica_move batch needs its computed throttle, and the plan has none "
                 f"({row.get('note') or 'not computed'}); replica moves are never run unthrottled: "
                 "give one rate for such batches (balancer export --throttle BYTES_PER_SEC)"
             )
-        if kind == "leadership" and election is None and reassignment is None:
+        if kind == ActionKind.LEADERSHIP and election is None and reassignment is None:
             raise ExportError(f"{where}: a leadership batch needs its election_json")
         seconds = row.get("estimated_seconds")
         note = row.get("note")
@@ -346,10 +349,10 @@ elect() {{  # elect BATCH FILE: preferred leader election (replicas[0] leads)
 
 
 def _seconds(value: float | None) -> str:
-    return "?" if value is None else str(int(math.ceil(value)))
+    return "?" if value is None else str(math.ceil(value))
 
 
-def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:
+def _script(rows: list[dict[str, Any]], names: dict[int, dict[str, str]], default_bootstrap: str) -> str:
     first = rows[0] if rows else {}
     text = _PROLOGUE.format(
         plan_id=first.get("plan_id") or "?",
@@ -368,10 +371,10 @@ def _script(rows: list[dict], names: dict[int, dict[str, str]], default_bootstra
         if row["note"]:
             lines.insert(1, "# note: " + " ".join(row["note"].split()))
         if "reassignment" in files:
-            if row["kind"] == "replica_move" and not row["throttle"]:
+            if row["kind"] == ActionKind.REPLICA_MOVE and not row["throttle"]:
                 # No computed rates: the operator's one rate, on every broker of the reassignment.
                 lines.append(f"  reassign {tag} {files['reassignment']} --throttle {row['flat_throttle']}")
-            elif row["kind"] == "replica_move":
+            elif row["kind"] == ActionKind.REPLICA_MOVE:
                 # One rate for --throttle: the lowest computed rate is within every broker's safe limit.
                 lines.append(
                     f"  reassign {tag} {files['reassignment']} --throttle {min(row['throttle'].values())}"
@@ -420,7 +423,7 @@ reassignment already started keeps running in Kafka: check it with --verify, or 
 
 
 def export_plan(
-    batches_rows: Iterable[Mapping],
+    batches_rows: Iterable[Mapping[str, Any]],
     out_dir: str | Path,
     *,
     bootstrap_placeholder: str = DEFAULT_BOOTSTRAP,

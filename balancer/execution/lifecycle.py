@@ -35,11 +35,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from balancer.planner.actions import Action
+from balancer.vocabulary import PlanStatus
 
-OPEN = ("proposed", "executing")
-CLOSED = ("completed", "superseded", "diverged", "expired")
+OPEN = (PlanStatus.PROPOSED, PlanStatus.EXECUTING)
+CLOSED = (PlanStatus.COMPLETED, PlanStatus.SUPERSEDED, PlanStatus.DIVERGED, PlanStatus.EXPIRED)
 # After these the cluster's layout changed: the next plan waits balancer.min_plan_interval.
-SETTLING = ("completed", "diverged")
+SETTLING = (PlanStatus.COMPLETED, PlanStatus.DIVERGED)
 _SHOWN = 5  # partitions named in a detail text
 
 
@@ -89,7 +90,7 @@ def measure(actions: Sequence[Action], topology: Topology) -> Progress:
             bytes_done += action.bytes_to_move
         elif state == "unobserved":
             unobserved += 1
-        elif state == "diverged":
+        elif state == "diverged" and observed is not None:  # diverged: observed
             diverged.append(
                 f"{action.topic}-{action.partition} on {list(observed.replicas)}: plan "
                 f"{list(action.old_replicas)} -> {list(action.new_replicas)}"
@@ -109,7 +110,7 @@ class PlanState:
     cluster: str
     proposed_ms: int  # window_end of the window the plan was made from
     actions_total: int
-    status: str = "proposed"
+    status: PlanStatus = PlanStatus.PROPOSED
     window_ms: int | None = None  # window_end of the window this state was observed in
     since_ms: int | None = (
         None  # window_end when progress last changed (the TTL's clock); proposed_ms at first
@@ -121,14 +122,21 @@ class PlanState:
     def __post_init__(self) -> None:
         if self.status not in OPEN + CLOSED:
             raise ValueError(f"unknown plan status {self.status!r}")
+        object.__setattr__(self, "status", PlanStatus(self.status))  # a table's string, typed
         if self.since_ms is None:
             object.__setattr__(self, "since_ms", self.proposed_ms)
+
+    @property
+    def since(self) -> int:
+        """``since_ms`` as set: the window_end when progress last changed (the TTL's clock)."""
+        assert self.since_ms is not None  # __post_init__ sets it
+        return self.since_ms
 
     @property
     def is_open(self) -> bool:
         return self.status in OPEN
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[PlanStatus, int, int]:
         return self.status, self.actions_done, self.bytes_done
 
 
@@ -148,7 +156,7 @@ def advance(
         more = len(progress.diverged) - _SHOWN
         return replace(
             at,
-            status="diverged",
+            status=PlanStatus.DIVERGED,
             since_ms=window_ms,
             detail=f"{len(progress.diverged)} partition(s) moved where the plan did not say: {shown}"
             + (f" (and {more} more)" if more > 0 else ""),
@@ -157,25 +165,35 @@ def advance(
     if progress.unobserved:
         counted += f", {progress.unobserved} partition(s) not reported in this window"
     if progress.actions_done == progress.actions_total:
-        return replace(at, status="completed", since_ms=window_ms, detail=counted)
+        return replace(at, status=PlanStatus.COMPLETED, since_ms=window_ms, detail=counted)
     if (progress.actions_done, progress.bytes_done) != (state.actions_done, state.bytes_done):
-        status = "executing" if progress.actions_done or state.status == "executing" else "proposed"
+        status = (
+            PlanStatus.EXECUTING
+            if progress.actions_done or state.status == PlanStatus.EXECUTING
+            else PlanStatus.PROPOSED
+        )
         return replace(at, status=status, since_ms=window_ms, detail=counted)
-    if window_ms - state.since_ms >= ttl_ms:
+    if window_ms - state.since >= ttl_ms:
         idle = (
             "no action observed since it was proposed"
-            if state.status == "proposed"
-            else f"no progress since the window ending {_when(state.since_ms)}"
+            if state.status == PlanStatus.PROPOSED
+            else f"no progress since the window ending {_when(state.since)}"
         )
-        return replace(at, status="expired", detail=f"{idle} ({counted}); proposal_ttl passed")
+        return replace(at, status=PlanStatus.EXPIRED, detail=f"{idle} ({counted}); proposal_ttl passed")
     return replace(state, window_ms=window_ms)  # unchanged: no event
 
 
 def supersede(before: PlanState, after: PlanState, by_plan_id: str) -> PlanState:
     """``after`` as ``superseded`` when it expired without any action observed and ``by_plan_id``
     was proposed in the same window; else ``after`` as is."""
-    if after.status == "expired" and before.status == "proposed" and after.actions_done == 0:
-        return replace(after, status="superseded", detail=f"replaced by plan {by_plan_id}; {after.detail}")
+    if (
+        after.status == PlanStatus.EXPIRED
+        and before.status == PlanStatus.PROPOSED
+        and after.actions_done == 0
+    ):
+        return replace(
+            after, status=PlanStatus.SUPERSEDED, detail=f"replaced by plan {by_plan_id}; {after.detail}"
+        )
     return after
 
 
@@ -189,10 +207,10 @@ def waiting_reason(state: PlanState | None, window_ms: int, min_interval_ms: int
             f"plan {state.plan_id} is {state.status} ({state.actions_done}/{state.actions_total} actions "
             f"observed done), proposed for the window ending {_when(state.proposed_ms)}"
         )
-    if state.status in SETTLING and window_ms - state.since_ms < min_interval_ms:
+    if state.status in SETTLING and window_ms - state.since < min_interval_ms:
         return (
-            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since_ms)}; the next "
-            f"plan waits for the window ending {_when(state.since_ms + min_interval_ms)} (min_plan_interval)"
+            f"plan {state.plan_id} {state.status} in the window ending {_when(state.since)}; the next "
+            f"plan waits for the window ending {_when(state.since + min_interval_ms)} (min_plan_interval)"
         )
     return None
 
@@ -234,14 +252,14 @@ class ClusterTrack:
         state = self.state
         if state is None:
             return None
-        if self.outcome_due and state.status == "completed" and window_start_ms >= state.since_ms:
+        if self.outcome_due and state.status == PlanStatus.COMPLETED and window_start_ms >= state.since:
             self.outcomes.append(Outcome(state.plan_id, state.cluster, state.proposed_ms, window_ms))
             self.outcome_due = False
         self._before = state
         self.state = advance(state, self.actions, topology, window_ms, self.ttl_ms)
         if self.state.key() != state.key():
             self.events.append(self.state)
-            self.outcome_due = self.state.status == "completed"
+            self.outcome_due = self.state.status == PlanStatus.COMPLETED
         return waiting_reason(self.state, window_ms, self.min_interval_ms)
 
     def decide(self, plan_id: str, actions: Sequence[Action]) -> None:

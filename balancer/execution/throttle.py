@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from balancer.planner.actions import Action
+from balancer.vocabulary import ActionKind
 
 from .batches import Batch
 
@@ -96,7 +97,7 @@ def _mb(rate: float) -> str:
     return f"{rate / 1e6:.3g} MB/s"
 
 
-def _check_positive(name: str, value) -> float:
+def _check_positive(name: str, value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -107,7 +108,7 @@ def _check_positive(name: str, value) -> float:
     return float(value)
 
 
-def _check_threshold(capacity_threshold) -> float:
+def _check_threshold(capacity_threshold: object) -> float:
     if (
         isinstance(capacity_threshold, bool)
         or not isinstance(capacity_threshold, (int, float))
@@ -155,7 +156,7 @@ def compute_throttle(
         raise TypeError(f"batch must be a Batch, got {type(batch).__name__}")
     seconds_left = _check_positive("seconds_left", seconds_left)
     capacity_threshold = _check_threshold(capacity_threshold)
-    if batch.kind == "leadership" or not batch.actions:
+    if batch.kind == ActionKind.LEADERSHIP or not batch.actions:
         return BatchThrottle(batch.index, {}, {}, {}, 0.0, True, None)
 
     send: dict[int, int] = {}
@@ -257,11 +258,11 @@ def plan_schedule(
     for i, batch in enumerate(batches):
         if not isinstance(batch, Batch):
             raise TypeError(f"batches[{i}] must be a Batch, got {type(batch).__name__}")
-    total = sum(b.bytes_to_move for b in batches if b.kind != "leadership")
-    moving = [b for b in batches if b.kind != "leadership" and b.actions]
+    total = sum(b.bytes_to_move for b in batches if b.kind != ActionKind.LEADERSHIP)
+    moving = [b for b in batches if b.kind != ActionKind.LEADERSHIP and b.actions]
     throttles = []
     for batch in batches:
-        if batch.kind == "leadership" or not batch.actions:
+        if batch.kind == ActionKind.LEADERSHIP or not batch.actions:
             share = 0.0
         elif total:
             share = deadline_seconds * batch.bytes_to_move / total

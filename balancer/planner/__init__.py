@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
+
+from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Action, Move
 from .goals import (
@@ -32,9 +35,9 @@ from .goals import (
     ResourceGoal,
     default_goals,
 )
-from .model import RESOURCES, ClusterModel, SnapshotError, broker_loads
+from .model import ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
-from .result import Plan, build_actions, figures, total_bytes
+from .result import GoalReport, Plan, build_actions, figures, total_bytes
 
 MAX_SWEEPS = 3  # passes over all goals; the last one usually finds nothing
 
@@ -43,20 +46,21 @@ __all__ = [
     "CapacityGoal",
     "ClusterModel",
     "DiskDistributionGoal",
-    "LeaderBytesInDistributionGoal",
-    "LeaderCountDistributionGoal",
-    "NetworkInDistributionGoal",
-    "NetworkOutDistributionGoal",
-    "ReplicaCountDistributionGoal",
     "DistinctBrokersGoal",
     "DistributionGoal",
     "DrainGoal",
     "Goal",
     "GoalError",
+    "GoalReport",
+    "LeaderBytesInDistributionGoal",
+    "LeaderCountDistributionGoal",
     "Move",
+    "NetworkInDistributionGoal",
+    "NetworkOutDistributionGoal",
     "Plan",
     "PlannerOptions",
     "RackAwareGoal",
+    "ReplicaCountDistributionGoal",
     "ReplicationFactorGoal",
     "ResourceGoal",
     "SnapshotError",
@@ -67,7 +71,7 @@ __all__ = [
 
 
 def plan(
-    snapshot: Mapping, options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
+    snapshot: Mapping[str, Any], options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
 ) -> Plan:
     """Plan leadership transfers and replica moves that balance ``snapshot``.
 
@@ -84,7 +88,7 @@ def plan(
     before = figures(model)
     bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
     goals = default_goals(options) if goals is None else goals
-    reports: list[dict] = []
+    reports: list[GoalReport] = []
     ran_at: list[int | None] = [None] * len(goals)
     for sweep in range(MAX_SWEEPS):
         # Another sweep from where the last one ended, as a replan of the executed plan would
@@ -100,19 +104,11 @@ def plan(
             if sweep == 0:
                 reports.append(report)
             else:
-                first = reports[i]
-                reports[i] = {
-                    **first,
-                    "after": report["after"],
-                    "violated": first["violated"] or report["violated"],
-                    "moves": first["moves"] + report["moves"],
-                }
+                reports[i] = reports[i].then(report)
         if len(model.log) == applied:
             break
     unsatisfied = tuple(
-        f"{r['goal']}: still {r['after']:.4g} outside its limits"
-        for r in reports
-        if r["hard"] and r["after"] > 1e-9
+        f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )
     notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
@@ -127,7 +123,7 @@ def plan(
         after=figures(model),
         lower_bound=bound,
         bytes_to_move=sum(a.bytes_to_move for a in actions),
-        leader_moves=sum(1 for a in actions if a.kind == "leadership"),
+        leader_moves=sum(1 for a in actions if a.kind == ActionKind.LEADERSHIP),
         replica_moves=sum(a.moved_replicas for a in actions),
         total_bytes=total_bytes(model),
         unsatisfied=unsatisfied,

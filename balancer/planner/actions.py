@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-KINDS = ("leadership", "replica_move", "swap")
+from balancer.vocabulary import ActionKind
+
+KINDS = tuple(ActionKind)
 
 
 class Move(NamedTuple):
@@ -19,7 +21,7 @@ class Move(NamedTuple):
     Broker fields are model indices, not broker ids.
     """
 
-    kind: str
+    kind: ActionKind
     p: int
     src: int
     dst: int
@@ -28,7 +30,7 @@ class Move(NamedTuple):
 
 @dataclass(frozen=True)
 class Action:
-    kind: str
+    kind: ActionKind
     topic: str
     partition: int
     old_replicas: tuple[int, ...]
@@ -37,7 +39,7 @@ class Action:
     new_leader: int
     bytes_to_move: int
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 - one check per field
         where = f"Action({self.topic!r}, {self.partition!r})"
         if self.kind not in KINDS:
             raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
@@ -77,7 +79,7 @@ class Action:
         ):
             raise ValueError(f"{where}: bytes_to_move must be an int >= 0, got {self.bytes_to_move!r}")
         same_set = set(self.old_replicas) == set(self.new_replicas)
-        if self.kind == "leadership":
+        if self.kind == ActionKind.LEADERSHIP:
             if not same_set:
                 raise ValueError(
                     f"{where}: a leadership transfer keeps the replica set, "

@@ -9,13 +9,19 @@ before and after ``optimize`` and raises :class:`GoalError` if it got worse.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from balancer.vocabulary import SOFT_GOALS, ActionKind
 
 from .actions import Move
 from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from .options import PlannerOptions
+from .result import GoalReport
+
+# Local names for the hot loops (a global load, not an attribute lookup per move).
+LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
 
 _EPS = 1e-9
 _DEST_TRIES = 4  # coldest feasible destinations tried per candidate
@@ -79,7 +85,9 @@ class Goal:
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         return None
 
-    def run(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> dict:
+    def run(
+        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> GoalReport:
         before = self.metric(model)
         violated = self.violated(model)
         moves = model.moves_applied
@@ -94,14 +102,7 @@ class Goal:
             after, moves = self.metric(model), model.moves_applied
         if after > before + _EPS * max(1.0, abs(before)):
             raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
-        return {
-            "goal": self.name,
-            "hard": self.hard,
-            "before": before,
-            "after": after,
-            "violated": violated,
-            "moves": model.moves_applied - moves,
-        }
+        return GoalReport(self.name, self.hard, before, after, violated, model.moves_applied - moves)
 
     @staticmethod
     def try_move(move: Move, model: ClusterModel, optimized_goals: Sequence[Goal]) -> bool:
@@ -119,10 +120,10 @@ class Goal:
 
 
 def _structurally_valid(move: Move, model: ClusterModel) -> bool:
-    if move.kind == "leadership":
+    if move.kind == LEADERSHIP:
         return model.leader[move.p] == move.src and model.holds(move.p, move.dst) and move.src != move.dst
     ok = model.holds(move.p, move.src) and move.src != move.dst
-    if move.kind == "swap":
+    if move.kind == SWAP:
         ok = ok and move.q != move.p and model.holds(move.q, move.dst)
     return ok
 
@@ -144,11 +145,11 @@ class DistinctBrokersGoal(Goal):
     hard = True
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             return True
         if model.holds(move.p, move.dst):
             return False
-        return move.kind != "swap" or not model.holds(move.q, move.src)
+        return move.kind != SWAP or not model.holds(move.q, move.src)
 
 
 class RackAwareGoal(Goal):
@@ -168,10 +169,10 @@ class RackAwareGoal(Goal):
         return model.distinct_racks(new) >= min(before, model.rack_target(p))
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
-        if not model.rack_aware or move.kind == "leadership":
+        if not model.rack_aware or move.kind == LEADERSHIP:
             return True
         ok = self._ok(model, move.p, move.src, move.dst)
-        return bool(ok) and (move.kind != "swap" or self._ok(model, move.q, move.dst, move.src))
+        return bool(ok) and (move.kind != SWAP or self._ok(model, move.q, move.dst, move.src))
 
     def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
         """Vectorized accept over every destination for moving p's replica off ``src``."""
@@ -202,7 +203,7 @@ class RackAwareGoal(Goal):
             done = False
             for src in dup:
                 for dst in dests.tolist():
-                    if self.try_move(Move("replica_move", p, src, dst), model, checks):
+                    if self.try_move(Move(REPLICA_MOVE, p, src, dst), model, checks):
                         done = True
                         break
                 if done:
@@ -231,7 +232,7 @@ class DrainGoal(Goal):
     def accept(self, move: Move, model: ClusterModel) -> bool:
         if model.drained[move.dst]:
             return False
-        return move.kind != "swap" or not model.drained[move.src]
+        return move.kind != SWAP or not model.drained[move.src]
 
     def metric(self, model: ClusterModel) -> float:
         if not model.drained.any():
@@ -259,7 +260,7 @@ class DrainGoal(Goal):
                 followers = [b for b in model.replicas[p].tolist() if b >= 0 and model.dest_ok[b]]
                 followers.sort(key=lambda b: (model.util(OUT)[b] / avg[OUT], b))
                 for f in followers:
-                    if self.try_move(Move("leadership", p, a, f), model, checks):
+                    if self.try_move(Move(LEADERSHIP, p, a, f), model, checks):
                         break
             for src in [b for b in model.replicas[p].tolist() if b >= 0 and model.drained[b]]:
                 if not self._move_off(p, src, model, checks, rack, avg):
@@ -288,7 +289,7 @@ class DrainGoal(Goal):
             others = row[(row >= 0) & (row != src)]
             score = score + 1e3 * np.isin(model.rack[dests], model.rack[others])
         for dst in dests[np.argsort(score, kind="stable")][: _DEST_TRIES * 4].tolist():
-            if self.try_move(Move("replica_move", p, src, dst), model, checks):
+            if self.try_move(Move(REPLICA_MOVE, p, src, dst), model, checks):
                 return True
         return False
 
@@ -527,7 +528,7 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
 
-    def _shed(self, a, model, optimized, res_goals, rack) -> None:
+    def _shed(self, a, model, optimized, res_goals, rack) -> None:  # noqa: C901 - the shed search; moving to planner/search/ (issue 25)
         checks = optimized + (self,)
         if self.leadership:
             ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
@@ -574,7 +575,7 @@ class ResourceGoal(Goal):
                 preferred = model.orig_replicas[p, 0]
                 followers.sort(key=lambda b: (b != preferred, util[b], b))
                 for f in followers:
-                    move = Move("leadership", p, a, f)
+                    move = Move(LEADERSHIP, p, a, f)
                     if (
                         self._fits(move, model)
                         and self.wants(move, model)
@@ -723,14 +724,12 @@ class ResourceGoal(Goal):
             _, q, g = best
             # f may dip under this goal's lower limit between the two transfers (not after them:
             # see ``ok``), so the first one answers to the other goals only.
-            if not self.try_move(
-                Move("leadership", q, f, g), model, tuple(c for c in checks if c is not self)
-            ):
+            if not self.try_move(Move(LEADERSHIP, q, f, g), model, tuple(c for c in checks if c is not self)):
                 continue
-            move = Move("leadership", p, a, f)
+            move = Move(LEADERSHIP, p, a, f)
             if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
                 return True
-            model.apply(Move("leadership", q, g, f))  # undo: the pair only counts together
+            model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
         return False
 
     def _best_fit_out(self, a, ps, relief, bucket, model, checks, res_goals, rack) -> None:
@@ -766,7 +765,7 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         d = self.dim
         for move in sorted(moved, key=lambda m: (-model.size[m.p], m.p)):
-            back = Move("replica_move", move.p, move.dst, a)
+            back = Move(REPLICA_MOVE, move.p, move.dst, a)
             if not model.holds(move.p, move.dst) or model.holds(move.p, a):
                 continue
             room = upper[a] * model.cap[a, d] - model.load[a, d]
@@ -813,7 +812,7 @@ class ResourceGoal(Goal):
                     continue
                 k = int(np.argmin(np.where(ok, np.abs(net - want), np.inf)))
                 q = int(qs[k])
-                first, second = Move("leadership", p, a, f), Move("leadership", q, f, a)
+                first, second = Move(LEADERSHIP, p, a, f), Move(LEADERSHIP, q, f, a)
                 before = self._term(model, a, model.load[a, d]) + self._term(model, f, model.load[f, d])
                 after = self._term(model, a, model.load[a, d] - net[k]) + self._term(
                     model, f, model.load[f, d] + net[k]
@@ -822,7 +821,7 @@ class ResourceGoal(Goal):
                     continue
                 if self.try_move(second, model, checks):
                     break
-                model.apply(Move("leadership", p, f, a))  # undo the first half
+                model.apply(Move(LEADERSHIP, p, f, a))  # undo the first half
 
     def _fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
@@ -888,12 +887,12 @@ class ResourceGoal(Goal):
         else:
             dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
         for dst in dests.tolist():
-            move = Move("replica_move", part, src, dst)
+            move = Move(REPLICA_MOVE, part, src, dst)
             if self.wants(move, model) and self.try_move(move, model, checks):
                 return True
         if self.guards and model.leader[part] == src:
             for dst in dests.tolist():
-                if self._move_with_handback(Move("replica_move", part, src, dst), model, checks):
+                if self._move_with_handback(Move(REPLICA_MOVE, part, src, dst), model, checks):
                     return True
         return False
 
@@ -917,11 +916,11 @@ class ResourceGoal(Goal):
         if not fits.any():
             return False
         q = int(qs[fits][np.argmin(lo_q[fits])])
-        if not self.try_move(Move("leadership", q, dst, a), model, checks):
+        if not self.try_move(Move(LEADERSHIP, q, dst, a), model, checks):
             return False
         if self.wants(move, model) and self.try_move(move, model, checks):
             return True
-        model.apply(Move("leadership", q, a, dst))  # undo: the pair only counts together
+        model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
         return False
 
     def _swap_out(self, src, model, checks, res_goals, rack) -> None:
@@ -1013,7 +1012,7 @@ class ResourceGoal(Goal):
             cand = np.nonzero(ok)[0]
             cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:3]
             for pick in cand.tolist():
-                move = Move("swap", int(offered[offer]), src, partner, int(held[pick]))
+                move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
                 if self.wants(move, model) and self.try_move(move, model, checks):
                     # Only the two swapped partitions changed: the partner holds the offer instead.
                     held[pick] = offered[offer]
@@ -1104,7 +1103,7 @@ class ResourceGoal(Goal):
                         i += int(hits[0])
                     p = int(ps[i])
                     i += 1
-                    move = Move("leadership", p, int(model.leader[p]), b)
+                    move = Move(LEADERSHIP, p, int(model.leader[p]), b)
                     if (
                         self._fits(move, model)
                         and self.wants(move, model)
@@ -1138,7 +1137,7 @@ class ResourceGoal(Goal):
             return False
         refused = 0
         for pick in covering[np.argsort(model.size[pool_p[covering]], kind="stable")].tolist():
-            move = Move("replica_move", int(pool_p[pick]), int(pool_src[pick]), dst)
+            move = Move(REPLICA_MOVE, int(pool_p[pick]), int(pool_src[pick]), dst)
             if not (self._fits(move, model) and self.wants(move, model)):
                 continue
             if (rack is None or rack.accept(move, model)) and self.try_move(move, model, checks):
@@ -1203,7 +1202,7 @@ class ResourceGoal(Goal):
                 tries += int(valid[:k].sum()) + 1
                 i += k + 1
                 p, a = int(ps[k]), int(srcs[k])
-            move = Move("replica_move", p, a, b)
+            move = Move(REPLICA_MOVE, p, a, b)
             if (
                 self._fits(move, model)
                 and self.wants(move, model)
@@ -1527,25 +1526,35 @@ class LeaderCountDistributionGoal(DistributionGoal):
         super().__init__(NLEAD, threshold, lower=True)
 
 
+def _measured(
+    cls: Callable[..., DistributionGoal], resource: str
+) -> Callable[[PlannerOptions], DistributionGoal]:
+    return lambda options: cls(
+        options.threshold(resource), low_utilization=options.low_utilization_of(resource)
+    )
+
+
+# The one registry of soft goals, by the names config and options accept (balancer.vocabulary's
+# SOFT_GOALS, in their default priority order): each built from the options with its thresholds.
+SOFT_GOAL_REGISTRY: dict[str, Callable[[PlannerOptions], DistributionGoal]] = {
+    "network_in_distribution": _measured(NetworkInDistributionGoal, "network_in"),
+    "network_out_distribution": _measured(NetworkOutDistributionGoal, "network_out"),
+    # Leader bytes-in follows the general threshold.
+    "leader_bytes_in_distribution": lambda options: LeaderBytesInDistributionGoal(options.balance_threshold),
+    "disk_distribution": _measured(DiskDistributionGoal, "disk"),
+    "replicas_distribution": lambda options: ReplicaCountDistributionGoal(options.threshold("replicas")),
+    "leaders_distribution": lambda options: LeaderCountDistributionGoal(options.threshold("leaders")),
+}
+if tuple(SOFT_GOAL_REGISTRY) != SOFT_GOALS:
+    raise ImportError("SOFT_GOAL_REGISTRY must name balancer.vocabulary.SOFT_GOALS, in their order")
+
+
 def default_goals(options: PlannerOptions) -> list[Goal]:
     """Priority order: hard goals, then the soft goals of ``options.goals`` in its order (default:
     traffic, leader bytes-in, disk, replica and leader counts), each with its resource's
     threshold and low-utilization threshold."""
     ct = options.capacity_threshold
-
-    def measured(cls, resource: str):
-        return lambda: cls(options.threshold(resource), low_utilization=options.low_utilization_of(resource))
-
-    soft = {
-        "network_in_distribution": measured(NetworkInDistributionGoal, "network_in"),
-        "network_out_distribution": measured(NetworkOutDistributionGoal, "network_out"),
-        # Leader bytes-in follows the general threshold.
-        "leader_bytes_in_distribution": lambda: LeaderBytesInDistributionGoal(options.balance_threshold),
-        "disk_distribution": measured(DiskDistributionGoal, "disk"),
-        "replicas_distribution": lambda: ReplicaCountDistributionGoal(options.threshold("replicas")),
-        "leaders_distribution": lambda: LeaderCountDistributionGoal(options.threshold("leaders")),
-    }
-    names = options.goals if options.goals is not None else tuple(soft)
+    names = options.goals if options.goals is not None else SOFT_GOALS
     return [
         ReplicationFactorGoal(),
         DistinctBrokersGoal(),
@@ -1554,4 +1563,4 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         CapacityGoal(IN, ct),
         CapacityGoal(OUT, ct),
         CapacityGoal(DISK, ct),
-    ] + [soft[name]() for name in names]
+    ] + [SOFT_GOAL_REGISTRY[name](options) for name in names]

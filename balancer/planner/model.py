@@ -8,15 +8,20 @@ followers; every replica stores ``size``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import NamedTuple, cast
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Move
 from .options import PlannerOptions
 
-RESOURCES = ("network_in", "network_out", "disk")
+# Local names for the hot loops (a global load, not an attribute lookup per move).
+LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
+
 # Model dimensions: the three resources, then what the soft count/leader goals balance.
 IN, OUT, DISK, LBIN, NREP, NLEAD = range(6)
 DIMS = ("network_in", "network_out", "disk", "leader_bytes_in", "replicas", "leaders")
@@ -28,7 +33,7 @@ class SnapshotError(ValueError):
     """The snapshot is malformed; the message says where and what."""
 
 
-def _number(value, what: str, *, allow_zero: bool = True) -> float:
+def _number(value: object, what: str, *, allow_zero: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SnapshotError(f"{what} must be a finite number, got {value!r}")
     if value < 0 or (not allow_zero and value == 0):
@@ -36,7 +41,7 @@ def _number(value, what: str, *, allow_zero: bool = True) -> float:
     return float(value)
 
 
-class ColumnarSnapshot(Mapping):
+class ColumnarSnapshot(Mapping[str, Any]):
     """A snapshot held as numpy columns: what ``ClusterModel`` loads without a Python loop per partition.
 
     Same content as the dict snapshot (``{"cluster", "brokers", "partitions"}``), and readable as
@@ -55,28 +60,30 @@ class ColumnarSnapshot(Mapping):
         self,
         *,
         cluster: str,
-        broker_ids,
-        racks,
-        capacity,
-        partition_ids,
-        replica_counts,
-        replicas_flat,
-        leader,
-        bytes_in,
-        bytes_out,
-        size,
-        topics=None,
-        topic_names=None,
-        topic_codes=None,
+        broker_ids: ArrayLike,
+        racks: Iterable[str | None],
+        capacity: ArrayLike,
+        partition_ids: ArrayLike,
+        replica_counts: ArrayLike,
+        replicas_flat: ArrayLike,
+        leader: ArrayLike,
+        bytes_in: ArrayLike,
+        bytes_out: ArrayLike,
+        size: ArrayLike,
+        topics: Iterable[str] | None = None,
+        topic_names: Iterable[str] | None = None,
+        topic_codes: ArrayLike | None = None,
     ) -> None:
         self.cluster = cluster
         self.broker_ids = np.asarray(broker_ids)
         self.racks = list(racks)
         self.capacity = np.asarray(capacity, dtype=np.float64).reshape(len(self.broker_ids), len(RESOURCES))
         if topics is not None:
-            codes: dict = {}
+            codes: dict[str, int] = {}
             topic_codes = [codes.setdefault(t, len(codes)) for t in topics]
             topic_names = list(codes)
+        if topic_names is None:
+            raise TypeError("ColumnarSnapshot needs topics, or topic_names and topic_codes")
         self.topic_names = list(topic_names)
         self.topic_codes = np.asarray(topic_codes, dtype=np.int64)
         self.partition_ids = np.asarray(partition_ids)
@@ -86,28 +93,28 @@ class ColumnarSnapshot(Mapping):
         self.bytes_in = np.asarray(bytes_in, dtype=np.float64)
         self.bytes_out = np.asarray(bytes_out, dtype=np.float64)
         self.size = np.asarray(size, dtype=np.float64)
-        self._dict: dict | None = None
+        self._dict: dict[str, Any] | None = None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         if key == "cluster":
             return self.cluster
         if key not in self._KEYS:
             raise KeyError(key)
         return self.to_dict()[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._KEYS)
 
     def __len__(self) -> int:
         return len(self._KEYS)
 
     @property
-    def topics(self) -> list:
+    def topics(self) -> list[str]:
         """One topic name per partition."""
         names = self.topic_names
         return [names[c] for c in self.topic_codes.tolist()]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The equivalent dict snapshot (built once)."""
         if self._dict is None:
             brokers = []
@@ -149,9 +156,9 @@ class _Parsed(NamedTuple):
 
     cluster: str
     broker_ids: np.ndarray  # sorted
-    racks: list  # per sorted broker: rack name or None
+    racks: list[str | None]  # per sorted broker: rack name or None
     cap3: np.ndarray  # (brokers, 3)
-    topics: list
+    topics: list[str]
     partition_ids: np.ndarray
     replicas: np.ndarray  # (partitions, max RF), -1 padded
     rf: np.ndarray
@@ -161,7 +168,7 @@ class _Parsed(NamedTuple):
     size: np.ndarray
 
 
-def _parse_dicts(snapshot: Mapping) -> _Parsed:
+def _parse_dicts(snapshot: Mapping[str, Any]) -> _Parsed:  # noqa: C901 - one check per field of the snapshot, naming it
     """Validate a dict snapshot, with a message naming the first bad field."""
     if not isinstance(snapshot, Mapping):
         raise SnapshotError(f"snapshot must be a JSON object, got {type(snapshot).__name__}")
@@ -342,7 +349,7 @@ def _parse_columns(s: ColumnarSnapshot) -> _Parsed | None:
 class ClusterModel:
     """Mutable planning state. Broker fields are indices into ``broker_ids`` (sorted ids)."""
 
-    def __init__(self, snapshot: Mapping, options: PlannerOptions | None = None) -> None:
+    def __init__(self, snapshot: Mapping[str, Any], options: PlannerOptions | None = None) -> None:
         """``snapshot``: a dict snapshot, or a :class:`ColumnarSnapshot` (same content, same
         errors, loaded with numpy instead of a Python loop per partition)."""
         options = options or PlannerOptions()
@@ -424,8 +431,8 @@ class ClusterModel:
         self.log: list[Move] = []  # every move applied, in order (for undo)
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
-        self._delta_memo: tuple | None = None
-        self._cluster_util_memo: tuple[int, dict] = (-1, {})
+        self._delta_memo: tuple[int, Move, np.ndarray] | None = None
+        self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
 
@@ -436,7 +443,10 @@ class ClusterModel:
         flat = self.replicas.ravel()
         ok = flat >= 0
         fb = flat[ok]
-        per = lambda v: np.broadcast_to(v[:, None], self.replicas.shape).ravel()[ok]  # noqa: E731
+
+        def per(v: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(v[:, None], self.replicas.shape).ravel()[ok]
+
         load[:, IN] = np.bincount(fb, weights=per(self.bytes_in), minlength=nb)
         load[:, DISK] = np.bincount(fb, weights=per(self.size), minlength=nb)
         load[:, NREP] = np.bincount(fb, minlength=nb)
@@ -546,11 +556,11 @@ class ClusterModel:
         memo = self._delta_memo
         if memo is not None and memo[0] == self._version and memo[1] == move:
             return memo[2]
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             vec = self.leadership_vec(move.p)
         else:
             vec = self.contrib(move.p, move.src)
-            if move.kind == "swap":
+            if move.kind == SWAP:
                 vec = vec - self.contrib(move.q, move.dst)
         vec.flags.writeable = False
         self._delta_memo = (self._version, move, vec)
@@ -578,16 +588,16 @@ class ClusterModel:
         return old - new, new - old
 
     def _moved_row(self, p: int, src: int, dst: int) -> np.ndarray:
-        row = self.replicas[p].copy()
+        row: np.ndarray = self.replicas[p].copy()
         row[row == src] = dst
         return row
 
     def cost_after(self, move: Move) -> tuple[float, dict[int, int]]:
         """(bytes moved by the plan, per-broker move counts changed) if ``move`` were applied."""
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             return self.bytes_moved, {}
         changes = [(move.p, self._moved_row(move.p, move.src, move.dst))]
-        if move.kind == "swap":
+        if move.kind == SWAP:
             changes.append((move.q, self._moved_row(move.q, move.dst, move.src)))
         total = self.bytes_moved
         counts: dict[int, int] = {}
@@ -603,7 +613,7 @@ class ClusterModel:
         """Excluded topics never move; excluded brokers receive nothing (a swap gives src a replica)."""
         if not self.movable[move.p] or not self.dest_ok[move.dst]:
             return False
-        return move.kind != "swap" or bool(self.movable[move.q] and self.dest_ok[move.src])
+        return move.kind != SWAP or bool(self.movable[move.q] and self.dest_ok[move.src])
 
     def within_caps(self, move: Move) -> bool:
         opts = self.options
@@ -623,7 +633,7 @@ class ClusterModel:
         self.load[move.src] -= vec
         self.load[move.dst] += vec
         p = move.p
-        if move.kind == "leadership":
+        if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
         else:
             self._on_cache.pop(move.src, None)
@@ -631,7 +641,7 @@ class ClusterModel:
             self.replicas[p] = self._moved_row(p, move.src, move.dst)
             if self.leader[p] == move.src:
                 self.leader[p] = move.dst
-            if move.kind == "swap":
+            if move.kind == SWAP:
                 q = move.q
                 self.replicas[q] = self._moved_row(q, move.dst, move.src)
                 if self.leader[q] == move.dst:
@@ -648,8 +658,8 @@ class ClusterModel:
     def undo_to(self, mark: int, swapped: set[int]) -> None:
         """Revert every move applied since ``len(self.log) == mark`` (``swapped``: the set saved then)."""
         for move in reversed(self.log[mark:]):
-            if move.kind == "leadership":
-                self.apply(Move("leadership", move.p, move.dst, move.src))
+            if move.kind == LEADERSHIP:
+                self.apply(Move(LEADERSHIP, move.p, move.dst, move.src))
             else:
                 self.apply(Move(move.kind, move.p, move.dst, move.src, move.q))
         del self.log[mark:]
@@ -676,7 +686,7 @@ class ClusterModel:
         return np.nonzero(distinct < target)[0]
 
 
-def broker_loads(snapshot: Mapping) -> dict[int, dict[str, float]]:
+def broker_loads(snapshot: Mapping[str, Any]) -> dict[int, dict[str, float]]:
     """Per broker id: network_in, network_out, disk (B/s, B/s, bytes), replicas, leaders."""
     model = ClusterModel(snapshot)
     out = {}

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.vocabulary import RESOURCES, SOFT_GOALS
+
 # Resource -> the soft goal that balances it.
 RESOURCE_GOALS = {
     "network_in": "network_in_distribution",
@@ -15,14 +17,6 @@ RESOURCE_GOALS = {
     "replicas": "replicas_distribution",
     "leaders": "leaders_distribution",
 }
-SOFT_GOALS = (
-    "network_in_distribution",
-    "network_out_distribution",
-    "leader_bytes_in_distribution",
-    "disk_distribution",
-    "replicas_distribution",
-    "leaders_distribution",
-)
 # Disk below 20% full on average is not evened out: a broker at 1.5x such an average is still at
 # 30%, far under the capacity goal's ceiling (which always holds), and every byte moved to even
 # it out costs replication bandwidth and buys nothing an operator needs. (Cruise Control's default
@@ -35,18 +29,19 @@ LOW_UTILIZATION_DEFAULTS = {
     "leaders": 0.0,
 }
 # Counts have no capacity, so no utilization to be low: only 0.0 is meaningful for them.
-_MEASURED = ("network_in", "network_out", "disk")
+_MEASURED = RESOURCES
 
 
-class _FrozenMap(dict):
+class _FrozenMap(dict[str, Any]):
     """A read-only dict (options are immutable values) that still pickles."""
 
-    def _readonly(self, *args, **kwargs):
+    def _readonly(self, *args: object, **kwargs: object) -> None:
         raise TypeError("PlannerOptions mappings are read-only")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly
+    # Every mutator refuses; typeshed gives each its own signature, which one function cannot match.
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_FrozenMap], tuple[dict[str, Any]]]:
         return (type(self), (dict(self),))
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -75,7 +70,7 @@ class PlannerOptions:
     # Soft goals to run, in priority order (names from SOFT_GOALS); None: all, in SOFT_GOALS' order.
     goals: tuple[str, ...] | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
             return ValueError(f"PlannerOptions.{name} {why} (got {value!r})")
 
@@ -185,7 +180,7 @@ class PlannerOptions:
         return self.excluded_topics is not None and re.fullmatch(self.excluded_topics, topic) is not None
 
 
-def _thresholds_from(section: Any) -> dict:
+def _thresholds_from(section: Any) -> dict[str, Any]:
     """``balancer.thresholds`` (config) as ``thresholds`` / ``low_utilization`` kwargs: only keys set."""
     if section is None:
         return {}

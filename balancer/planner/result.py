@@ -3,11 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from balancer.vocabulary import RESOURCES, ActionKind
+
 from .actions import Action
-from .model import RESOURCES, ClusterModel
+from .model import ClusterModel
+
+
+@dataclass(frozen=True)
+class GoalReport:
+    """What one goal did in a plan: its metric (distance outside its limits) before and after, whether
+    it was violated when it ran, and the moves it applied; over several sweeps, the first before and
+    the last after."""
+
+    goal: str
+    hard: bool
+    before: float
+    after: float
+    violated: bool
+    moves: int
+
+    def then(self, later: GoalReport) -> GoalReport:
+        """This report followed by ``later``, the same goal's in the next sweep."""
+        return GoalReport(
+            self.goal,
+            self.hard,
+            self.before,
+            later.after,
+            self.violated or later.violated,
+            self.moves + later.moves,
+        )
 
 
 @dataclass(frozen=True)
@@ -21,7 +49,7 @@ class Plan:
     replica_moves: int
     total_bytes: int = 0  # all data on the cluster (every replica)
     unsatisfied: tuple[str, ...] = ()  # hard goals the plan could not meet, with why
-    goals: tuple[dict, ...] = field(default=(), compare=False)  # per-goal metric before/after
+    goals: tuple[GoalReport, ...] = field(default=(), compare=False)  # per goal, in the order they ran
     seconds: float = field(default=0.0, compare=False)
     drain_brokers: tuple[int, ...] = ()  # broker ids the plan empties (the checker verifies it)
     notes: tuple[str, ...] = field(default=(), compare=False)  # why a goal could not do all it was asked
@@ -34,7 +62,7 @@ class Plan:
     def imbalance_after(self) -> float:
         return max(self.after["network_in"], self.after["network_out"])
 
-    def to_reassignment(self) -> dict:
+    def to_reassignment(self) -> dict[str, Any]:
         """Kafka's reassignment JSON (``kafka-reassign-partitions.sh --execute``): changed partitions only."""
         parts = [
             {
@@ -48,7 +76,7 @@ class Plan:
         ]
         return {"version": 1, "partitions": parts}
 
-    def to_election(self) -> dict:
+    def to_election(self) -> dict[str, Any]:
         """``kafka-leader-election.sh --election-type preferred`` JSON: partitions whose leader changes."""
         return {
             "partitions": [
@@ -102,12 +130,12 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
         same_set = set(old) == set(new)
         if same_set and old_leader == new_leader:
             continue  # moved away and back
-        size = int(round(model.size[p]))
+        size = round(model.size[p])
         if same_set:
-            kind = "leadership"
+            kind = ActionKind.LEADERSHIP
             moved = 0
         else:
-            kind = "swap" if p in model.swapped else "replica_move"
+            kind = ActionKind.SWAP if p in model.swapped else ActionKind.REPLICA_MOVE
             moved = size * len(set(new) - set(old))
         action = Action(
             kind=kind,
@@ -119,7 +147,7 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
             new_leader=new_leader,
             bytes_to_move=moved,
         )
-        (leaderships if kind == "leadership" else moves).append(action)
+        (leaderships if kind == ActionKind.LEADERSHIP else moves).append(action)
     return tuple(leaderships + moves)
 
 
@@ -128,4 +156,4 @@ def figures(model: ClusterModel) -> dict[str, float]:
 
 
 def total_bytes(model: ClusterModel) -> int:
-    return int(round(float(np.sum(model.size * model.rf))))
+    return round(float(np.sum(model.size * model.rf)))

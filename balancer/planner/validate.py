@@ -6,10 +6,14 @@ with the search so a search bug cannot hide itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .result import Plan
 
 
-def check_plan(snapshot: Mapping, result) -> list[str]:
+def check_plan(snapshot: Mapping[str, Any], result: Plan) -> list[str]:  # noqa: C901 - one `if` per rule a plan must keep
     problems: list[str] = []
     racks = {b["id"]: b.get("rack") for b in snapshot["brokers"]}
     rack_aware = any(r is not None for r in racks.values())
@@ -19,7 +23,7 @@ def check_plan(snapshot: Mapping, result) -> list[str]:
     parts = {(p["topic"], p["partition"]): p for p in snapshot["partitions"]}
     seen = set()
 
-    def distinct_racks(reps):
+    def distinct_racks(reps: Iterable[int]) -> int:
         return len({racks[b] if racks[b] is not None else f"__{b}" for b in reps})
 
     for a in result.actions:

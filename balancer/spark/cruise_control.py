@@ -37,9 +37,10 @@ from pyspark.sql import types as T
 
 from balancer import cruise_control as cc
 from balancer import telemetry as tm
-from balancer.config import WindowsConfig, spark_interval
+from balancer.config import WindowsConfig
 from balancer.spark.loads import WINDOW_KEYS
 from balancer.spark.parse import TELEMETRY_COLUMNS
+from balancer.vocabulary import RESOURCES, TelemetryFormat
 
 if TYPE_CHECKING:
     from balancer.capacity import Capacities
@@ -228,8 +229,7 @@ def capacity_frame(spark: SparkSession, capacities: Capacities | None, brokers: 
     table = spark.createDataFrame(listed, schema)
     default = None if capacities is None else capacities.default
     fallback = [
-        F.lit(None if default is None else float(getattr(default, name))).cast("double")
-        for name in ("network_in", "network_out", "disk")
+        F.lit(None if default is None else float(getattr(default, name))).cast("double") for name in RESOURCES
     ]
     return (
         brokers.join(F.broadcast(table), "broker", "left")
@@ -262,7 +262,7 @@ def replica_windows(
     if ends_after_ms is not None:
         closed &= ends > F.lit(ends_after_ms)
     reports = (
-        raw.where(F.col("v") == 0)
+        raw.where(F.col("v") == TelemetryFormat.CRUISE_CONTROL.raw_version)
         .select(
             "cluster",
             "broker",
@@ -272,7 +272,7 @@ def replica_windows(
             "metric",
             "metric_value",
             "ts",
-            F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w"),
+            F.window("ts", windows.size.spark, windows.slide.spark).alias("w"),
         )
         .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)

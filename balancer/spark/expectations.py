@@ -26,11 +26,12 @@ from pyspark.sql import functions as F
 
 from balancer import telemetry as tm
 from balancer.resources import resource_root
+from balancer.vocabulary import TelemetryFormat
 
 EXPECTATIONS_DIR = resource_root() / "lakehouse" / "expectations"
 TELEMETRY_SUITE = "telemetry_v1"
 # The ingest suite per source.format.
-TELEMETRY_SUITES = {"v1": TELEMETRY_SUITE, "cruise-control": "telemetry_cc"}
+TELEMETRY_SUITES = {TelemetryFormat.V1: TELEMETRY_SUITE, TelemetryFormat.CRUISE_CONTROL: "telemetry_cc"}
 WINDOWS_SUITE = "windows_v1"
 # Record expectations compiled to Spark, with the arguments each may have.
 _COMPILED = {

@@ -15,12 +15,13 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.spark.cruise_control import parse_cruise_control, with_cruise_control_values
 from balancer.spark.lakehouse import Lakehouse
 from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import kafka_jar_available
 from balancer.spark.sinks import BalancerSink, PlanListener
+from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,12 @@ def python_source_options(config: Config, *, streaming: bool = True) -> dict[str
         "kafka.bootstrap.servers": source.bootstrap_servers,
         "subscribe": source.topic,
         "startingOffsets": source.starting_offsets if streaming else "earliest",
-        "kafkaUnavailableTimeoutMs": str(int(duration_seconds(source.unavailable_timeout) * 1000)),
+        "kafkaUnavailableTimeoutMs": str(source.unavailable_timeout.ms),
         "failOnDataLoss": "true",
     }
     if streaming:
         options["maxOffsetsPerTrigger"] = str(source.max_records_per_batch)
-    if source.format == "cruise-control":
+    if source.format == TelemetryFormat.CRUISE_CONTROL:
         # Binary records decoded by the reading tasks (numpy over the Arrow buffers).
         options["valueFormat"] = "cruise-control"
     else:
@@ -77,7 +78,7 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
 def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
     """The metrics topic's records parsed in the configured format: telemetry columns, a reason where bad."""
     source = config.source
-    if source.format == "cruise-control":
+    if source.format == TelemetryFormat.CRUISE_CONTROL:
         if "value_cc" not in kafka.columns:  # Spark's own Kafka source: decode in one Arrow pass
             kafka = with_cruise_control_values(kafka)
         return parse_cruise_control(
@@ -108,7 +109,7 @@ def start(
     # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
     query = (
         parsed.writeStream.queryName("balancer")
-        .trigger(processingTime="1 second" if once else config.trigger.interval)
+        .trigger(processingTime="1 second" if once else config.trigger.interval.text)
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(BalancerSink(lakehouse, config, checkpoint, on_plans))
         .start()

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from balancer.config import BalancerConfig, WindowsConfig, spark_interval
+from balancer.config import BalancerConfig, WindowsConfig
+from balancer.vocabulary import RESOURCES
 
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
 PARTITION_KEYS = (*WINDOW_KEYS, "topic", "partition")
@@ -36,9 +37,7 @@ def replica_windows(
         "size", "leader", "replicas", "rack", "capacity_network_in", "capacity_network_out", "capacity_disk"
     )
     return (
-        valid.select(
-            "*", F.window("ts", spark_interval(windows.size), spark_interval(windows.slide)).alias("w")
-        )
+        valid.select("*", F.window("ts", windows.size.spark, windows.slide.spark).alias("w"))
         .select("*", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"))
         .where(closed)
         .repartition(*PARTITION_KEYS)
@@ -175,7 +174,7 @@ def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
         "cpu",
         F.coalesce("samples", F.lit(0)).cast("long").alias("samples"),
     )
-    for resource in ("network_in", "network_out", "disk"):
+    for resource in RESOURCES:
         joined = joined.withColumn(f"util_{resource}", F.col(resource) / F.col(f"capacity_{resource}"))
     return joined
 

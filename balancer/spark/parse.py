@@ -97,7 +97,7 @@ def _single_json_value(value: Column) -> Column:
     return F.coalesce((wrapped_one == 1) & (wrapped_two == 2), F.lit(False))
 
 
-def _rules(
+def quarantine_rules(
     raw: Column,
     typed: Column,
     value: Column,
@@ -106,7 +106,7 @@ def _rules(
     *,
     max_rate: float,
     max_size: float,
-    single: Column,
+    single: Column | None = None,
 ) -> list[Column]:
     """Ordered (condition → reason) checks; the first that fires names the problem.
 
@@ -256,13 +256,15 @@ def _rules(
                 text("replicas"),
             ),
         ),
-        F.when(~single, F.concat(F.lit("bytes after the JSON object: "), _show(value))),
     ]
+    # parse_telemetry passes it; a caller that already knows each value is one JSON value may leave it out.
+    if single is not None:
+        rules.append(F.when(~single, F.concat(F.lit("bytes after the JSON object: "), _show(value))))
     return rules
 
 
 def _valid_guard(typed: Column, now_ms: Column, *, max_rate: float, max_size: float) -> Column:
-    """TRUE only when none of ``_rules`` can fire: the typed pass succeeded (so the value is valid
+    """TRUE only when none of ``quarantine_rules`` can fire: the typed pass succeeded (so the value is valid
     UTF-8: no other is parsed) and every field is present where required and in range. It must never
     be TRUE for a bad record; FALSE or NULL for a good one only costs time (the rules then run and
     find nothing).
@@ -279,7 +281,7 @@ def _valid_guard(typed: Column, now_ms: Column, *, max_rate: float, max_size: fl
 
 
 def _valid_conditions(typed: Column, now_ms: Column, *, max_rate: float, max_size: float) -> list[Column]:
-    """One condition per rule group of ``_rules``, each TRUE only when that group finds nothing."""
+    """One condition per rule group of ``quarantine_rules``, each TRUE only when that group finds nothing."""
     rtype = typed["type"]
     inf = float("inf")
     limits = {"max_rate": max_rate, "max_size": max_size}
@@ -384,7 +386,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
     guard = _valid_guard(typed, now_ms, max_rate=max_rate, max_size=max_size) & single
     reason = F.when(guard, F.lit(None).cast("string")).otherwise(
         F.coalesce(
-            *_rules(
+            *quarantine_rules(
                 F.col("_raw"),
                 typed,
                 F.col("value").cast("string"),

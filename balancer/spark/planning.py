@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from balancer.config import BalancerConfig
 from balancer.spark.lakehouse import spark_schema
 from balancer.spark.loads import WINDOW_KEYS
+from balancer.vocabulary import PlanStatus
 
 ACTION_TYPE = T.StructType(
     [
@@ -63,7 +64,7 @@ def _fill_row(row: dict, result) -> dict:
     """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions)."""
     election = result.to_election()
     row.update(
-        status="proposed" if result.actions else "balanced",
+        status=PlanStatus.PROPOSED if result.actions else PlanStatus.BALANCED,
         reason=None if result.actions else "within thresholds",
         imbalance_before=result.imbalance_before,
         imbalance_after=result.imbalance_after,
@@ -101,7 +102,7 @@ def _plan_built(row: dict, built, balancer: BalancerConfig, blocked_reason: str 
 
     problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
     if problems:
-        row.update(status="skipped", reason="; ".join(problems))
+        row.update(status=PlanStatus.SKIPPED, reason="; ".join(problems))
         return row
     return _fill_row(row, plan(built.snapshot, PlannerOptions.from_config(balancer)))
 
@@ -156,7 +157,7 @@ def plan_group(
     # contract failed stays skipped whichever plan holds the cluster: its data cannot be judged at all.
     if waits and not reasons:
         row = _base_row(cluster, window_start, window_end)
-        row.update(status="waiting", reason="; ".join(sorted(waits) + sorted(reasons)))
+        row.update(status=PlanStatus.WAITING, reason="; ".join(sorted(waits) + sorted(reasons)))
         return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
     row = plan_frames(
         cluster,
@@ -215,12 +216,12 @@ def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
     closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see
     ``plan_group``)."""
     joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
-    waits = F.col("_wait").isNotNull() & (F.col("status") != "skipped")
+    waits = F.col("_wait").isNotNull() & (F.col("status") != PlanStatus.SKIPPED.value)
     columns = []
     for field in PLAN_RESULT_SCHEMA.fields:
         column = F.col(field.name)
         if field.name == "status":
-            column = F.when(waits, F.lit("waiting")).otherwise(column)
+            column = F.when(waits, F.lit(PlanStatus.WAITING.value)).otherwise(column)
         elif field.name == "reason":
             column = F.when(waits, F.col("_wait")).otherwise(column)
         elif field.name == "actions":

@@ -42,7 +42,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from balancer.config import QualityConfig, duration_seconds
+from balancer.config import QualityConfig
 from balancer.spark.expectations import (
     EXPECTATIONS_DIR,
     TELEMETRY_SUITE,
@@ -104,7 +104,7 @@ class Contract:
         self.parameters = {
             "max_quarantine_share": quality.max_quarantine_share,
             "min_broker_coverage": quality.min_broker_coverage,
-            "max_report_age_seconds": duration_seconds(quality.max_report_age),
+            "max_report_age_seconds": quality.max_report_age.seconds,
         }
         self.gx = GxRunner(self.parameters)
         self.runs = QualityRuns(lakehouse)

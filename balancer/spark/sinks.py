@@ -37,11 +37,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.capacity import read_capacities
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.spark import cruise_control, loads, planning, tracking
 from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
 from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
 from balancer.spark.topology import TopologyLog
+from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +113,14 @@ class BalancerSink:
         self.topology = TopologyLog(lakehouse, config)
         self.capacities = read_capacities(config.capacity.path) if config.capacity.path else None
         self.on_plans = on_plans
-        self.delay_ms = int(duration_seconds(config.windows.watermark) * 1000)
-        self.size_ms = int(duration_seconds(config.windows.size) * 1000)
+        self.delay_ms = config.windows.watermark.ms
+        self.size_ms = config.windows.size.ms
         # A job reading one Cruise Control cluster's topic shares the lakehouse with the jobs of other
         # clusters: it reads back only its own cluster's telemetry. A v1 topic names its clusters in its
         # records.
-        self.own_cluster = config.source.cluster if config.source.format == "cruise-control" else None
+        self.own_cluster = (
+            config.source.cluster if config.source.format == TelemetryFormat.CRUISE_CONTROL else None
+        )
         self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
         self.seconds: Counter[str] = Counter()
@@ -384,7 +387,7 @@ class BalancerSink:
     ) -> DataFrame:
         """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either
         format."""
-        if self.config.source.format == "cruise-control":
+        if self.config.source.format == TelemetryFormat.CRUISE_CONTROL:
             return cruise_control.replica_windows(
                 on_time,
                 self.lakehouse.read("cluster_metadata"),
@@ -395,7 +398,7 @@ class BalancerSink:
                 ends_until_ms=closed_until_ms,
             )
         windows = loads.replica_windows(
-            on_time.where(F.col("v") == 1),
+            on_time.where(F.col("v") == TelemetryFormat.V1.raw_version),
             self.config.windows,
             ends_after_ms=closed_after_ms,
             ends_until_ms=closed_until_ms,

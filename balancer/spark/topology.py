@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.metadata import ClusterMetadata, PartitionInfo, changed_rows, poll_metadata, read_metadata_file
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
 
@@ -32,7 +32,7 @@ class TopologyLog:
         self.metadata = config.metadata
         self.cluster = config.source.cluster
         self.bootstrap = config.metadata.bootstrap_servers or config.source.bootstrap_servers
-        self.interval = duration_seconds(config.metadata.interval)
+        self.interval = config.metadata.interval.seconds
         self.previous: ClusterMetadata | None = None
         self._read_at: float | None = None
 

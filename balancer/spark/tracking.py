@@ -23,15 +23,15 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
 from balancer.planner.actions import Action
 from balancer.spark import loads
 from balancer.spark.lakehouse import Filter, Lakehouse
+from balancer.vocabulary import RESOURCES, PlanStatus
 
 log = logging.getLogger(__name__)
 
-RESOURCES = ("network_in", "network_out", "disk")
 WindowKey = tuple[str, int]  # (cluster, window_end epoch ms)
 
 
@@ -112,7 +112,7 @@ def _small_read(
     if plan_ids is not None:
         filters.append(("plan_id", "in", plan_ids))
     if proposed:
-        filters.append(("status", "=", "proposed"))
+        filters.append(("status", "=", PlanStatus.PROPOSED.value))
     if after_ms is not None:
         filters.append(("window_end", ">", datetime.fromtimestamp(after_ms / 1000, UTC)))
     if until_ms is not None:
@@ -164,7 +164,7 @@ def planned_infos(plan_rows: DataFrame) -> list[PlanInfo]:
 def stored_infos(lakehouse: Lakehouse, after_ms: int | None, until_ms: int) -> list[PlanInfo]:
     """balance_plans rows of windows ending in (after, until] with their actions, as landed."""
     plans = _small_read(lakehouse, "balance_plans", _PLAN_COLUMNS, after_ms=after_ms, until_ms=until_ms)
-    proposed = [r["plan_id"] for r in plans if r["status"] == "proposed"]
+    proposed = [r["plan_id"] for r in plans if r["status"] == PlanStatus.PROPOSED]
     actions = _small_read(lakehouse, "plan_actions", _ACTION_COLUMNS, plan_ids=proposed) if proposed else []
     return _infos(plans, _actions_by_plan(actions))
 
@@ -223,7 +223,9 @@ def read_latest(lakehouse: Lakehouse, until_ms: int | None) -> dict[str, Latest]
                 bytes_done=event["bytes_done"] or 0,
                 detail=event["detail"],
             )
-        out[info.cluster] = Latest(info, state, state.status == "completed" and info.plan_id not in measured)
+        out[info.cluster] = Latest(
+            info, state, state.status == PlanStatus.COMPLETED and info.plan_id not in measured
+        )
     return out
 
 
@@ -273,8 +275,8 @@ def walk(
     lifecycle tracks (events, outcomes). ``results``: the windows' plans; without them (before
     planning), no window is taken to propose, which gives every window an earlier plan blocks;
     with them, a proposed plan also blocks the cluster's later windows."""
-    ttl_ms = int(duration_seconds(config.executor.proposal_ttl) * 1000)
-    min_ms = int(duration_seconds(config.balancer.min_plan_interval) * 1000)
+    ttl_ms = config.executor.proposal_ttl.ms
+    min_ms = config.balancer.min_plan_interval.ms
     waiting: dict[WindowKey, str] = {}
     tracks = []
     by_cluster: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -296,7 +298,7 @@ def walk(
                 waiting[(cluster, end_ms)] = reason
                 continue
             result = (results or {}).get((cluster, end_ms))
-            if result is not None and result.status == "proposed":
+            if result is not None and result.status == PlanStatus.PROPOSED:
                 track.decide(result.plan_id, result.actions)
         tracks.append(track)
     return waiting, tracks
@@ -372,7 +374,7 @@ def batch_rows(
     try:
         schedule = plan_schedule(
             batches,
-            deadline_seconds=duration_seconds(executor.deadline),
+            deadline_seconds=executor.deadline.seconds,
             broker_load=broker_load,
             capacity_threshold=config.balancer.capacity_threshold,
             partition_traffic=traffic,
@@ -544,7 +546,7 @@ def settle(gated: Gate, infos: list[PlanInfo], partitions: DataFrame, config: Co
     new = {
         i.cluster: [(a.topic, a.partition) for a in i.actions]
         for i in infos
-        if i.status == "proposed" and i.window_ms < last.get(i.cluster, i.window_ms)
+        if i.status == PlanStatus.PROPOSED and i.window_ms < last.get(i.cluster, i.window_ms)
     }
     observed = defaultdict(dict, {k: dict(v) for k, v in gated.observed.items()})
     for key, parts in topology(partitions, new).items():
@@ -554,9 +556,11 @@ def settle(gated: Gate, infos: list[PlanInfo], partitions: DataFrame, config: Co
     overrides = [
         (i.plan_id, waiting[(i.cluster, i.window_ms)])
         for i in infos
-        if (i.cluster, i.window_ms) in waiting and i.status in ("proposed", "balanced")
+        if (i.cluster, i.window_ms) in waiting and i.status in (PlanStatus.PROPOSED, PlanStatus.BALANCED)
     ]
-    proposed = [i for i in infos if i.status == "proposed" and (i.cluster, i.window_ms) not in waiting]
+    proposed = [
+        i for i in infos if i.status == PlanStatus.PROPOSED and (i.cluster, i.window_ms) not in waiting
+    ]
     known = {latest.info.plan_id: latest.info for latest in gated.latest.values()}
     known.update({i.plan_id: i for i in proposed})
     return Settled(overrides, proposed, tracks, known)

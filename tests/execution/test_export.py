@@ -318,7 +318,7 @@ def test_rows_as_the_job_writes_them_json_throttle_notes_and_a_missing_throttle(
     subprocess.run(["bash", "-n", str(tmp_path / "a" / "run.sh")], check=True)
     # No computed throttle (e.g. a broker without a capacity report): an error, unless given one rate.
     job_rows[1].update(throttle=None, note="no throttle computed: broker 4 has no capacity")
-    with pytest.raises(ExportError, match="no throttle computed: broker 4.*--throttle"):
+    with pytest.raises(ExportError, match=r"no throttle computed: broker 4.*--throttle"):
         export_plan(job_rows, tmp_path / "b")
     export_plan(job_rows, tmp_path / "b", fallback_throttle=50_000_000)
     script = (tmp_path / "b" / "run.sh").read_text()

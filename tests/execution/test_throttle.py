@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancer.execution import Batch, BrokerLoad, compute_throttle, plan_schedule, split_batches
-from balancer.execution.throttle import FLOOR_CAPACITY_SHARE
+from balancer.execution.throttle import FLOOR_CAPACITY_SHARE, MIN_RATE
 from balancer.planner import Action
 
 MB = 1e6
@@ -281,13 +281,24 @@ def test_throttle_invariants(moves, busy, seconds_left, threshold):
     assert t.meets_deadline == (t.estimated_seconds <= seconds_left * (1 + 1e-9))
     if not t.meets_deadline:
         assert "cannot finish" in t.note
-    # Safety: unless the note says a broker is held at the floor, no rate goes past what the broker has
-    # spare (plus, for a sender, the replication of its moving partitions already in its load).
-    if "spare" not in (t.note or ""):
-        for b, rate in t.rate_by_broker.items():
-            flowing = sum(
-                traffic[("t", a.partition)] * (len(a.old_replicas) - 1) for a in actions if a.old_leader == b
+    # Safety: no rate goes past what the broker has spare (plus, for a sender, the replication of its
+    # moving partitions already in its load) unless the floor sets it; a broker at the floor is named.
+    for b, rate in t.rate_by_broker.items():
+        sending = [a for a in actions if a.old_leader == b]
+        receiving = [a for a in actions if b in set(a.new_replicas) - set(a.old_replicas)]
+        room, floor = [], [MIN_RATE]
+        if sending:
+            flowing = sum(traffic[("t", a.partition)] * (len(a.old_replicas) - 1) for a in sending)
+            room.append(100 * MB * threshold - busy[b][1] + flowing)
+            followers = sum(
+                traffic[("t", a.partition)] * (len(set(a.old_replicas) | set(a.new_replicas)) - 1)
+                for a in sending
             )
-            room = [100 * MB * threshold - busy[b][1] + flowing] if b in t.send_bytes else []
-            room += [100 * MB * threshold - busy[b][0]] if b in t.receive_bytes else []
-            assert rate <= max(min(room), 1000.0) * (1 + 1e-9)
+            floor.append(followers + FLOOR_CAPACITY_SHARE * 100 * MB)
+        if receiving:
+            room.append(100 * MB * threshold - busy[b][0])
+            fetched = sum(traffic[("t", a.partition)] for a in receiving)
+            floor.append(fetched + FLOOR_CAPACITY_SHARE * 100 * MB)
+        assert rate <= max(min(room), max(floor)) * (1 + 1e-9)
+        if rate > max(min(room), 0.0) + 1e-9 * 100 * MB:
+            assert f"broker {b} has" in t.note and "floor" in t.note

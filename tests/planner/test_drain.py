@@ -176,5 +176,5 @@ def test_checker_flags_a_replica_left_on_a_drained_broker():
 
 @pytest.mark.parametrize("value", [["7"], None, "7,8", [True]])
 def test_bad_drain_value_names_the_argument(value):
-    with pytest.raises(ValueError, match="PlannerOptions.drain_brokers"):
+    with pytest.raises(ValueError, match=r"PlannerOptions\.drain_brokers"):
         PlannerOptions(drain_brokers=value)

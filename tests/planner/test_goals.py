@@ -88,8 +88,8 @@ def test_optimized_goals_veto_later_goals():
     result = plan(snap)
     assert result.leader_moves == 0
     assert result.after["network_out"] == pytest.approx(105 / 103)  # 101 vs 105 B/s: within 1.10
-    leaders = next(g for g in result.goals if g["goal"] == "leaders_distribution")
-    assert leaders["after"] > 0  # the soft count goal stays unmet rather than break network_out
+    leaders = next(g for g in result.goals if g.goal == "leaders_distribution")
+    assert leaders.after > 0  # the soft count goal stays unmet rather than break network_out
 
 
 class WorseningGoal(Goal):
@@ -117,7 +117,7 @@ def test_goal_run_reports_metric_before_and_after():
     report = goal.run(
         model, (ReplicationFactorGoal(), DistinctBrokersGoal(), RackAwareGoal()), PlannerOptions()
     )
-    assert report["before"] > 0 and report["after"] < report["before"] and report["moves"] >= 1
+    assert report.before > 0 and report.after < report.before and report.moves >= 1
 
 
 def test_rack_goal_fixes_a_violation():

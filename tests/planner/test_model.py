@@ -81,7 +81,7 @@ def test_bad_snapshots_are_rejected_with_a_clear_message(path, value, message):
 
 
 def test_missing_sections_are_named():
-    with pytest.raises(SnapshotError, match="snapshot.brokers"):
+    with pytest.raises(SnapshotError, match=r"snapshot\.brokers"):
         plan({"partitions": []})
     from balancer.planner import PlannerOptions
 

@@ -11,9 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import data_lower_bound, network_in_move_bound  # noqa: E402
+from planner_bench import data_lower_bound, network_in_move_bound
 
-from balancer.planner import PlannerOptions, plan  # noqa: E402
+from balancer.planner import PlannerOptions, plan
 
 CAP = {"network_in": 100.0, "network_out": 1000.0, "disk": 1e6}
 # (bytes_in, size) of broker 0's replicas (RF 1); brokers 1 and 2 hold one light replica each.

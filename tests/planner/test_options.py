@@ -56,3 +56,10 @@ def test_disk_has_its_own_threshold_when_given():
     assert thresholds(PlannerOptions(balance_threshold=1.05))[DISK] == 1.05
     got = thresholds(PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10))
     assert got[DISK] == 1.10 and got[OUT] == 1.045
+
+
+def test_each_registered_soft_goal_carries_the_name_it_is_registered_under():
+    from balancer.planner.goals import SOFT_GOAL_REGISTRY
+    from balancer.vocabulary import SOFT_GOALS
+
+    assert [SOFT_GOAL_REGISTRY[name](PlannerOptions()).name for name in SOFT_GOALS] == list(SOFT_GOALS)

@@ -79,7 +79,7 @@ def test_every_plan_is_valid(spec, options):
     for r in ("network_in", "network_out"):
         assert result.after[r] >= result.lower_bound[r] - 1e-9
     # Unless a hard goal (capacity) had to move something, the traffic figure never gets worse.
-    if not any(g["hard"] and g["moves"] for g in result.goals):
+    if not any(g.hard and g.moves for g in result.goals):
         assert result.imbalance_after <= max(result.imbalance_before, options.balance_threshold) + 1e-9
 
 

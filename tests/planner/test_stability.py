@@ -65,7 +65,7 @@ def _imbalance(figures: dict) -> float:
 
 
 def _describe(result: Plan) -> str:
-    moved = {g["goal"]: g["moves"] for g in result.goals if g["moves"]}
+    moved = {g.goal: g.moves for g in result.goals if g.moves}
     return (
         f"{result.replica_moves} replica moves ({result.bytes_to_move / 1e9:.1f} GB), "
         f"{result.leader_moves} leaderships; before {result.before} bound {result.lower_bound}; "
