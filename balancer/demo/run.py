@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from balancer.config import REPO_ROOT, ConfigError, duration_seconds, load_config
+from balancer.execution.verdict import PlanStatus
 
 TICK_MS = 60_000
 # Demo topics keep only minutes of data, so throttled replica moves finish within a few simulated minutes.
@@ -143,11 +144,12 @@ class Executor:
         )
 
     def settled(self) -> bool:
-        """A plan was carried out, and the job has since planned again and found nothing to do."""
+        """A plan was carried out, and the job has since planned again and proposed nothing (``balanced``, or
+        ``unbalanced`` with what binds it)."""
         if not self.executed or self.current is not None or self.cluster.busy:
             return False
         after = [r for r in self.seen if r["window_start"].timestamp() * 1000 >= self.cluster.changed_at_ms]
-        return any(r["status"] == "balanced" for r in after)
+        return any(r["status"] in (PlanStatus.BALANCED, PlanStatus.UNBALANCED) for r in after)
 
 
 def stray_values(record: dict) -> list[bytes]:

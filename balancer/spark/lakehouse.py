@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.schema import Field
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -215,6 +216,11 @@ class Lakehouse:
                 current = delta.metadata().configuration
                 if any(current.get(key) != value for key, value in properties.items()):
                     delta.alter.set_table_properties(properties)
+                # Columns the DDL gained since the table was created (nullable): older rows read null.
+                have = set(delta.schema().to_arrow().names)
+                added = [Field.from_arrow(f) for f in arrow_schema(table) if f.name not in have]
+                if added:
+                    delta.alter.add_columns(added)
             else:
                 path, columns = self.path(table), table_ddl()[table]
                 listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from balancer.config import BalancerConfig
+from balancer.execution.verdict import PlanStatus
 from balancer.spark.lakehouse import spark_schema
 from balancer.spark.loads import WINDOW_KEYS
 
@@ -59,12 +60,48 @@ def _base_row(cluster: str, window_start, window_end) -> dict:
     return row
 
 
-def _fill_row(row: dict, result) -> dict:
-    """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions)."""
+def _verdict_columns(unmet: tuple, advice: list) -> dict:
+    """The unmet_*, binding_* and advice* columns: the first goal outside its threshold in the planner's
+    priority order (``unmet[0]``) and what binds it, every unmet goal's name, and the advice (its first,
+    most fundamental kind)."""
+    columns: dict = {"unmet_goals": [u.goal for u in unmet]}
+    if unmet:
+        worst = unmet[0]
+        columns.update(
+            unmet_goal=worst.goal,
+            unmet_figure=float(worst.figure),
+            unmet_threshold=float(worst.threshold),
+            unmet_lower_bound=float(worst.lower_bound),
+            binding=worst.binding,
+            binding_topic=worst.binding_topic,
+            binding_partition=worst.binding_partition,
+            binding_brokers=list(worst.binding_brokers),
+        )
+    grow = next((a for a in advice if a.kind == "add_partitions"), None)
+    columns.update(
+        advice=advice[0].kind if advice else None,
+        advice_topic=grow.topic if grow else None,
+        partitions_to_add=grow.partitions_to_add if grow else None,
+        brokers_to_add=max((a.brokers_to_add or 0 for a in advice if a.kind == "add_brokers"), default=None),
+        advice_detail="\n".join(a.message for a in advice) or None,
+    )
+    return columns
+
+
+def _fill_row(row: dict, snapshot, result, options) -> dict:
+    """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions) and its
+    verdict: ``balanced`` only when every goal is within its threshold (balancer.execution.verdict)."""
+    from balancer.execution.advice import advise
+    from balancer.execution.verdict import judge
+    from balancer.planner import ClusterModel
+
+    model = ClusterModel(snapshot, options)
+    advice = advise(model, result, options)  # of the placement before the plan: before ``judge`` moves it
+    verdict = judge(model, result, options)
     election = result.to_election()
     row.update(
-        status="proposed" if result.actions else "balanced",
-        reason=None if result.actions else "within thresholds",
+        status=str(verdict.status),
+        reason=verdict.unmet[0].binding if verdict.status is PlanStatus.UNBALANCED else None,
         imbalance_before=result.imbalance_before,
         imbalance_after=result.imbalance_after,
         network_in_before=result.before["network_in"],
@@ -92,6 +129,7 @@ def _fill_row(row: dict, result) -> dict:
             }
             for seq, a in enumerate(result.actions)
         ],
+        **_verdict_columns(verdict.unmet, advice),
     )
     return row
 
@@ -101,9 +139,10 @@ def _plan_built(row: dict, built, balancer: BalancerConfig, blocked_reason: str 
 
     problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
     if problems:
-        row.update(status="skipped", reason="; ".join(problems))
+        row.update(status=str(PlanStatus.SKIPPED), reason="; ".join(problems))
         return row
-    return _fill_row(row, plan(built.snapshot, PlannerOptions.from_config(balancer)))
+    options = PlannerOptions.from_config(balancer)
+    return _fill_row(row, built.snapshot, plan(built.snapshot, options), options)
 
 
 def plan_window(
@@ -156,7 +195,7 @@ def plan_group(
     # contract failed stays skipped whichever plan holds the cluster: its data cannot be judged at all.
     if waits and not reasons:
         row = _base_row(cluster, window_start, window_end)
-        row.update(status="waiting", reason="; ".join(sorted(waits) + sorted(reasons)))
+        row.update(status=str(PlanStatus.WAITING), reason="; ".join(sorted(waits) + sorted(reasons)))
         return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
     row = plan_frames(
         cluster,
@@ -215,12 +254,12 @@ def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
     closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see
     ``plan_group``)."""
     joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
-    waits = F.col("_wait").isNotNull() & (F.col("status") != "skipped")
+    waits = F.col("_wait").isNotNull() & (F.col("status") != str(PlanStatus.SKIPPED))
     columns = []
     for field in PLAN_RESULT_SCHEMA.fields:
         column = F.col(field.name)
         if field.name == "status":
-            column = F.when(waits, F.lit("waiting")).otherwise(column)
+            column = F.when(waits, F.lit(str(PlanStatus.WAITING))).otherwise(column)
         elif field.name == "reason":
             column = F.when(waits, F.col("_wait")).otherwise(column)
         elif field.name == "actions":
