@@ -234,14 +234,95 @@ def plans(
             F.broadcast(waiting.withColumnRenamed("reason", "_waiting")), ["cluster", "window_end"], "left"
         )
 
+    groups, slots = group_slots(partitions, brokers)  # one small Spark job
+    if not slots:
+        return partitions.sparkSession.createDataFrame([], PLAN_RESULT_SCHEMA)
+    # One task per (cluster, window): each group gets a slot value that Spark's hash partitioning
+    # sends to a partition of its own, and both sides are partitioned by it into exactly as many
+    # partitions as there are groups. The cogroup groups by the slot alone, which that partitioning
+    # satisfies, so Spark adds no shuffle of its own (spark.sql.shuffle.partitions plays no part) and
+    # adaptive execution cannot coalesce the groups into fewer tasks (a partition count given to
+    # repartition is kept).
+    spark = partitions.sparkSession
+
+    def slotted(frame: DataFrame) -> DataFrame:  # a frame of its own per side: no self-join for the cogroup
+        keyed = F.broadcast(spark.createDataFrame(slots, _slots_schema()))
+        return frame.join(keyed, list(WINDOW_KEYS)).repartition(len(slots), SLOT)
+
+    partitions, brokers = slotted(partitions), slotted(brokers)
+
     def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
-        return plan_group(key, partition_rows, broker_rows, balancer)
+        (slot,) = key
+        return plan_group(
+            groups[slot],
+            partition_rows.drop(columns=[SLOT]),
+            broker_rows.drop(columns=[SLOT]),
+            balancer,
+        )
 
     return (
-        partitions.groupBy(*WINDOW_KEYS)
-        .cogroup(brokers.groupBy(*WINDOW_KEYS))
+        partitions.groupBy(SLOT)
+        .cogroup(brokers.groupBy(SLOT))
         .applyInPandas(group, schema=PLAN_RESULT_SCHEMA)
     )
+
+
+SLOT = "_slot"
+
+
+def _slots_schema() -> T.StructType:
+    keys = [spark_schema("balance_plans")[k] for k in WINDOW_KEYS]
+    return T.StructType([*keys, T.StructField(SLOT, T.LongType(), False)])
+
+
+def group_slots(partitions: DataFrame, brokers: DataFrame) -> tuple[dict[int, tuple], list[tuple]]:
+    """The (cluster, window) groups to plan, each with a slot value: ``{slot: (cluster, window_start,
+    window_end)}``, and the same as (*WINDOW_KEYS, slot) rows. The slot of the i-th group is the least
+    value Spark's hash partitioning into as many partitions as groups sends to partition i."""
+    found = partitions.select(*WINDOW_KEYS).union(brokers.select(*WINDOW_KEYS)).distinct().collect()
+    keys = sorted(tuple(r) for r in found)
+    slots = partition_slots(len(keys))
+    groups = {slots[i]: key for i, key in enumerate(keys)}
+    return groups, [(*k, s) for s, k in groups.items()]
+
+
+def partition_slots(n: int) -> list[int]:
+    """For each partition i of n: the least non-negative long that Spark's hash partitioning
+    (``pmod(murmur3_hash(value, 42), n)``) sends there."""
+    out: list[int | None] = [None] * n
+    missing, value = n, 0
+    while missing:
+        i = _murmur3_long(value) % n
+        if out[i] is None:
+            out[i] = value
+            missing -= 1
+        value += 1
+    return [int(v) for v in out if v is not None]
+
+
+def _murmur3_long(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashLong`` (what ``hash(col)`` and hash partitioning compute for a
+    LongType column), as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    def mix_k1(k: int) -> int:
+        return (rotl((k * 0xCC9E2D51) & mask, 15) * 0x1B873593) & mask
+
+    def mix_h1(h: int, k: int) -> int:
+        return (rotl(h ^ k, 13) * 5 + 0xE6546B64) & mask
+
+    h = mix_h1(seed & mask, mix_k1(value & mask))
+    h = mix_h1(h, mix_k1((value >> 32) & mask))
+    h ^= 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 # What a window that waits keeps of a plan computed for it: its identity, and the window.
