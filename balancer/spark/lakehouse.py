@@ -472,6 +472,22 @@ class Lakehouse:
             found = found.filter(_conjunction(after)).select(columns)
         return found
 
+    def compact(self, table: str) -> int:
+        """Rewrite ``table``'s small files into big ones and checkpoint its log; returns the files
+        removed. The rows stay as they are, and nothing is deleted: the commit only swaps files
+        (dataChange=false), so every earlier version reads as before, and appends of the same moment
+        (another job's) do not conflict with it."""
+        if not self.exists(table):
+            return 0
+        if self.engine is DeltaEngine.SPARK:
+            done = self.spark.sql(f"OPTIMIZE delta.`{self.path(table)}`").first()
+            return int(done["metrics"]["numFilesRemoved"]) if done is not None else 0
+        delta = self.delta(table)
+        removed = int(delta.optimize.compact()["numFilesRemoved"])
+        if removed:
+            delta.create_checkpoint()
+        return removed
+
     def register_views(self, *, as_of: int | dt.datetime | None = None) -> list[str]:
         """Temp views named like the tables, so SQL can say ``FROM balance_plans`` (each as of ``as_of``)."""
         for table in TABLES:
