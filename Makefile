@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet paths
+BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet lakehouse paths
 
 .PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down kafka-up kafka-down \
 	notebook notebooks

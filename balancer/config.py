@@ -203,11 +203,27 @@ class RetentionConfig(_Strict):
         }
 
 
+class CompactionConfig(_Strict):
+    # Every micro-batch adds a small file to each table it writes, and every reader (each window close
+    # included) lists them all: the job compacts every table's small files into big ones this often,
+    # between micro-batches, and writes a Delta checkpoint so the log is not replayed from the start.
+    # Compaction only rewrites files (dataChange=false) and deletes nothing: every version stays
+    # readable (balancer sql --as-of, balancer history). "0 seconds": never.
+    interval: str = "1 hour"
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+
 class LakehouseConfig(_Strict):
     # A local folder, or s3://bucket/prefix (s3a:// too) with storage_options.
     path: str = "data/lakehouse"
     engine: Literal["auto", "delta-rs", "delta-spark"] = "auto"
     retention: RetentionConfig = RetentionConfig()
+    compaction: CompactionConfig = CompactionConfig()
     # delta-rs' (object_store's) storage options, e.g. AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
     # AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, aws_conditional_put; also given to the executors'
     # parquet writes and, on delta-spark, as Hadoop fs.s3a.* settings (balancer/storage.py).

@@ -23,8 +23,9 @@ SOFT_GOALS = (
 class PlanStatus(StrEnum):
     """A ``balance_plans`` row's status, then a plan's lifecycle in ``plan_events``."""
 
-    PROPOSED = "proposed"  # actions to carry out
-    BALANCED = "balanced"  # nothing to do
+    PROPOSED = "proposed"  # actions to carry out (what is left after them: the unmet columns)
+    BALANCED = "balanced"  # no action, and every goal within its threshold
+    UNBALANCED = "unbalanced"  # no action, and some goal outside its threshold: the unmet columns say why
     SKIPPED = "skipped"  # not planned: the data could not be judged
     WAITING = "waiting"  # not planned: another plan holds the cluster
     EXECUTING = "executing"  # some actions observed

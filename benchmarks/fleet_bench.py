@@ -1,22 +1,23 @@
-"""Fleet planning on a Spark standalone cluster: one worker, then two, in the same run.
+"""Fleet planning on a Spark standalone cluster: this branch beside a baseline (git ref), in one run.
 
-    .venv/bin/python benchmarks/fleet_bench.py                 # 16 clusters of 50k-100k replicas
-    .venv/bin/python benchmarks/fleet_bench.py --clusters 4 --max-replicas 20000   # a quick look
+    make bench-fleet                                  # 64 clusters x 20k replicas, two 1-core workers
+    .venv/bin/python benchmarks/fleet_bench.py --workers 1,2          # also one worker against two
+    .venv/bin/python benchmarks/fleet_bench.py --clusters 4 --max-replicas 5000 --min-replicas 5000
 
 A fleet of Kafka clusters is planned the way the job plans a micro-batch's closed windows:
 ``balancer.spark.planning.plans`` over partition_load / broker_load rows, one ``applyInPandas``
-group per (cluster, window), i.e. per cluster here, run on the executors. The rows are built once
-(``planning_bench.cluster_frames``: a window of each cluster as the job hands it over) and written
-as parquet; each measurement is a separate application (its own driver process) on a fresh
-standalone cluster of loopback workers with ``--cores`` each (default 1: this machine has two
-cores, so one 1-core worker against two is the comparison it can make honestly). The inputs are
-cached and counted before timing; ``plans(...).collect()`` is then timed ``--repeats`` times (the
-first run includes starting the Python workers). Reported: wall seconds per run, and the ratio of
-the best one-worker time to the best two-worker time; and per run each executor's task time
-(Spark's REST API, ``totalDuration``) and each worker's CPU seconds (its process tree in /proc:
-worker, executor JVM, Python workers). The machine may be shared: wall time then mostly measures
-the other load, and the CPU ratio (one worker's CPU / the busiest of two workers' CPU) is the speed-up
-the same work would get on dedicated cores.
+group per (cluster, window), i.e. per cluster here, run on the executors: one timed run is one
+window of the whole fleet. The rows are built once (``planning_bench.cluster_frames``: a window of
+each cluster as the job hands it over) and written as parquet; each worker count is a separate
+application (its own driver process) on a fresh standalone cluster of loopback workers with
+``--cores`` each, with the job's own Spark settings (``conf/balancer.yaml``: its
+``spark.sql.shuffle.partitions`` included). In that application the fleet is planned
+``--repeats`` times by this branch's ``planning.plans`` and by the baseline's (``--baseline``, default
+``main``: its ``balancer/spark/planning.py`` loaded from git and shipped to the executors by value),
+alternating, after one untimed run of each (Python workers started). Reported per implementation and
+run: wall seconds, the planning stage's task count, each executor's task time (Spark's REST API,
+``totalDuration``) and each worker's CPU seconds (its process tree in /proc: worker, executor JVM,
+Python workers). The machine may be shared: wall time then also measures the other load.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 
 def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, seed: int) -> dict:
@@ -108,10 +111,31 @@ def tree_cpu_seconds(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def child(args) -> dict:
-    """One application on ``args.master``: plan the fleet ``args.repeats`` times."""
+def load_baseline(ref: str):
+    """``balancer/spark/planning.py`` as of git ``ref``, as a module pickled by value to the executors."""
+    import types
 
-    from balancer.config import BalancerConfig
+    from pyspark import cloudpickle
+
+    source = subprocess.run(
+        ["git", "show", f"{ref}:balancer/spark/planning.py"],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType("planning_baseline")
+    module.__file__ = f"{ref}:balancer/spark/planning.py"
+    sys.modules[module.__name__] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def child(args) -> dict:
+    """One application on ``args.master``: plan the fleet with each implementation, alternating."""
+
+    from balancer.config import BalancerConfig, load_config
     from balancer.demo.cluster import free_port, get_json
     from balancer.spark import planning
     from balancer.spark.session import build_session
@@ -121,53 +145,80 @@ def child(args) -> dict:
         master=args.master,
         app_name=f"fleet-bench-{args.label}",
         conf={
+            **load_config(None, []).spark.conf,  # the job's own settings: spark.sql.shuffle.partitions too
             # The UI's REST API gives each executor's task time (how the work was split).
             "spark.ui.enabled": "true",
             "spark.ui.port": str(ui_port),
             "spark.ui.host": "127.0.0.1",
-            "spark.sql.shuffle.partitions": str(args.clusters),
             "spark.executor.memory": args.executor_memory,
             # Plan only once every executor is up, so the two-worker run uses both from the start.
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
         },
     )
+    impls = {"this branch": planning}
+    if args.baseline:
+        impls[f"baseline {args.baseline}"] = load_baseline(args.baseline)
     parts = spark.read.parquet(str(Path(args.input) / "partitions.parquet")).cache()
     brokers = spark.read.parquet(str(Path(args.input) / "brokers.parquet")).cache()
     rows = parts.count(), brokers.count()
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
-    api = f"http://127.0.0.1:{ui_port}/api/v1/applications/{spark.sparkContext.applicationId}/executors"
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications/{spark.sparkContext.applicationId}"
 
     def task_ms() -> dict[str, int]:
-        return {e["id"]: e["totalDuration"] for e in get_json(api, timeout=120) if e["id"] != "driver"}
+        return {
+            e["id"]: e["totalDuration"]
+            for e in get_json(f"{base}/executors", timeout=120)
+            if e["id"] != "driver"
+        }
+
+    def planning_tasks(group: str) -> int:
+        """Tasks of the stage that ran the planner (the job group's stage with the most tasks)."""
+        jobs = [j for j in get_json(f"{base}/jobs", timeout=120) if j.get("jobGroup") == group]
+        stages = {sid for j in jobs for sid in j["stageIds"]}
+        counts = [st["numTasks"] for st in get_json(f"{base}/stages", timeout=120) if st["stageId"] in stages]
+        return max(counts, default=0)
 
     pgids = [int(g) for g in args.worker_pgids.split(",")]
-    times, split, cpu = [], [], []
-    for _ in range(args.repeats):
-        before = task_ms()
-        cpu_before = [tree_cpu_seconds(g) for g in pgids]
-        start = time.perf_counter()
-        plans = (
-            planning.plans(parts, brokers, BalancerConfig())
-            .select("cluster", "status", "leader_moves", "replica_moves")
-            .collect()
-        )
-        times.append(time.perf_counter() - start)
-        after = task_ms()
-        split.append(sorted(round((after[k] - before.get(k, 0)) / 1000, 1) for k in after))
-        cpu.append([round(tree_cpu_seconds(g) - c, 1) for g, c in zip(pgids, cpu_before)])
-    assert len(plans) == args.clusters, plans
-    statuses = sorted({p["status"] for p in plans})
+    out: dict[str, dict] = {
+        name: {"seconds": [], "tasks": [], "task_seconds": [], "worker_cpu_seconds": []} for name in impls
+    }
+    for run in range(args.repeats + 1):
+        for name, module in impls.items():
+            group = f"{name}-{run}"
+            spark.sparkContext.setJobGroup(group, group)
+            before = task_ms()
+            cpu_before = [tree_cpu_seconds(g) for g in pgids]
+            start = time.perf_counter()
+            plans = (
+                module.plans(parts, brokers, BalancerConfig())
+                .select("cluster", "status", "leader_moves", "replica_moves")
+                .collect()
+            )
+            seconds = time.perf_counter() - start
+            assert len(plans) == args.clusters, plans
+            if run == 0:
+                continue  # Python workers started, the planner imported: not timed
+            after = task_ms()
+            entry = out[name]
+            entry["seconds"].append(seconds)
+            entry["tasks"].append(planning_tasks(group))
+            entry["task_seconds"].append(
+                sorted(round((after[k] - before.get(k, 0)) / 1000, 1) for k in after)
+            )
+            entry["worker_cpu_seconds"].append(
+                [round(tree_cpu_seconds(g) - c, 1) for g, c in zip(pgids, cpu_before)]
+            )
+            entry["statuses"] = sorted({p["status"] for p in plans})
+            entry["moves"] = sum((p["leader_moves"] or 0) + (p["replica_moves"] or 0) for p in plans)
+    shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.stop()
     return {
         "label": args.label,
         "executors": executors,
         "rows": rows,
-        "seconds": times,
-        "task_seconds": split,
-        "worker_cpu_seconds": cpu,
-        "statuses": statuses,
-        "moves": sum((p["leader_moves"] or 0) + (p["replica_moves"] or 0) for p in plans),
+        "shuffle_partitions": shuffle_partitions,
+        "impls": out,
     }
 
 
@@ -195,6 +246,8 @@ def measure(workers: int, args, workdir: Path) -> dict:
             args.executor_memory,
             "--worker-pgids",
             ",".join(str(g) for g in cluster.pgids[1:]),
+            "--baseline",
+            args.baseline,
         ]
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
@@ -207,9 +260,11 @@ def measure(workers: int, args, workdir: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clusters", type=int, default=16)
-    parser.add_argument("--min-replicas", type=int, default=50_000)
-    parser.add_argument("--max-replicas", type=int, default=100_000)
+    parser.add_argument("--clusters", type=int, default=64)
+    parser.add_argument("--min-replicas", type=int, default=20_000)
+    parser.add_argument("--max-replicas", type=int, default=20_000)
+    parser.add_argument("--workers", default="2", help="worker counts to measure, e.g. 1,2")
+    parser.add_argument("--baseline", default="main", help="git ref planned beside this branch ('' for none)")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--worker-memory", default="2g")
     parser.add_argument("--executor-memory", default="1536m")
@@ -235,31 +290,33 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - start:.1f} s; load average {os.getloadavg()[0]:.2f}",
             flush=True,
         )
-        results = []
-        for workers in (1, 2):
+        for workers in (int(w) for w in args.workers.split(",")):
             result = measure(workers, args, workdir)
-            results.append(result)
             print(
-                f"{workers} worker(s) x {args.cores} core, {result['executors']} executor(s): plan runs "
-                + ", ".join(
-                    f"{s:.1f} s (task time per executor {t}, CPU s per worker {c})"
-                    for s, t, c in zip(
-                        result["seconds"], result["task_seconds"], result["worker_cpu_seconds"]
-                    )
-                )
-                + f"; plans {result['statuses']}, {result['moves']:,} moves; "
-                f"load average {os.getloadavg()[0]:.2f}",
+                f"{workers} worker(s) x {args.cores} core, {result['executors']} executor(s), "
+                f"spark.sql.shuffle.partitions {result['shuffle_partitions']}:",
                 flush=True,
             )
-        one, two = min(results[0]["seconds"]), min(results[1]["seconds"])
-        print(f"wall, best run: 1 worker {one:.1f} s, 2 workers {two:.1f} s; ratio {one / two:.2f}x")
-        # On dedicated cores a CPU-bound run takes as long as its busiest worker's CPU time.
-        cpu_one = min(sum(c) for c in results[0]["worker_cpu_seconds"])
-        cpu_two = min(max(c) for c in results[1]["worker_cpu_seconds"])
-        print(
-            f"CPU, best run: 1 worker {cpu_one:.1f} s; 2 workers: busiest worker {cpu_two:.1f} s; "
-            f"ratio {cpu_one / cpu_two:.2f}x"
-        )
+            for name, entry in result["impls"].items():
+                runs = "; ".join(
+                    f"{s:.1f} s in {n} task(s) (task s per executor {t}, CPU s per worker {c})"
+                    for s, n, t, c in zip(
+                        entry["seconds"], entry["tasks"], entry["task_seconds"], entry["worker_cpu_seconds"]
+                    )
+                )
+                print(
+                    f"  {name:<16} wall per window {min(entry['seconds']):6.1f} s best, "
+                    f"{sum(entry['seconds']) / len(entry['seconds']):6.1f} s mean: {runs}; "
+                    f"plans {entry['statuses']}, {entry['moves']:,} moves",
+                    flush=True,
+                )
+            if len(result["impls"]) == 2:
+                (new, old) = (min(e["seconds"]) for e in result["impls"].values())
+                print(
+                    f"  per window, best run: baseline {old:.1f} s, this branch {new:.1f} s "
+                    f"({old / new:.2f}x)"
+                )
+            print(f"  load average {os.getloadavg()[0]:.2f}", flush=True)
     return 0
 
 

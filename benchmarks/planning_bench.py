@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import inspect
 import io
 import json
 import os
@@ -207,8 +208,13 @@ def run_stages(
             planner_pkg.ClusterModel = ClusterModel
 
     result = stage("goals", goals)
-    fill_row = getattr(planning, "_fill_row", None) or _legacy_fill_row
-    row = stage("rows", lambda: fill_row({}, result))
+    fill_row = getattr(planning, "_fill_row", None)
+    if fill_row is None:
+        row = stage("rows", lambda: _legacy_fill_row({}, result))
+    elif len(inspect.signature(fill_row).parameters) == 4:  # the row's verdict and advice need the snapshot
+        row = stage("rows", lambda: fill_row({}, built.snapshot, result, options))
+    else:
+        row = stage("rows", lambda: fill_row({}, result))
     model = built = None  # free them before the end-to-end run
     # End to end: the real plan_group (frames -> columns), or for the dict path the original
     # plan_group (records -> dict snapshot -> model), which is what the job ran before.

@@ -84,3 +84,62 @@ def test_two_clusters_on_one_topic_are_windowed_ranked_and_planned_separately(sp
         assert a["cluster"] == name
         assert (a["topic"], a["partition"]) in own_partitions[name], a
         assert set(a["old_replicas"]) | set(a["new_replicas"]) <= own_brokers[name], a
+
+
+def fleet_frames(spark, names: list[str]):
+    """partition_load / broker_load rows of small generated clusters, one window each."""
+    import pandas as pd
+    from test_planning import frames
+
+    from balancer.demo.scenarios import ScenarioSpec, generate
+
+    parts, brokers = [], []
+    for i, name in enumerate(names):
+        shape = dict(brokers=4, racks=0, topics=2, partitions_per_topic=(3, 4), replication_factor=2)
+        prows, brows = frames(generate(ScenarioSpec(**shape, seed=i, cluster=name)), seed=i)
+        prows["replicas"] = prows["replicas"].map(lambda r: [int(x) for x in r])
+        parts.append(prows)
+        brokers.append(brows)
+    return tuple(spark.createDataFrame(pd.concat(f, ignore_index=True)) for f in (parts, brokers))
+
+
+def test_each_cluster_window_is_planned_in_a_task_of_its_own_whatever_the_shuffle_partitions(spark):
+    """Planning parallelism follows the fleet: as many tasks as (cluster, window) groups, one group each,
+    with spark.sql.shuffle.partitions at 1 (which used to put every group in one task)."""
+    from pyspark.sql import functions as F
+
+    from balancer.config import BalancerConfig
+    from balancer.spark import planning
+
+    names = [f"c{i}" for i in range(6)]
+    partitions, brokers = fleet_frames(spark, names)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    try:
+        rows = (
+            planning.plans(partitions, brokers, BalancerConfig())
+            .select("cluster", "status", F.spark_partition_id().alias("task"))
+            .collect()
+        )
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert sorted(r["cluster"] for r in rows) == names
+    assert all(r["status"] in ("proposed", "balanced", "unbalanced") for r in rows), rows
+    assert len({r["task"] for r in rows}) == len(names), rows
+
+
+def test_slots_land_where_sparks_hash_partitioning_sends_them(spark):
+    from pyspark.sql import functions as F
+
+    from balancer.spark.planning import _murmur3_long, partition_slots
+
+    values = [0, 1, -1, 2**40 + 7, -(2**62), 123456789]
+    spark_hashes = [
+        r[0] for r in spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v")).collect()
+    ]
+    assert [_murmur3_long(v) for v in values] == spark_hashes
+    for n in (1, 5, 64):
+        slots = partition_slots(n)
+        placed = spark.createDataFrame([(s,) for s in slots], "s long").repartition(n, "s")
+        found = placed.select("s", F.spark_partition_id().alias("p")).collect()
+        assert sorted((r["p"], r["s"]) for r in found) == list(enumerate(slots))

@@ -97,6 +97,8 @@ def _plan(end: datetime, status: str, plan_id: str, reason: str | None) -> dict:
         "replica_moves": 1 if proposed else None,
         "reassignment_json": None,
         "election_json": None,
+        "unmet_goals": [] if proposed else None,
+        "advice": "move_replicas" if proposed else None,
     }
 
 
@@ -332,6 +334,7 @@ EXPECTED = {
             "network_out_before",
         ],
         "moved.set_index('action').actions.to_dict()": {"leadership": 1, "replica": 1},
+        "left[['status', 'advice']].values.tolist()": [["proposed", "move_replicas"]],
     },
     "plan_lifecycle.ipynb": {
         "status.set_index('plan_id').status.to_dict()": {PLAN: "completed"},

@@ -81,6 +81,34 @@ def plans_table(rows: list, executed: set[str] = frozenset()) -> Table:
     return table
 
 
+def unmet_table(rows: list) -> Table:
+    """Per window the planner ran on: the first goal outside its threshold (after the plan, if one
+    was proposed), what binds it, and the method advice; ``balanced`` windows with their advice too."""
+    table = Table(
+        title="What is left, and why (goal outside its threshold after the plan; figure, threshold, the "
+        "least any plan reaches)",
+        title_justify="left",
+    )
+    for column in ("window end", "status", "goal", "figure", "threshold", "lower bound", "advice"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("what binds it", overflow="fold", max_width=60)
+    for r in rows:
+        if r["status"] not in ("proposed", "balanced", "unbalanced"):
+            continue
+        number = "{:.3f}".format
+        table.add_row(
+            f"{r['window_end']:%H:%M}",
+            r["status"],
+            r["unmet_goal"] or "(none)",
+            number(r["unmet_figure"]) if r["unmet_figure"] is not None else "",
+            number(r["unmet_threshold"]) if r["unmet_threshold"] is not None else "",
+            number(r["unmet_lower_bound"]) if r["unmet_lower_bound"] is not None else "",
+            r["advice"] or "",
+            r["binding"] or "every goal within its threshold",
+        )
+    return table
+
+
 def print_demo_report(console: Console, lakehouse, *, executed: list[str]) -> None:
     ranking = lakehouse.read("broker_ranking")
     windows = [r[0] for r in ranking.select("window_end").distinct().orderBy("window_end").collect()]
@@ -94,6 +122,7 @@ def print_demo_report(console: Console, lakehouse, *, executed: list[str]) -> No
     console.print(quarantine_table(lakehouse))
     plans = lakehouse.read("balance_plans").orderBy("window_end").collect()
     console.print(plans_table(plans, executed=set(executed)))
+    console.print(unmet_table(plans))
     carried = [p for p in plans if p["plan_id"] in executed]
     if not carried:
         return

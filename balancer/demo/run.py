@@ -144,11 +144,12 @@ class Executor:
         )
 
     def settled(self) -> bool:
-        """A plan was carried out, and the job has since planned again and found nothing to do."""
+        """A plan was carried out, and the job has since planned again and proposed nothing (``balanced``, or
+        ``unbalanced`` with what binds it)."""
         if not self.executed or self.current is not None or self.cluster.busy:
             return False
         after = [r for r in self.seen if r["window_start"].timestamp() * 1000 >= self.cluster.changed_at_ms]
-        return any(r["status"] == PlanStatus.BALANCED for r in after)
+        return any(r["status"] in (PlanStatus.BALANCED, PlanStatus.UNBALANCED) for r in after)
 
 
 def stray_values(record: dict) -> list[bytes]:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from balancer.execution.verdict import unmet_goals
 from balancer.planner.model import DISK, IN, OUT, ClusterModel
 from balancer.planner.options import PlannerOptions
 from balancer.planner.result import Plan
@@ -82,8 +83,9 @@ def advise(
       up, minus the partitions it has (at least one), assuming keys spread evenly; the larger of
       the two resources' counts. The message carries the ordering caveat for keyed data.
     - ``move_replicas`` when the plan has actions: carry it out (the before -> after figures).
-    - ``no_action`` when the plan has none and the cluster is within thresholds;
-      ``cannot_balance`` when it has none, is outside them, and nothing above explains it.
+    - ``no_action`` when the plan has none and every goal is within its threshold
+      (``balancer.execution.verdict``); ``cannot_balance`` when it has none, some goal is outside
+      its threshold, and nothing above explains it.
     """
     if options is None:
         options = PlannerOptions()
@@ -125,12 +127,10 @@ def advise(
             )
         )
     elif not out:
-        within = (
-            all(result.before[r] <= options.balance_threshold + _EPS for r in ("network_in", "network_out"))
-            and result.before["disk"] <= options.disk_threshold + _EPS
-            and all(float(model.util(d).max()) <= options.capacity_threshold + _EPS for d in (IN, OUT, DISK))
-        )
-        if within:
+        # The same judgement as the window's status (balancer.execution.verdict): no_action exactly
+        # when the window is ``balanced``.
+        left = unmet_goals(model, options, result.notes)
+        if not left:
             out.append(
                 Advice(
                     "no_action",
@@ -139,17 +139,14 @@ def advise(
                 )
             )
         else:
-            unmet = (
-                "; ".join(result.unsatisfied)
-                or "no move helps within the plan's limits (excluded topics or "
-                "brokers, max_bytes_to_move, max_moves_per_broker, racks)"
+            unmet = "; ".join(
+                f"{u.goal} {u.figure:.3f} above its threshold {u.threshold:.2f}: {u.binding}" for u in left
             )
             out.append(
                 Advice(
                     "cannot_balance",
                     None,
-                    f"the cluster is outside its thresholds (imbalance {result.imbalance_before:.3f}, "
-                    f"threshold {options.balance_threshold:.2f}) and the plan proposes nothing: {unmet}.",
+                    f"the cluster is outside its thresholds and the plan proposes nothing: {unmet}.",
                 )
             )
     return out

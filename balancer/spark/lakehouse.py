@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.schema import Field
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -215,6 +216,11 @@ class Lakehouse:
                 current = delta.metadata().configuration
                 if any(current.get(key) != value for key, value in properties.items()):
                     delta.alter.set_table_properties(properties)
+                # Columns the DDL gained since the table was created (nullable): older rows read null.
+                have = set(delta.schema().to_arrow().names)
+                added = [Field.from_arrow(f) for f in arrow_schema(table) if f.name not in have]
+                if added:
+                    delta.alter.add_columns(added)
             else:
                 path, columns = self.path(table), table_ddl()[table]
                 listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
@@ -465,6 +471,22 @@ class Lakehouse:
         if after:
             found = found.filter(_conjunction(after)).select(columns)
         return found
+
+    def compact(self, table: str) -> int:
+        """Rewrite ``table``'s small files into big ones and checkpoint its log; returns the files
+        removed. The rows stay as they are, and nothing is deleted: the commit only swaps files
+        (dataChange=false), so every earlier version reads as before, and appends of the same moment
+        (another job's) do not conflict with it."""
+        if not self.exists(table):
+            return 0
+        if self.engine is DeltaEngine.SPARK:
+            done = self.spark.sql(f"OPTIMIZE delta.`{self.path(table)}`").first()
+            return int(done["metrics"]["numFilesRemoved"]) if done is not None else 0
+        delta = self.delta(table)
+        removed = int(delta.optimize.compact()["numFilesRemoved"])
+        if removed:
+            delta.create_checkpoint()
+        return removed
 
     def register_views(self, *, as_of: int | dt.datetime | None = None) -> list[str]:
         """Temp views named like the tables, so SQL can say ``FROM balance_plans`` (each as of ``as_of``)."""

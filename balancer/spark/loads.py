@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from balancer.config import BalancerConfig, WindowsConfig
+from balancer.planner.options import PlannerOptions
 from balancer.vocabulary import RESOURCES
 
 WINDOW_KEYS = ("cluster", "window_start", "window_end")
@@ -182,8 +183,8 @@ def broker_load(partitions: DataFrame, replicas: DataFrame) -> DataFrame:
 def broker_ranking(brokers: DataFrame, balancer: BalancerConfig) -> DataFrame:
     """Rank by traffic (bytes in + out) beside rank by partition count; hot = outside the balance band.
 
-    A broker is hot when its network utilization exceeds ``balance_threshold`` × the cluster's
-    (Σ load / Σ capacity), or ``capacity_threshold`` outright.
+    A broker is hot when its network utilization exceeds the resource's balance threshold × the
+    cluster's (Σ load / Σ capacity), or ``capacity_threshold`` outright.
     """
     per_window = Window.partitionBy(*WINDOW_KEYS)
     traffic = F.col("network_in") + F.col("network_out")
@@ -205,10 +206,20 @@ def broker_ranking(brokers: DataFrame, balancer: BalancerConfig) -> DataFrame:
         "util_network_in",
         "util_network_out",
     )
+    # The planner's thresholds, resource by resource, so that a HOT broker always puts its window
+    # outside a goal's threshold (balancer.execution.verdict): never ``balanced`` beside a HOT broker.
+    # A resource below its low_utilization is not balanced, so it makes no broker hot.
+    options = PlannerOptions.from_config(balancer)
+
+    def above(resource: str, avg: str):
+        judged = F.col(f"util_{resource}") > F.col(avg) * options.threshold(resource)
+        low = options.low_utilization_of(resource)
+        return judged & (F.col(avg) >= low) if low > 0 else judged
+
     hot = (
-        (F.col("util_network_in") > F.col("_avg_in") * balancer.balance_threshold)
-        | (F.col("util_network_out") > F.col("_avg_out") * balancer.balance_threshold)
-        | (F.col("utilization") > balancer.capacity_threshold)
+        above("network_in", "_avg_in")
+        | above("network_out", "_avg_out")
+        | (F.col("utilization") > options.capacity_threshold)
     )
     return ranked.select(
         *WINDOW_KEYS,

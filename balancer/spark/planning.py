@@ -60,12 +60,48 @@ def _base_row(cluster: str, window_start, window_end) -> dict:
     return row
 
 
-def _fill_row(row: dict, result) -> dict:
-    """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions)."""
+def _verdict_columns(unmet: tuple, advice: list) -> dict:
+    """The unmet_*, binding_* and advice* columns: the first goal outside its threshold in the planner's
+    priority order (``unmet[0]``) and what binds it, every unmet goal's name, and the advice (its first,
+    most fundamental kind)."""
+    columns: dict = {"unmet_goals": [u.goal for u in unmet]}
+    if unmet:
+        worst = unmet[0]
+        columns.update(
+            unmet_goal=worst.goal,
+            unmet_figure=float(worst.figure),
+            unmet_threshold=float(worst.threshold),
+            unmet_lower_bound=float(worst.lower_bound),
+            binding=worst.binding,
+            binding_topic=worst.binding_topic,
+            binding_partition=worst.binding_partition,
+            binding_brokers=list(worst.binding_brokers),
+        )
+    grow = next((a for a in advice if a.kind == "add_partitions"), None)
+    columns.update(
+        advice=advice[0].kind if advice else None,
+        advice_topic=grow.topic if grow else None,
+        partitions_to_add=grow.partitions_to_add if grow else None,
+        brokers_to_add=max((a.brokers_to_add or 0 for a in advice if a.kind == "add_brokers"), default=None),
+        advice_detail="\n".join(a.message for a in advice) or None,
+    )
+    return columns
+
+
+def _fill_row(row: dict, snapshot, result, options) -> dict:
+    """``row`` completed with a planner result (imbalance figures, Kafka's JSON files, actions) and its
+    verdict: ``balanced`` only when every goal is within its threshold (balancer.execution.verdict)."""
+    from balancer.execution.advice import advise
+    from balancer.execution.verdict import judge
+    from balancer.planner import ClusterModel
+
+    model = ClusterModel(snapshot, options)
+    advice = advise(model, result, options)  # of the placement before the plan: before ``judge`` moves it
+    verdict = judge(model, result, options)
     election = result.to_election()
     row.update(
-        status=PlanStatus.PROPOSED if result.actions else PlanStatus.BALANCED,
-        reason=None if result.actions else "within thresholds",
+        status=str(verdict.status),
+        reason=verdict.unmet[0].binding if verdict.status is PlanStatus.UNBALANCED else None,
         imbalance_before=result.imbalance_before,
         imbalance_after=result.imbalance_after,
         network_in_before=result.before["network_in"],
@@ -93,6 +129,7 @@ def _fill_row(row: dict, result) -> dict:
             }
             for seq, a in enumerate(result.actions)
         ],
+        **_verdict_columns(verdict.unmet, advice),
     )
     return row
 
@@ -102,9 +139,10 @@ def _plan_built(row: dict, built, balancer: BalancerConfig, blocked_reason: str 
 
     problems = ([blocked_reason] if blocked_reason else []) + list(built.problems)
     if problems:
-        row.update(status=PlanStatus.SKIPPED, reason="; ".join(problems))
+        row.update(status=str(PlanStatus.SKIPPED), reason="; ".join(problems))
         return row
-    return _fill_row(row, plan(built.snapshot, PlannerOptions.from_config(balancer)))
+    options = PlannerOptions.from_config(balancer)
+    return _fill_row(row, built.snapshot, plan(built.snapshot, options), options)
 
 
 def plan_window(
@@ -157,7 +195,7 @@ def plan_group(
     # contract failed stays skipped whichever plan holds the cluster: its data cannot be judged at all.
     if waits and not reasons:
         row = _base_row(cluster, window_start, window_end)
-        row.update(status=PlanStatus.WAITING, reason="; ".join(sorted(waits) + sorted(reasons)))
+        row.update(status=str(PlanStatus.WAITING), reason="; ".join(sorted(waits) + sorted(reasons)))
         return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
     row = plan_frames(
         cluster,
@@ -196,14 +234,95 @@ def plans(
             F.broadcast(waiting.withColumnRenamed("reason", "_waiting")), ["cluster", "window_end"], "left"
         )
 
+    groups, slots = group_slots(partitions, brokers)  # one small Spark job
+    if not slots:
+        return partitions.sparkSession.createDataFrame([], PLAN_RESULT_SCHEMA)
+    # One task per (cluster, window): each group gets a slot value that Spark's hash partitioning
+    # sends to a partition of its own, and both sides are partitioned by it into exactly as many
+    # partitions as there are groups. The cogroup groups by the slot alone, which that partitioning
+    # satisfies, so Spark adds no shuffle of its own (spark.sql.shuffle.partitions plays no part) and
+    # adaptive execution cannot coalesce the groups into fewer tasks (a partition count given to
+    # repartition is kept).
+    spark = partitions.sparkSession
+
+    def slotted(frame: DataFrame) -> DataFrame:  # a frame of its own per side: no self-join for the cogroup
+        keyed = F.broadcast(spark.createDataFrame(slots, _slots_schema()))
+        return frame.join(keyed, list(WINDOW_KEYS)).repartition(len(slots), SLOT)
+
+    partitions, brokers = slotted(partitions), slotted(brokers)
+
     def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
-        return plan_group(key, partition_rows, broker_rows, balancer)
+        (slot,) = key
+        return plan_group(
+            groups[slot],
+            partition_rows.drop(columns=[SLOT]),
+            broker_rows.drop(columns=[SLOT]),
+            balancer,
+        )
 
     return (
-        partitions.groupBy(*WINDOW_KEYS)
-        .cogroup(brokers.groupBy(*WINDOW_KEYS))
+        partitions.groupBy(SLOT)
+        .cogroup(brokers.groupBy(SLOT))
         .applyInPandas(group, schema=PLAN_RESULT_SCHEMA)
     )
+
+
+SLOT = "_slot"
+
+
+def _slots_schema() -> T.StructType:
+    keys = [spark_schema("balance_plans")[k] for k in WINDOW_KEYS]
+    return T.StructType([*keys, T.StructField(SLOT, T.LongType(), False)])
+
+
+def group_slots(partitions: DataFrame, brokers: DataFrame) -> tuple[dict[int, tuple], list[tuple]]:
+    """The (cluster, window) groups to plan, each with a slot value: ``{slot: (cluster, window_start,
+    window_end)}``, and the same as (*WINDOW_KEYS, slot) rows. The slot of the i-th group is the least
+    value Spark's hash partitioning into as many partitions as groups sends to partition i."""
+    found = partitions.select(*WINDOW_KEYS).union(brokers.select(*WINDOW_KEYS)).distinct().collect()
+    keys = sorted(tuple(r) for r in found)
+    slots = partition_slots(len(keys))
+    groups = {slots[i]: key for i, key in enumerate(keys)}
+    return groups, [(*k, s) for s, k in groups.items()]
+
+
+def partition_slots(n: int) -> list[int]:
+    """For each partition i of n: the least non-negative long that Spark's hash partitioning
+    (``pmod(murmur3_hash(value, 42), n)``) sends there."""
+    out: list[int | None] = [None] * n
+    missing, value = n, 0
+    while missing:
+        i = _murmur3_long(value) % n
+        if out[i] is None:
+            out[i] = value
+            missing -= 1
+        value += 1
+    return [int(v) for v in out if v is not None]
+
+
+def _murmur3_long(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashLong`` (what ``hash(col)`` and hash partitioning compute for a
+    LongType column), as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    def mix_k1(k: int) -> int:
+        return (rotl((k * 0xCC9E2D51) & mask, 15) * 0x1B873593) & mask
+
+    def mix_h1(h: int, k: int) -> int:
+        return (rotl(h ^ k, 13) * 5 + 0xE6546B64) & mask
+
+    h = mix_h1(seed & mask, mix_k1(value & mask))
+    h = mix_h1(h, mix_k1((value >> 32) & mask))
+    h ^= 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 # What a window that waits keeps of a plan computed for it: its identity, and the window.
@@ -216,12 +335,12 @@ def as_waiting(plan_rows: DataFrame, waiting: DataFrame) -> DataFrame:
     closed in the same micro-batch holds the cluster). A ``skipped`` row stays skipped (see
     ``plan_group``)."""
     joined = plan_rows.join(F.broadcast(waiting.withColumnRenamed("reason", "_wait")), "plan_id", "left")
-    waits = F.col("_wait").isNotNull() & (F.col("status") != PlanStatus.SKIPPED.value)
+    waits = F.col("_wait").isNotNull() & (F.col("status") != str(PlanStatus.SKIPPED))
     columns = []
     for field in PLAN_RESULT_SCHEMA.fields:
         column = F.col(field.name)
         if field.name == "status":
-            column = F.when(waits, F.lit(PlanStatus.WAITING.value)).otherwise(column)
+            column = F.when(waits, F.lit(str(PlanStatus.WAITING))).otherwise(column)
         elif field.name == "reason":
             column = F.when(waits, F.col("_wait")).otherwise(column)
         elif field.name == "actions":

@@ -37,11 +37,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.capacity import read_capacities
-from balancer.config import Config
+from balancer.config import Config, duration_seconds
 from balancer.spark import cruise_control, loads, planning, tracking
-from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
+from balancer.spark.lakehouse import ROUTE_COLUMN, TABLES, Lakehouse, Route, spark_schema
 from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
-from balancer.spark.topology import TopologyLog
+from balancer.spark.topology import TopologyLog, TopologySlice
 from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,32 @@ class WatermarkLog:
             (self.folder / str(old)).unlink(missing_ok=True)
 
 
+class Compactor:
+    """Compacts every table's small files (``Lakehouse.compact``) once ``interval`` seconds have passed
+    since the job started or last compacted; 0 never. Run by the sink between micro-batches, so it never
+    races the job's own appends; a failure is logged and retried at the next interval, the stream goes on."""
+
+    def __init__(self, lakehouse: Lakehouse, interval: float, clock: Callable[[], float] = time.monotonic):
+        self.lakehouse = lakehouse
+        self.interval = interval
+        self.clock = clock
+        self.last = clock()
+
+    def maybe_run(self) -> dict[str, int] | None:
+        """Files removed per table, or None when it was not due."""
+        if self.interval <= 0 or self.clock() - self.last < self.interval:
+            return None
+        removed: dict[str, int] = {}
+        for table in TABLES:
+            try:
+                removed[table] = self.lakehouse.compact(table)
+            except Exception as exc:  # e.g. a commit conflict with another job: the next interval retries
+                log.warning("compaction of %s failed (%s); retried in %.0f s", table, exc, self.interval)
+        self.last = self.clock()
+        log.info("compaction: %s", ", ".join(f"{t} {n} files" for t, n in removed.items() if n) or "nothing")
+        return removed
+
+
 class BalancerSink:
     """Lands each micro-batch of parsed telemetry, then loads, ranks and plans the windows it closed."""
 
@@ -122,6 +148,12 @@ class BalancerSink:
             config.source.cluster if config.source.format == TelemetryFormat.CRUISE_CONTROL else None
         )
         self.watermarks = WatermarkLog(self.checkpoint / "watermarks", self._landed_max_event_ms)
+        # The topology rows a window close needs, read since the last close (not the whole history).
+        self.partition_topology = TopologySlice(
+            lakehouse, "cluster_metadata", ("topic", "partition"), self.own_cluster
+        )
+        self.broker_topology = TopologySlice(lakehouse, "broker_metadata", ("broker",), self.own_cluster)
+        self.compactor = Compactor(lakehouse, duration_seconds(config.lakehouse.compaction.interval))
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
         self.seconds: Counter[str] = Counter()
         self._batch_seconds: Counter[str] = Counter()
@@ -170,6 +202,8 @@ class BalancerSink:
         if closed_until is not None and closed_until != closed_after:
             self._finalize(batch_id, closed_after, closed_until)
         self.watermarks.record(batch_id, max_after)
+        with self._timed("compaction"):
+            self.compactor.maybe_run()
         self.seconds.update(self._batch_seconds)
         log.info(
             "batch %d took %s",
@@ -388,10 +422,15 @@ class BalancerSink:
         """One row per report of the closed windows, as ``loads.replica_windows`` gives them, for either
         format."""
         if self.config.source.format == TelemetryFormat.CRUISE_CONTROL:
+            spark = on_time.sparkSession
+            metadata, brokers = self.partition_topology.frame(spark), self.broker_topology.frame(spark)
+            # Later closes end after this one: what they need of the topology is kept (TopologySlice).
+            self.partition_topology.closed(closed_until_ms)
+            self.broker_topology.closed(closed_until_ms)
             return cruise_control.replica_windows(
                 on_time,
-                self.lakehouse.read("cluster_metadata"),
-                self.lakehouse.read("broker_metadata"),
+                metadata,
+                brokers,
                 self.capacities,
                 self.config.windows,
                 ends_after_ms=closed_after_ms,

@@ -14,7 +14,9 @@ import logging
 import time
 from datetime import UTC, datetime
 
+import pandas as pd
 import pyarrow as pa
+import pyarrow.compute
 
 from balancer.config import Config
 from balancer.metadata import ClusterMetadata, PartitionInfo, changed_rows, poll_metadata, read_metadata_file
@@ -172,3 +174,68 @@ def _broker_changes(previous: ClusterMetadata | None, current: ClusterMetadata, 
         if b not in current.brokers
     ]
     return rows
+
+
+class TopologySlice:
+    """The rows of ``cluster_metadata`` or ``broker_metadata`` (one cluster) that the topology of every
+    window not yet closed depends on, kept between window closes so that each close reads only the rows
+    committed since the last one (``observed_at`` after the newest row already held; the files whose
+    Delta statistics rule that out are not read), never the whole history.
+
+    ``cruise_control.topology_at`` (``brokers_at``) takes, per key and window, the latest row observed at
+    or before the window's end, else the earliest after it. For windows ending after ``W`` that choice is
+    the same among: every row observed after ``W``, plus per key the latest row observed at or before
+    ``W``. Windows close in order, so after each close the held rows are pruned to that with ``W`` = the
+    end of the last closed window: what is held stays one row per key plus the changes since.
+
+    One writer appends a cluster's rows (its job's ``TopologyLog``), with the wall clock of the reading
+    at each append: a later append has a later ``observed_at``. The first use reads the cluster's whole
+    history once (a restart included).
+    """
+
+    def __init__(self, lakehouse: Lakehouse, table: str, keys: tuple[str, ...], cluster: str | None):
+        self.lakehouse = lakehouse
+        self.table = table
+        self.keys = keys
+        self.cluster = cluster
+        self.held: pa.Table | None = None
+        self.rows_read = 0  # rows read from the table by the last ``rows`` call
+
+    def rows(self) -> pa.Table:
+        """The held rows with those committed since the last call."""
+        from balancer.spark.lakehouse import Filter
+
+        filters: list[Filter] = [] if self.cluster is None else [("cluster", "=", self.cluster)]
+        columns = arrow_schema(self.table).names
+        if self.held is not None and self.held.num_rows:
+            newest = pa.compute.max(self.held.column("observed_at")).as_py()
+            filters.append(("observed_at", ">", newest))
+        fresh = self.lakehouse.select(self.table, columns, filters)
+        self.rows_read = fresh.num_rows
+        self.held = (
+            fresh if self.held is None else pa.concat_tables([self.held, fresh.cast(self.held.schema)])
+        )
+        return self.held
+
+    def frame(self, spark):
+        """``rows()`` as a Spark DataFrame in the table's schema."""
+        from balancer.spark.lakehouse import spark_schema
+
+        return spark.createDataFrame(self.rows().to_pylist(), spark_schema(self.table))
+
+    def closed(self, until_ms: int) -> None:
+        """Windows ending at or before ``until_ms`` are closed: keep per key only the latest row observed at
+        or before it, and every row after it."""
+        if self.held is None or not self.held.num_rows:
+            return
+        frame = self.held.to_pandas()
+        observed = frame["observed_at"].map(lambda t: int(t.timestamp() * 1000))
+        old = (
+            frame[observed <= until_ms]
+            .sort_values("observed_at")
+            .drop_duplicates(list(self.keys), keep="last")
+        )
+        kept = pa.Table.from_pandas(
+            pd.concat([old, frame[observed > until_ms]]), schema=self.held.schema, preserve_index=False
+        )
+        self.held = kept

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from balancer.config import Config
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
+from balancer.execution.verdict import PLANNED
 from balancer.planner.actions import Action
 from balancer.spark import loads
 from balancer.spark.lakehouse import Filter, Lakehouse
@@ -556,7 +557,8 @@ def settle(gated: Gate, infos: list[PlanInfo], partitions: DataFrame, config: Co
     overrides = [
         (i.plan_id, waiting[(i.cluster, i.window_ms)])
         for i in infos
-        if (i.cluster, i.window_ms) in waiting and i.status in (PlanStatus.PROPOSED, PlanStatus.BALANCED)
+        # Any window the planner ran on: a plan of an earlier window holds the cluster.
+        if (i.cluster, i.window_ms) in waiting and i.status in PLANNED
     ]
     proposed = [
         i for i in infos if i.status == PlanStatus.PROPOSED and (i.cluster, i.window_ms) not in waiting
