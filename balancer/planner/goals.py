@@ -8,8 +8,10 @@ before and after ``optimize`` and raises :class:`GoalError` if it got worse.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
+from typing import Self
 
 import numpy as np
 
@@ -366,9 +368,14 @@ class ResourceGoal(Goal):
         u = load / model.cap[b, self.dim]
         return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
 
-    margin = (
-        0.0  # utilization kept clear of the limits while an all-or-nothing goal searches (DistributionGoal)
-    )
+    margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
+
+    def held_clear(self, margin: float) -> Self:
+        """This goal as a check that accepts a move only if it keeps ``margin`` of utilization clear of
+        the limits: a copy, so that the goal itself is left as it is."""
+        held = copy.copy(self)
+        held.margin = margin
+        return held
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
@@ -1334,14 +1341,13 @@ class DistributionGoal(ResourceGoal):
         # margin clear of those limits: a fix that fits only by a hair would otherwise be out of
         # reach in one window and, with a few % of re-measured rates, within reach in the next
         # (and move data for noise).
-        traffic = [g for g in optimized_goals if isinstance(g, DistributionGoal) and g.dim in (IN, OUT, DISK)]
-        for g in traffic:
-            g.margin = g.slack(model)
-        try:
-            super().optimize(model, optimized_goals, options)
-        finally:
-            for g in traffic:
-                g.margin = 0.0
+        held = tuple(
+            g.held_clear(g.slack(model))
+            if isinstance(g, DistributionGoal) and g.dim in (IN, OUT, DISK)
+            else g
+            for g in optimized_goals
+        )
+        super().optimize(model, held, options)
 
     def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         """The band whose violation makes this goal act (wider than the band it optimizes to)."""
