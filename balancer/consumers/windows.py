@@ -24,14 +24,12 @@ Rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 import pandas as pd
 
 from balancer.consumers import advice as advising
-from balancer.consumers.model import AdviceKind
 
 RATE_COLUMNS = ("topic", "partition", "bytes_in", "messages_in")
 
@@ -304,7 +302,3 @@ def _past(history: pd.DataFrame | None, group_id: str, window_end: datetime, cou
     own = history[(history["group_id"] == group_id) & (history["window_end"] < window_end)]
     own = own.sort_values("window_end").drop_duplicates("window_end", keep="last").tail(count)
     return own.to_dict("records")
-
-
-def kinds(rows: Iterable[dict]) -> list[AdviceKind]:
-    return [AdviceKind(r["kind"]) for r in rows]
