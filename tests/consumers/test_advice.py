@@ -138,3 +138,32 @@ def test_lag_growing_less_than_min_lag_growth_is_not_advised():
 
 def test_every_kind_has_a_recommendation():
     assert set(RECOMMENDATIONS) == set(AdviceKind)
+
+
+def test_a_partition_just_over_the_fair_share_is_a_hot_partition():
+    # 1000 B/s over three members: 333 each; t-0 alone carries 500 (1.5x), its member 800.
+    members = [member("a-1", ("t", 0), ("t", 1)), member("b-1", ("t", 2)), member("c-1", ("t", 3))]
+    load = {("t", 0): 500, ("t", 1): 300, ("t", 2): 100, ("t", 3): 100}
+    found, _ = advice(polls(snapshot(10, group(members, assignor="roundrobin"))), rates(load))
+    assert found[AdviceKind.HOT_PARTITION]["partition"] == 0
+    assert found[AdviceKind.HOT_PARTITION]["figure"] == 1.5
+
+
+def test_churn_window_after_window_without_rejoins_is_scaling_not_a_storm():
+    # A new client joins in this window, as one did in the last: changes, but nobody rejoined.
+    reads = [
+        snapshot(310, group([member("a-1", ("t", 0), ("t", 1))])),
+        snapshot(320, group([member("a-1", ("t", 0)), member("b-1", ("t", 1))])),
+    ]
+    found, result = advice(polls(*reads), rates({}), history=_history(1, 0), start=300)
+    assert result.groups[0]["membership_changes"] == 1
+    assert AdviceKind.REBALANCE_STORM not in found
+
+
+def test_two_topics_on_one_member_under_a_sticky_assignor_is_not_blamed_on_range():
+    # The placement of the range test, kept by a sticky assignment (from when a was alone).
+    members = [member("a-1", ("t", 0), ("u", 0)), member("b-1")]
+    reads = polls(snapshot(10, group(members, assignor="cooperative-sticky")))
+    found, _ = advice(reads, rates({("t", 0): 300, ("u", 0): 300}))
+    assert set(found) == {AdviceKind.UNEVEN_ASSIGNMENT}
+    assert found[AdviceKind.UNEVEN_ASSIGNMENT]["client_id"] == "a"
