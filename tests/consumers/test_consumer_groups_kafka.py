@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from balancer.cli.sql import register_sql_views
 from balancer.config import load_config
 from balancer.consumers.model import AdviceKind, GroupState
 from balancer.spark.consumers import ConsumerLog
@@ -27,11 +28,12 @@ CLUSTER = "real"
 
 
 class Member:
-    """One consumer of a group, in its own thread: subscribes, consumes (committing what it consumed
-    every ``commit_every`` records, synchronously) up to ``limit`` records, then only stays in the group."""
+    """One consumer of a group, in its own thread: subscribes, consumes, and commits each record it consumed
+    (synchronously), or only those below offset ``commit_below`` when given. It polls all along, so it takes
+    part in every rebalance (a classic group waits for each member's poll to rejoin)."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], client_id: str, **conf):
-        self.limit = conf.pop("limit", None)
+        self.commit_below = conf.pop("commit_below", None)
         self.conf = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -42,7 +44,6 @@ class Member:
             **conf,
         }
         self.topics = topics
-        self.consumed = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=client_id, daemon=True)
         self._thread.start()
@@ -52,14 +53,11 @@ class Member:
         consumer.subscribe(self.topics)
         try:
             while not self._stop.is_set():
-                if self.limit is not None and self.consumed >= self.limit:
-                    time.sleep(0.1)  # librdkafka heartbeats on its own thread: the member stays in the group
-                    continue
                 message = consumer.poll(0.2)
                 if message is None or message.error():
                     continue
-                self.consumed += 1
-                consumer.commit(message=message, asynchronous=False)
+                if self.commit_below is None or message.offset() < self.commit_below:
+                    consumer.commit(message=message, asynchronous=False)
         finally:
             consumer.close()
 
@@ -206,6 +204,23 @@ def test_one_partition_carrying_most_bytes_flags_its_consumer_and_ranks_it_first
         (AdviceKind.HOT_PARTITION, owner.client_id, name, hot)
     ]
 
+    # The saved views show the same: both ranks side by side, and the advice with its group's skew.
+    lakehouse.register_views()
+    register_sql_views(spark)
+    shown = spark.sql(
+        "SELECT client_id, rank_by_traffic, rank_by_partitions FROM latest_consumer_ranking "
+        f"WHERE group_id = '{group}'"
+    ).collect()
+    assert {r.client_id: (r.rank_by_traffic, r.rank_by_partitions) for r in shown} == {
+        c: (r["rank_by_traffic"], r["rank_by_partitions"]) for c, r in ranking.items()
+    }
+    (advised,) = spark.sql(f"SELECT * FROM consumer_advice_history WHERE group_id = '{group}'").collect()
+    assert (advised.kind, advised.client_id, advised.traffic_skew) == (
+        "hot_partition",
+        owner.client_id,
+        round(groups["traffic_skew"], 2),
+    )
+
 
 def test_range_over_two_topics_is_flagged_naming_the_member_with_both_and_an_even_group_is_not(
     kafka, spark, log_and_lakehouse
@@ -246,7 +261,7 @@ def test_lag_is_end_offset_minus_committed_offset_as_kafka_reports_them(kafka, s
     batch, name, group = Batches(), topic(kafka, 2), f"lag-{uuid.uuid4().hex[:6]}"
     produce(kafka, name, {0: 40, 1: 40}, size=100)
     start, end = window_now()
-    with members(kafka, group, [name], 2, limit=15):
+    with members(kafka, group, [name], 2, commit_below=15):
         read_until(log, batch, group, lambda ms: len(ms) == 2 and all(len(m.partitions) == 1 for m in ms))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not _committed_both(kafka, group, name, 15):
