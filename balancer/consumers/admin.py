@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from datetime import UTC, datetime
+from typing import Any
 
 from balancer.consumers.model import Group, GroupProtocol, GroupState, Member, Snapshot, TopicPartition
 
@@ -62,7 +63,8 @@ def poll_groups(
     if timeout_s <= 0:
         raise ValueError(f"timeout_s: expected seconds > 0, got {timeout_s!r}")
 
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     secrets = [str(v) for k, v in options.items() if _SECRET_OPTION.search(k) and str(v)]
@@ -109,24 +111,20 @@ def poll_groups(
     ids = sorted(g.group_id for g in listed.valid if groups is None or groups.search(g.group_id))
     if not ids:
         return Snapshot(cluster=cluster, observed_at=observed_at, groups=(), end_offsets={})
-    described = {
-        gid: wait(
-            lambda gid=gid: admin.describe_consumer_groups([gid], request_timeout=left())[gid],
-            f"group {gid!r}",
-        )
-        for gid in ids
-    }
+
+    def describe(gid: str) -> Callable[[], Future]:
+        return lambda: admin.describe_consumer_groups([gid], request_timeout=left())[gid]
+
+    def committed_offsets(gid: str) -> Callable[[], Future]:
+        request = [ConsumerGroupTopicPartitions(gid)]
+        return lambda: admin.list_consumer_group_offsets(request, request_timeout=left())[gid]
+
+    described = {gid: wait(describe(gid), f"group {gid!r}") for gid in ids}
     read: list[Group] = []
     wanted: set[TopicPartition] = set()
     for gid in ids:
         desc = described[gid]
-        request = [ConsumerGroupTopicPartitions(gid)]
-        offsets = wait(
-            lambda request=request, gid=gid: admin.list_consumer_group_offsets(
-                request, request_timeout=left()
-            )[gid],
-            f"offsets of {gid!r}",
-        )
+        offsets = wait(committed_offsets(gid), f"offsets of {gid!r}")
         committed = {
             (tp.topic, int(tp.partition)): int(tp.offset)
             for tp in offsets.topic_partitions or ()
@@ -164,8 +162,8 @@ def poll_groups(
         wanted |= set(committed) | {tp for m in members for tp in m.partitions}
     end_offsets: dict[TopicPartition, int] = {}
     if wanted:
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in sorted(wanted)}
-        for tp, future in admin.list_offsets(request, request_timeout=left()).items():
+        latest = {KafkaTopicPartition(t, p): OffsetSpec.latest() for t, p in sorted(wanted)}
+        for tp, future in admin.list_offsets(latest, request_timeout=left()).items():
             try:
                 end_offsets[(tp.topic, int(tp.partition))] = int(future.result(timeout=left()).offset)
             except KafkaException as exc:
@@ -190,7 +188,7 @@ _TRANSIENT = {
 }
 
 
-def _retriable(error: object) -> bool:
+def _retriable(error: Any) -> bool:
     """Whether ``error`` (a KafkaError, or a KafkaException holding one) is worth asking again."""
     args = getattr(error, "args", None)
     if not hasattr(error, "retriable") and args:

@@ -93,13 +93,13 @@ def advise(figures: GroupFigures, past: list[dict], settings: Settings) -> list[
         hot = members[0]  # rank_by_traffic 1
         fair = group["fair_share"]
         if group["members"] > group["known_partitions"] and group["idle_members"]:
-            idle = next(m for m in members if m["partitions"] == 0)
+            idle_member = next(m for m in members if m["partitions"] == 0)
             found.append(
                 _advice(
                     AdviceKind.IDLE_MEMBERS,
-                    idle,
+                    idle_member,
                     f"{group['members']} members for {group['known_partitions']} partitions: "
-                    f"{group['idle_members']} idle, e.g. {_name(idle)}",
+                    f"{group['idle_members']} idle, e.g. {_name(idle_member)}",
                     float(group["members"] - group["known_partitions"]),
                 )
             )

@@ -188,8 +188,8 @@ def _group_figures(
     for m in members_now.itertuples(index=False):
         own = [p for p in partitions if p["member_id"] == m.member_id]
         rated = [p["bytes_per_sec"] for p in own if p["bytes_per_sec"] is not None]
-        lag_bytes = [p["lag_bytes"] for p in own if p["lag_bytes"] is not None]
-        consumed = [p["consumed_bytes_per_sec"] for p in own if p["consumed_bytes_per_sec"] is not None]
+        own_lag_bytes = [p["lag_bytes"] for p in own if p["lag_bytes"] is not None]
+        own_consumed = [p["consumed_bytes_per_sec"] for p in own if p["consumed_bytes_per_sec"] is not None]
         members.append(
             {
                 **window,
@@ -203,9 +203,9 @@ def _group_figures(
                 "unrated_partitions": len(own) - len(rated),
                 "bytes_per_sec": float(sum(rated)),
                 "lag_records": int(sum(p["lag_records"] or 0 for p in own)),
-                "lag_bytes": float(sum(lag_bytes)) if lag_bytes else None,
+                "lag_bytes": float(sum(own_lag_bytes)) if own_lag_bytes else None,
                 "lag_growth": int(sum(p["lag_growth"] or 0 for p in own)),
-                "consumed_bytes_per_sec": float(sum(consumed)) if consumed else None,
+                "consumed_bytes_per_sec": float(sum(own_consumed)) if own_consumed else None,
             }
         )
     total = sum(m["bytes_per_sec"] for m in members)
