@@ -154,16 +154,17 @@ def advise(figures: GroupFigures, past: list[dict], settings: Settings) -> list[
             (g.get("rejoined_client") for g in reversed(recent) if g.get("rejoined_client")), None
         )
         named = next((m for m in members if m["client_id"] == client), None)
-        found.append(
-            _advice(
-                AdviceKind.REBALANCE_STORM,
-                named,
-                f"membership changed in {changed} of the last {len(recent)} windows "
-                f"({group['membership_changes']} changes in this one); {rejoins} rejoins under new ids, "
-                f"latest by client {client}; {group['static_members']} of {group['members']} members static",
-                float(changed),
-            )
+        storm = _advice(
+            AdviceKind.REBALANCE_STORM,
+            named,
+            f"membership changed in {changed} of the last {len(recent)} windows "
+            f"({group['membership_changes']} changes in this one); {rejoins} rejoins under new ids, "
+            f"latest by client {client}; {group['static_members']} of {group['members']} members static",
+            float(changed),
         )
+        # A member caught between leaving and rejoining is not in the last read: its client id still names it.
+        storm["client_id"] = client
+        found.append(storm)
 
     growth = group["lag_growth"]
     idle = [

@@ -86,6 +86,10 @@ class ConsumerLog:
             log.warning("consumer groups of %s not read (%s)", self.cluster, exc)
             return 0
         self._read_at = now
+        return self.land(snapshot, app_id=app_id, batch_id=batch_id)
+
+    def land(self, snapshot: Snapshot, *, app_id: str, batch_id: int) -> int:
+        """Append one read to ``consumer_assignments``; returns the rows appended."""
         rows = assignment_rows(snapshot)
         if rows:
             self.lakehouse.append(

@@ -167,3 +167,10 @@ def test_two_topics_on_one_member_under_a_sticky_assignor_is_not_blamed_on_range
     found, _ = advice(reads, rates({("t", 0): 300, ("u", 0): 300}))
     assert set(found) == {AdviceKind.UNEVEN_ASSIGNMENT}
     assert found[AdviceKind.UNEVEN_ASSIGNMENT]["client_id"] == "a"
+
+
+def test_a_storm_names_the_rejoining_client_even_when_it_is_away_at_the_last_read():
+    away = snapshot(340, group([member("b-1", ("t", 0), ("t", 1))]))
+    found, _ = advice(polls(*_restarts(300), away), rates({}), history=_history(2, 2), start=300)
+    storm = found[AdviceKind.REBALANCE_STORM]
+    assert (storm["client_id"], storm["member_id"]) == ("a", None)

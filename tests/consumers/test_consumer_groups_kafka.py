@@ -62,8 +62,9 @@ def read_until(log: ConsumerLog, batch: Batches, group: str, done, timeout: floa
     """Read the groups (landing each read) until the group is stable and ``done(its members)`` holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        log.refresh(app_id="test", batch_id=batch(), force=True)
-        found = [g for g in log.read().groups if g.group_id == group]
+        snapshot = log.read()  # the read landed is the read checked
+        log.land(snapshot, app_id="test", batch_id=batch())
+        found = [g for g in snapshot.groups if g.group_id == group]
         if found and found[0].state == GroupState.STABLE and done(found[0].members):
             return found[0]
         time.sleep(0.5)
