@@ -180,6 +180,58 @@ class MetadataConfig(_Strict):
         return self
 
 
+class ConsumersConfig(_Strict):
+    """Consumer-side balance (balancer.consumers): the monitored cluster's groups, read by the job."""
+
+    enabled: bool = False
+    # The name the groups are recorded under: the cluster partition_load names (v1 records name theirs, so
+    # a v1 job must say which one its bootstrap servers reach); default source.cluster.
+    cluster: str | None = None
+    # Default metadata.bootstrap_servers, then source.bootstrap_servers; options as source.options.
+    bootstrap_servers: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+    groups: str | None = None  # regex of the group ids to read; null: every group
+    interval: Duration = Duration("1 minute")
+    # A group is flagged when its busiest member must consume more than this x the fair share.
+    balance_threshold: float = Field(default=1.5, gt=1.0, le=10.0)
+    # Rebalance storm: membership changed in storm_min_windows of the group's last storm_windows windows.
+    storm_windows: int = Field(default=3, ge=1, le=100)
+    storm_min_windows: int = Field(default=2, ge=1, le=100)
+    # Lag growth (records per window) that counts as growing when members sit idle.
+    min_lag_growth: int = Field(default=1000, ge=1)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _client_options(value)
+
+    @field_validator("groups")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @field_validator("interval")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if duration_seconds(value) <= 0:
+            raise ValueError("must be longer than 0 seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _storm_fits(self) -> ConsumersConfig:
+        if self.storm_min_windows > self.storm_windows:
+            raise ValueError(
+                f"consumers.storm_min_windows ({self.storm_min_windows}) must not exceed "
+                f"consumers.storm_windows ({self.storm_windows})"
+            )
+        return self
+
+
 class CapacityConfig(_Strict):
     # Cruise Control's broker capacity file (capacity.json, capacityJBOD.json or capacityCores.json).
     # A v1 broker record's own capacity wins for that broker.
@@ -391,6 +443,16 @@ class Config(_Strict):
     executor: ExecutorConfig = ExecutorConfig()
     quality: QualityConfig = QualityConfig()
     spark: SparkConfig = SparkConfig()
+    consumers: ConsumersConfig = ConsumersConfig()
+
+    @model_validator(mode="after")
+    def _consumers_named(self) -> Config:
+        if self.consumers.enabled and not (self.consumers.cluster or self.source.cluster or "").strip():
+            raise ValueError(
+                "consumers.cluster must name the monitored cluster (as its telemetry names it) when "
+                "consumers.enabled is true and source.cluster is unset"
+            )
+        return self
 
     @model_validator(mode="after")
     def _topology_known(self) -> Config:
@@ -417,7 +479,7 @@ def _deep_merge(base: dict, override: dict) -> dict:
 
 
 # Sections whose keys are client properties that contain dots themselves (security.protocol, spark.sql.x).
-_MAP_SECTIONS = (("source", "options"), ("metadata", "options"), ("spark", "conf"))
+_MAP_SECTIONS = (("source", "options"), ("metadata", "options"), ("spark", "conf"), ("consumers", "options"))
 
 
 def _parse_value(raw: str):

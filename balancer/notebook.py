@@ -150,6 +150,36 @@ def latest_plan_status(plans: pd.DataFrame, events: pd.DataFrame) -> pd.DataFram
     return frame.sort_values(["proposed_for", "cluster"], ascending=[False, True]).reset_index(drop=True)
 
 
+def newest_window(frame: pd.DataFrame, keys: tuple[str, ...] = ("cluster", "group_id")) -> pd.DataFrame:
+    """The rows of each ``keys`` group's newest ``window_end`` (as the ``latest_consumer_ranking`` view)."""
+    if frame.empty:
+        return frame
+    newest = frame.groupby(list(keys))["window_end"].transform("max")
+    return frame[frame["window_end"] == newest].reset_index(drop=True)
+
+
+def traffic_beside_count(ranking: pd.DataFrame) -> pd.DataFrame:
+    """Per group, window and member: its share of the group's bytes/s and of its partitions, long form
+    (``measure`` is ``traffic`` or ``partitions``, ``share`` in [0, 1]), so a chart puts the two side by
+    side: a member whose traffic share is far above its partition share is what a count-based view misses."""
+    keys = ["cluster", "group_id", "window_end"]
+    frame = ranking[keys + ["client_id", "member_id", "bytes_per_sec", "partitions"]].copy()
+    frame["member"] = frame["client_id"].fillna("") + " " + frame["member_id"].str[-6:]
+    totals = frame.groupby(keys)[["bytes_per_sec", "partitions"]].transform("sum")
+    frame["traffic"] = (
+        frame["bytes_per_sec"] / totals["bytes_per_sec"].where(totals["bytes_per_sec"] > 0)
+    ).fillna(0.0)
+    frame["partitions"] = (frame["partitions"] / totals["partitions"].where(totals["partitions"] > 0)).fillna(
+        0.0
+    )
+    return frame.melt(
+        id_vars=keys + ["member"],
+        value_vars=["traffic", "partitions"],
+        var_name="measure",
+        value_name="share",
+    ).sort_values(keys + ["member", "measure"], ignore_index=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m balancer.notebook``: print the lakehouse the notebooks will read, or why none is there."""
     storage = lakehouse()

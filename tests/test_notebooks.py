@@ -160,7 +160,64 @@ def _rows() -> dict[str, list[dict]]:
         }
         for b, p in ((1, 0.9), (2, 1.0), (3, 1.1), (None, 1.1))
     ]
+    # Consumer group "orders": even at W1, b carries most bytes with fewer partitions at W2 (flagged, hot
+    # partition); "audit" even throughout.
+    consumer_groups = [
+        {
+            **_window(end),
+            "group_id": g,
+            "members": 2,
+            "traffic_skew": skew,
+            "flagged": skew > 1.5,
+            "lag_records": lag,
+            "membership_changes": changes,
+            "assignor": "range",
+            "group_protocol": "classic",
+            "advice": ["hot_partition"] if skew > 1.5 else [],
+        }
+        for end, g, skew, lag, changes in (
+            (W1, "orders", 1.0, 10, 1),
+            (W2, "orders", 1.8, 900, 0),
+            (W1, "audit", 1.0, 0, 0),
+            (W2, "audit", 1.0, 0, 0),
+        )
+    ]
+    consumer_ranking = [
+        {
+            **_window(end),
+            "group_id": "orders",
+            "member_id": f"m-{c}",
+            "client_id": c,
+            "partitions": n,
+            "bytes_per_sec": b,
+            "rank_by_traffic": rt,
+            "rank_by_partitions": rp,
+            "rank_by_lag": rt,
+            "lag_records": 0,
+        }
+        for end, c, n, b, rt, rp in (
+            (W1, "a", 2, 500.0, 1, 1),
+            (W1, "b", 2, 500.0, 2, 2),
+            (W2, "a", 3, 100.0, 2, 1),
+            (W2, "b", 1, 900.0, 1, 2),
+        )
+    ]
+    consumer_advice = [
+        {
+            **_window(W2),
+            "group_id": "orders",
+            "kind": "hot_partition",
+            "client_id": "b",
+            "topic": "t",
+            "partition": 3,
+            "figure": 1.8,
+            "detail": "t-3 carries 900 B/s",
+        }
+    ]
     return {
+        "consumer_groups": consumer_groups,
+        "consumer_ranking": consumer_ranking,
+        "consumer_advice": consumer_advice,
         "broker_load": brokers,
         "partition_load": placement,
         "broker_ranking": ranking,
@@ -353,6 +410,20 @@ EXPECTED = {
         "failures.failed_expectations.tolist()": ["broker 2: reported in too few of the window's intervals"],
         "not_planned.status.tolist()": ["waiting", "skipped"],
         "'imbalance_chart' in dir()": False,  # balance_history's, run before it in the same kernel
+    },
+    "consumer_balance.ipynb": {
+        "summary.reset_index().set_index('group_id').flagged.to_dict()": {"audit": 0, "orders": 1},
+        "latest[['client_id', 'rank_by_traffic', 'rank_by_partitions']].values.tolist()": [
+            ["a", 2, 1],
+            ["b", 1, 2],
+        ],
+        "shares[['member', 'measure', 'share']].round(2).values.tolist()": [
+            ["a m-a", "partitions", 0.75],
+            ["a m-a", "traffic", 0.1],
+            ["b m-b", "partitions", 0.25],
+            ["b m-b", "traffic", 0.9],
+        ],
+        "advised.kind.tolist()": ["hot_partition"],
     },
     "topology_history.ipynb": {
         "changes[['moved', 'new_leader']].values.tolist()": [[0, 1], [1, 0]],

@@ -27,7 +27,9 @@ def add_parser(subparsers, parents) -> None:
         help="query the lakehouse tables with Spark SQL",
         description="Tables: telemetry_raw, telemetry_quarantine, partition_load, broker_load, "
         "broker_ranking, balance_plans, plan_actions, plan_events, plan_batches, plan_outcomes, "
-        "quality_runs. Views: latest_ranking, plan_history, plan_status, quarantine_reasons.",
+        "quality_runs, consumer_assignments, consumer_lag, consumer_ranking, consumer_groups, "
+        "consumer_advice. Views: latest_ranking, plan_history, plan_status, quarantine_reasons, "
+        "latest_consumer_ranking, consumer_advice_history.",
     )
     parser.add_argument("query", help='e.g. "SELECT * FROM balance_plans ORDER BY window_end DESC"')
     parser.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")

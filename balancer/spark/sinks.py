@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from balancer.capacity import read_capacities
 from balancer.config import Config, duration_seconds
 from balancer.spark import cruise_control, loads, planning, tracking
+from balancer.spark.consumers import ConsumerLog
 from balancer.spark.lakehouse import ROUTE_COLUMN, TABLES, Lakehouse, Route, spark_schema
 from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
 from balancer.spark.topology import TopologyLog, TopologySlice
@@ -137,6 +138,7 @@ class BalancerSink:
             lakehouse, config.quality, telemetry_suite=TELEMETRY_SUITES[config.source.format]
         )
         self.topology = TopologyLog(lakehouse, config)
+        self.consumers = ConsumerLog(lakehouse, config)  # consumers.enabled; see its module for why here
         self.capacities = read_capacities(config.capacity.path) if config.capacity.path else None
         self.on_plans = on_plans
         self.delay_ms = config.windows.watermark.ms
@@ -194,6 +196,8 @@ class BalancerSink:
         max_before = self.watermarks.before(batch_id)
         with self._timed("topology"):
             self.topology.refresh(app_id=self.app_id, batch_id=batch_id)
+        with self._timed("consumer groups"):
+            self.consumers.refresh(app_id=self.app_id, batch_id=batch_id)
         max_after = self._land(batch, batch_id, self._watermark(max_before))
         if max_after is not None and max_before is not None:
             max_after = max(max_after, max_before)
@@ -329,6 +333,8 @@ class BalancerSink:
                     self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
             with self._timed("plan lifecycle"):
                 self._track(settled, partitions, brokers, batch_id, closed_after_ms, closed_until_ms)
+            with self._timed("consumer groups"):
+                self.consumers.close_windows(partitions, app_id=self.app_id, batch_id=batch_id)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:
                 self.on_plans(
