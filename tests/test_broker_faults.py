@@ -144,40 +144,67 @@ def test_broker_lost_mid_stream_then_wiped_is_reported_not_skipped(spark, tmp_pa
         assert "the broker lost data, or the topic was deleted/recreated" in message
 
 
+def _produce_cc(bootstrap, topic, cluster, minutes) -> int:
+    """Cruise Control reporter records of the simulated cluster's minutes (the format that polls topology)."""
+    from balancer.demo.cc_reporter import from_telemetry
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    count = 0
+    for minute in minutes:
+        for key, value in from_telemetry(cluster.telemetry(T0 + minute * 60_000)):
+            producer.produce(topic, key=key, value=value)
+            count += 1
+    assert producer.flush(30) == 0
+    return count
+
+
 def test_a_broker_of_three_stopped_and_restarted_mid_stream_loses_nothing(spark, kafka, tmp_path, caplog):
     """Real Kafka: one of three brokers is killed while the job streams and started again later. The job
-    keeps reading from the partitions' new leaders, says the broker left and came back, and lands every
-    record exactly once."""
+    keeps reading from the partitions' new leaders, says the broker left and came back (its Admin API
+    topology poll), and lands every record exactly once. Hour-long windows: none closes during the test,
+    whose subject is the stream, not the plans."""
+    import json
     import logging
+
+    from balancer.demo.cc_reporter import capacity_file
 
     cluster = simulated(cluster="faults-real")
     topic = f"metrics-{time.monotonic_ns()}"
     kafka.create_topic(topic, partitions=2, replication_factor=3)
-    produced = _produce(kafka.bootstrap_servers, topic, cluster, range(3))
+    (tmp_path / "capacity.json").write_text(json.dumps(capacity_file(cluster.snapshot())))
+    produced = _produce_cc(kafka.bootstrap_servers, topic, cluster, range(3))
     config = _config(
         tmp_path,
         kafka.bootstrap_servers,
         topic,
-        **{"metadata.source": "kafka", "metadata.interval": "1 second"},
+        **{
+            "source.format": "cruise-control",
+            "source.cluster": "faults-real",
+            "metadata.source": "kafka",
+            "metadata.interval": "1 second",
+            "capacity.path": str(tmp_path / "capacity.json"),
+            "windows.size": "1 hour",
+            "windows.slide": "1 hour",
+        },
     )
     caplog.set_level(logging.WARNING, logger="balancer")
     queries = job.start(spark, config)
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
 
     def wait_landed(count: int, what: str) -> None:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300
         while lakehouse.read("telemetry_raw").count() < count:
-            assert time.monotonic() < deadline, f"{what}: not landed in 240 s"
+            assert time.monotonic() < deadline, f"{what}: not landed in 300 s"
             assert all(q.exception() is None for q in queries), [q.exception() for q in queries]
             time.sleep(1)
 
     try:
         wait_landed(produced, "before the fault")
         kafka.stop_node(3, kill=True)
-        produced += _produce(kafka.bootstrap_servers, topic, cluster, range(3, 6))
+        produced += _produce_cc(kafka.bootstrap_servers, topic, cluster, range(3, 6))
         wait_landed(produced, "with broker 3 down")
         kafka.start_node(3)
-        produced += _produce(kafka.bootstrap_servers, topic, cluster, range(6, 8))
+        produced += _produce_cc(kafka.bootstrap_servers, topic, cluster, range(6, 8))
         wait_landed(produced, "after broker 3 returned")
         assert all(q.isActive and q.exception() is None for q in queries)
     finally:
@@ -189,6 +216,6 @@ def test_a_broker_of_three_stopped_and_restarted_mid_stream_loses_nothing(spark,
     assert raw.count() == produced
     assert raw.select("kafka_partition", "kafka_offset").distinct().count() == produced  # none twice
     said = [r.getMessage() for r in caplog.records]
-    left = f"broker(s) 3 left Kafka cluster {kafka.bootstrap_servers} (live: 1, 2)"
-    back = f"broker(s) 3 joined Kafka cluster {kafka.bootstrap_servers} (live: 1, 2, 3)"
+    left = "broker(s) 3 left Kafka cluster faults-real (live: 1, 2)"
+    back = "broker(s) 3 joined Kafka cluster faults-real (live: 1, 2, 3)"
     assert any(left in m for m in said) and any(back in m for m in said), said
