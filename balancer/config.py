@@ -461,6 +461,11 @@ class Config(_Strict):
                 "source.format 'cruise-control' needs metadata.source 'file' or 'kafka': Cruise "
                 "Control's records carry no replica lists or leaders"
             )
+        if self.metadata.source == "kafka" and self.source.format == TelemetryFormat.V1:
+            raise ValueError(
+                "metadata.source 'kafka' is for source.format 'cruise-control' (whose source.cluster names "
+                "the polled cluster); v1 records carry their own replicas, leaders and cluster name"
+            )
         return self
 
 

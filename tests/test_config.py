@@ -60,6 +60,7 @@ def test_set_overrides_are_typed():
         ("executor.max_partition_moves=-5", "executor.max_partition_moves"),
         ("executor.throttle=1", "executor.throttle: unknown key; allowed: deadline"),
         ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
+        ("metadata.source=kafka", "metadata.source 'kafka' is for source.format 'cruise-control'"),
     ],
 )
 def test_bad_key_or_value_names_it(override, fragment):
