@@ -373,12 +373,13 @@ class Executor:
         plan = self.store.load_plan(plan_id)
         run_id = str(uuid.uuid4())
         report = RunReport(plan_id, run_id)
-        self._check_lifecycle(plan, "before its first batch")
         history = self.store.executions(plan_id)
+        # Clean-up comes before every check: a plan that may not go on still must not leave a throttle.
+        report.cleaned = self._clean_up(plan, run_id, history)
+        self._check_lifecycle(plan, "before its first batch")
         done = completed_batches(history)
         todo = [b for b in plan.batches if b.index not in done]
         report.skipped = sorted(done)
-        report.cleaned = self._clean_up(plan, run_id, history)
         if not todo:
             self.say(f"plan {plan_id}: every batch is done ({len(plan.batches)})")
             return report

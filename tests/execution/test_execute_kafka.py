@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,7 +20,9 @@ from balancer.planner import Action
 from execution.kafka_plans import (
     BALANCER,
     KAFKA_BIN,
+    WINDOW,
     add_tables,
+    arrow_rows,
     assignment,
     batches,
     create_topic,
@@ -187,6 +190,39 @@ def test_sigkill_mid_batch_then_resume_finishes_without_redoing_a_batch(kafka, t
     assert throttles_set(kafka, [topic]) == {}
 
 
+def test_throttles_a_killed_run_left_are_removed_first_even_when_the_plan_may_not_go_on(kafka, tmp_path):
+    """Runs on real Kafka: the executor is SIGKILLed mid-batch (throttles on the cluster, recorded in
+    plan_executions), then the job marks the plan superseded. The next execute refuses to go on, but
+    removes the killed run's throttles before refusing, and records the batch interrupted."""
+    topic, actions = skewed(kafka)
+    root = tmp_path / "lh"
+    plan_id = write_plan(root, actions, deadline_seconds=DEADLINE * 4)
+    process = start_execute(root, kafka, plan_id, tmp_path / "first.log")
+    try:
+        wait_for(lambda: "broker 3" in throttles_set(kafka, [topic]), 120, "batch 1's throttles")
+    finally:
+        kill(process)
+    assert throttles_set(kafka, [topic]), "the killed run left no throttle: the kill came too late"
+    supersede(root, plan_id)
+    refused = execute(root, kafka, plan_id)
+    assert refused.returncode == 1 and "superseded" in refused.stderr, refused.stdout + refused.stderr
+    assert throttles_set(kafka, [topic]) == {}
+    assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started", "interrupted"]
+    wait_for(lambda: set(assignment(kafka, topic)[0][0]) == {3, 2}, 120, "the killed run's move to finish")
+
+
+def supersede(root, plan_id: str) -> None:
+    """The job's plan_events row saying the plan was superseded."""
+    event = {
+        "plan_id": plan_id,
+        "cluster": "real",
+        "window_end": WINDOW,
+        "status": "superseded",
+        "recorded_at": datetime.now(UTC),
+    }
+    lakehouse(root).append("plan_events", arrow_rows("plan_events", [event]), app_id="job", batch_id=1)
+
+
 def test_broker_stopped_mid_batch_stalls_safely_and_the_plan_resumes_when_it_returns(kafka, tmp_path):
     """Runs on real Kafka: broker 3, which receives batch 1's replica, is stopped mid-batch. The executor
     reports the stall, cancels the batch (partition 0 back on [1, 2]) and removes the throttles it can
@@ -339,10 +375,6 @@ def test_stop_cancels_the_batch_in_flight_and_removes_its_throttles(kafka, tmp_p
 def test_a_plan_superseded_mid_run_stops_before_its_next_batch(kafka, tmp_path):
     """Runs on real Kafka: while batch 1 runs, the job records the plan superseded; the executor finishes
     batch 1 (cleanly, throttles removed) and does not start batch 2."""
-    from datetime import UTC, datetime
-
-    from execution.kafka_plans import WINDOW, arrow_rows
-
     topic, actions = skewed(kafka)
     root = tmp_path / "lh"
     plan_id = write_plan(root, actions, deadline_seconds=DEADLINE)
@@ -353,14 +385,7 @@ def test_a_plan_superseded_mid_run_stops_before_its_next_batch(kafka, tmp_path):
             120,
             "batch 1 to start",
         )
-        event = {
-            "plan_id": plan_id,
-            "cluster": "real",
-            "window_end": WINDOW,
-            "status": "superseded",
-            "recorded_at": datetime.now(UTC),
-        }
-        lakehouse(root).append("plan_events", arrow_rows("plan_events", [event]), app_id="job", batch_id=1)
+        supersede(root, plan_id)
         code = process.wait(timeout=180)
     finally:
         if process.poll() is None:
