@@ -38,22 +38,9 @@ WINDOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 
 
 def create_topic(kafka, assignment: dict[int, list[int]]) -> str:
-    """A topic placed exactly as ``assignment`` says (partition -> replicas, leader first).
-
-    kafka-python creates it: confluent-kafka 2.16's NewTopic refuses a replica assignment (it reports a
-    default partition count set alongside it, whatever the arguments)."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-
+    """A topic placed exactly as ``assignment`` says (partition -> replicas, leader first)."""
     name = f"skew-{uuid.uuid4().hex[:8]}"
-    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers.split(","))
-    try:
-        client.create_topics([NewTopic(name, replica_assignments=assignment)])
-    finally:
-        client.close()
-    deadline = time.monotonic() + 30
-    while name not in admin(kafka).list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, f"topic {name} not visible"
-        time.sleep(0.2)
+    kafka.create_topic(name, assignment=[assignment[p] for p in sorted(assignment)])
     return name
 
 
