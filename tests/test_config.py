@@ -58,7 +58,10 @@ def test_set_overrides_are_typed():
         ("executor.max_leadership_moves=0", "executor.max_leadership_moves"),
         ("executor.max_partition_moves_per_broker=many", "executor.max_partition_moves_per_broker"),
         ("executor.max_partition_moves=-5", "executor.max_partition_moves"),
-        ("executor.throttle=1", "executor.throttle: unknown key; allowed: deadline"),
+        ("executor.throttle=1", "executor.throttle: unknown key; allowed: bootstrap_servers, deadline"),
+        ("executor.mode=sometimes", "executor.mode"),
+        ("executor.poll_interval=0 seconds", "executor.poll_interval"),
+        ("executor.stall_timeout=soon", "executor.stall_timeout"),
         ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
     ],
 )
