@@ -10,6 +10,7 @@ a metrics topic on the same cluster.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from support import MINUTE, T0, job_config, produce
@@ -77,6 +78,14 @@ def report(kafka, metrics_topic: str, topic: str, first: int, last: int, rates: 
     produce(kafka.bootstrap_servers, metrics_topic, records)
 
 
+def busy_broker_1(kafka) -> tuple[str, dict[int, float]]:
+    """A topic whose three busy partitions (24 MB each) all have a replica on broker 1, which leads them;
+    its traffic figures (bytes/s per partition, small beside the throttles so they barely meter them)."""
+    topic = create_topic(kafka, {0: [1, 2], 1: [1, 3], 2: [1, 2], 3: [2, 3], 4: [3, 2]})
+    fill(kafka, topic, {0: 24 * MB, 1: 24 * MB, 2: 24 * MB, 3: 2 * MB, 4: 2 * MB})
+    return topic, {0: 0.2 * MB, 1: 0.2 * MB, 2: 0.2 * MB, 3: 0.01 * MB, 4: 0.01 * MB}
+
+
 def test_the_job_proposes_execute_carries_out_and_the_job_sees_it_complete(
     spark, kafka, kafka_topic, tmp_path
 ):
@@ -84,9 +93,7 @@ def test_the_job_proposes_execute_carries_out_and_the_job_sees_it_complete(
     proposes a plan; execute is SIGKILLed after its first batch, the job sees the plan ``executing``;
     execute resumes and finishes, the job sees it ``completed``; every action's replicas and leader are on
     the real cluster and no throttle is left."""
-    topic = create_topic(kafka, {0: [1, 2], 1: [1, 3], 2: [1, 2], 3: [2, 3], 4: [3, 2]})
-    fill(kafka, topic, {0: 24 * MB, 1: 24 * MB, 2: 24 * MB, 3: 2 * MB, 4: 2 * MB})
-    rates = {0: 0.2 * MB, 1: 0.2 * MB, 2: 0.2 * MB, 3: 0.01 * MB, 4: 0.01 * MB}
+    topic, rates = busy_broker_1(kafka)
     config = job_config(
         tmp_path,
         kafka.bootstrap_servers,
@@ -152,3 +159,44 @@ def test_the_job_proposes_execute_carries_out_and_the_job_sees_it_complete(
             for r in sorted(rows, key=lambda r: r["batch"])
         )
     )
+
+
+def test_executor_mode_auto_starts_execute_for_the_plan_the_job_proposes(spark, kafka, kafka_topic, tmp_path):
+    """Runs on real Kafka: with ``executor.mode: auto`` the job itself starts ``balancer execute`` once the
+    plan it proposes is whole; the plan is carried out on the real cluster, every batch recorded completed,
+    no throttle left."""
+    topic, rates = busy_broker_1(kafka)
+    config = job_config(
+        tmp_path,
+        kafka.bootstrap_servers,
+        kafka_topic,
+        "executor.deadline=12 seconds",
+        "executor.mode=auto",
+        f"executor.bootstrap_servers={kafka.bootstrap_servers}",
+        "executor.poll_interval=0.5 seconds",
+    )
+    root = config.lakehouse.path
+    house = Lakehouse(spark, root, engine="delta-rs")
+    report(kafka, kafka_topic, topic, 0, 6, rates)
+    job.run_until_idle(spark, job.start(spark, config, once=True))
+    proposed = house.select("balance_plans", ["plan_id"], [("status", "=", "proposed")])
+    assert proposed.num_rows == 1, house.select("balance_plans", ["status", "reason"]).to_pylist()
+    plan_id = proposed.column("plan_id")[0].as_py()
+    batches = house.select("plan_batches", ["batch"], [("plan_id", "=", plan_id)]).column("batch").to_pylist()
+    log = Path(config.checkpoint.path).resolve() / "balancer" / "executor" / f"{plan_id}.log"
+
+    def done() -> bool:
+        rows = executions(root, plan_id)
+        assert not [r for r in rows if r["outcome"] in ("failed", "stalled")], rows
+        return sorted(r["batch"] for r in rows if r["outcome"] == "completed") == sorted(batches)
+
+    wait_for(done, 300, f"the job's executor to finish (log {log})", interval=1.0)
+    wait_for(lambda: "batches done" in log.read_text(), 60, f"the executor's last line in {log}")
+    actions = house.select(
+        "plan_actions", ["partition", "new_replicas", "new_leader"], [("plan_id", "=", plan_id)]
+    ).to_pylist()
+    placed = assignment(kafka, topic)
+    for a in actions:
+        replicas, leader = placed[a["partition"]]
+        assert set(replicas) == set(a["new_replicas"]) and leader == a["new_leader"], (a, placed)
+    assert throttles_set(kafka, [topic]) == {}
