@@ -88,6 +88,24 @@ def log_sizes(kafka, topic: str) -> dict[tuple[int, int], int]:
         client.close()
 
 
+def cancel_reassignments(kafka, topic: str) -> None:
+    """Cancel every reassignment of ``topic`` in progress and wait until the cluster lists none."""
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers.split(","))
+    try:
+        moving = [tp for tp in client.list_partition_reassignments() if tp.topic == topic]
+        if moving:
+            client.alter_partition_reassignments({tp: None for tp in moving})
+        wait_for(
+            lambda: not [tp for tp in client.list_partition_reassignments() if tp.topic == topic],
+            60,
+            f"{topic}'s reassignments to be cancelled",
+        )
+    finally:
+        client.close()
+
+
 def admin(kafka) -> AdminClient:
     """A confluent-kafka admin client that keeps librdkafka's informational lines off the test output."""
     return AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3})

@@ -25,6 +25,7 @@ from execution.kafka_plans import (
     arrow_rows,
     assignment,
     batches,
+    cancel_reassignments,
     create_topic,
     execute,
     executions,
@@ -208,7 +209,9 @@ def test_throttles_a_killed_run_left_are_removed_first_even_when_the_plan_may_no
     assert refused.returncode == 1 and "superseded" in refused.stderr, refused.stdout + refused.stderr
     assert throttles_set(kafka, [topic]) == {}
     assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started", "interrupted"]
-    wait_for(lambda: set(assignment(kafka, topic)[0][0]) == {3, 2}, 120, "the killed run's move to finish")
+    # The killed run may have started its reassignment (it runs on, now unthrottled) or not: either way
+    # none may be left for the next test to find foreign.
+    cancel_reassignments(kafka, topic)
 
 
 def supersede(root, plan_id: str) -> None:
