@@ -38,7 +38,6 @@ Rules, in the order a run applies them:
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -767,7 +766,8 @@ class Executor:
 
 
 def measured_line(result: BatchResult) -> str:
-    if result.ratio is None or math.isnan(result.ratio):
+    """A batch's measured duration beside its estimate, as ``balancer execute`` ends with them."""
+    if result.ratio is None:
         return f"batch {result.index}: {result.measured_seconds:.1f} s"
     return (
         f"batch {result.index}: {result.measured_seconds:.1f} s measured, "
