@@ -399,13 +399,37 @@ class ExecutorConfig(_Strict):
     max_leadership_moves: int = Field(default=1000, gt=0)
     max_partition_moves_per_broker: int = Field(default=5, gt=0)
     max_partition_moves: int = Field(default=1250, gt=0)
+    # manual: an operator runs `balancer execute PLAN_ID` (or the exported run.sh); auto: the streaming
+    # job starts `balancer execute` itself for each plan it proposes.
+    mode: Literal["manual", "auto"] = "manual"
+    # The cluster `balancer execute` changes; default metadata.bootstrap_servers, then source's.
+    bootstrap_servers: str | None = None
+    # Client settings for it (security.protocol, sasl.*, ssl.*); default metadata.options, then source's.
+    options: dict[str, str] = Field(default_factory=dict)
+    # Between ListPartitionReassignments polls of a running batch.
+    poll_interval: Duration = "2 seconds"
+    # A batch in which no added replica grows and no partition finishes for this long has stalled.
+    stall_timeout: Duration = "2 minutes"
 
-    @field_validator("proposal_ttl", "deadline")
+    @field_validator("proposal_ttl", "deadline", "poll_interval", "stall_timeout")
     @classmethod
     def _positive(cls, value: Duration) -> Duration:
         if value.seconds <= 0:
             raise ValueError("must be longer than 0 seconds")
         return value
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _client_options(value)
+
+    def cluster(self, config: Config) -> tuple[str, dict[str, str]]:
+        """The bootstrap servers and client options of the cluster plans are carried out on."""
+        metadata, source = config.metadata, config.source
+        servers = self.bootstrap_servers or metadata.bootstrap_servers or source.bootstrap_servers
+        if self.bootstrap_servers:
+            return servers, dict(self.options)
+        return servers, dict(self.options or metadata.options or source.options)
 
 
 class QualityConfig(_Strict):

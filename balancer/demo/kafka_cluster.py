@@ -266,14 +266,41 @@ class KafkaCluster:
     ) -> None:
         """A topic, with an explicit ``assignment`` (replicas per partition, leader first) when given."""
         if assignment is not None:
-            topic = NewTopic(name, replica_assignment=assignment, config=config or {})
-        else:
-            topic = NewTopic(
-                name, num_partitions=partitions, replication_factor=replication_factor, config=config or {}
-            )
-        admin = self.admin()  # held until the futures complete: a collected client cancels them
+            # confluent-kafka 2.16's NewTopic refuses every replica assignment ("a default partition count
+            # and a replica assignment are mutually exclusive", whatever the arguments): kafka-python's
+            # CreateTopics takes it.
+            from kafka.admin import KafkaAdminClient
+            from kafka.admin import NewTopic as KafkaNewTopic
+
+            client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers.split(","))
+            try:
+                client.create_topics(
+                    [
+                        KafkaNewTopic(
+                            name,
+                            replica_assignments=dict(enumerate(assignment)),
+                            topic_configs=config or {},
+                        )
+                    ]
+                )
+            finally:
+                client.close()
+            self._wait_visible(name)
+            return
+        topic = NewTopic(
+            name, num_partitions=partitions, replication_factor=replication_factor, config=config or {}
+        )
+        admin = self.admin()  # held until the futures resolve: a collected client cancels them
         for future in admin.create_topics([topic], operation_timeout=30).values():
             future.result(timeout=60)
+
+    def _wait_visible(self, name: str, timeout: float = 30.0) -> None:
+        admin = self.admin()
+        deadline = time.monotonic() + timeout
+        while name not in admin.list_topics(timeout=10).topics:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} not in the metadata within {timeout:.0f}s")
+            time.sleep(0.2)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

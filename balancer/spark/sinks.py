@@ -366,6 +366,19 @@ class BalancerSink:
             plan_rows = planning.as_waiting(plan_rows, waits)
         return plan_rows, settled
 
+    def _execute(self, plan_ids: list[str]) -> None:
+        """executor.mode auto: each new plan's executor, started once its plan_batches are committed."""
+        from balancer.execution.auto import launch
+
+        recorded = self.lakehouse.select("plan_executions", ["plan_id"], [("plan_id", "in", plan_ids)])
+        started = set(recorded.column("plan_id").to_pylist())
+        for plan_id in plan_ids:
+            process = launch(
+                self.config, plan_id, self.checkpoint / "executor", started_before=plan_id in started
+            )
+            if process is not None:
+                log.info("plan %s: balancer execute started (pid %d)", plan_id, process.pid)
+
     def _track(
         self,
         settled: tracking.Settled,
@@ -394,6 +407,8 @@ class BalancerSink:
             self.lakehouse.append(
                 "plan_batches", tracking.arrow("plan_batches", batches), app_id=self.app_id, batch_id=batch_id
             )
+        if self.config.executor.mode == "auto" and settled.proposed:
+            self._execute([info.plan_id for info in settled.proposed])
 
         def closing(window_ms: int) -> bool:
             return (closed_after_ms is None or window_ms > closed_after_ms) and window_ms <= closed_until_ms

@@ -1,0 +1,775 @@
+"""Carrying a plan out on a Kafka cluster: the logic of ``balancer execute``, against two small ports.
+
+- :class:`ClusterAdmin`: the Admin API calls it needs (ListPartitionReassignments,
+  AlterPartitionReassignments, ElectLeaders, IncrementalAlterConfigs, DescribeConfigs, metadata, log
+  dir sizes). The adapter is ``balancer.execution.kafka_admin``.
+- :class:`ExecutionStore`: the plan as the lakehouse holds it (``balance_plans``, ``plan_actions``,
+  ``plan_batches``, the job's ``plan_events``) and the ``plan_executions`` record. The adapter is
+  ``balancer.execution.store``.
+
+Rules, in the order a run applies them:
+
+1. A plan is acted on only when it is whole in the lakehouse (the store checks the action and batch
+   counts against the plan's own figures) and is ``proposed`` (the job's lifecycle: no event yet, or
+   ``executing``). The lifecycle is read again before every batch: a plan that became ``superseded``,
+   ``diverged``, ``expired`` (or ``completed``) is not carried further.
+2. The state is the lakehouse's, never this process's memory: a batch is done when it has a
+   ``completed`` row in ``plan_executions``, and a run starts at the first batch that has none.
+3. Throttles are recorded (a ``started`` row naming every broker rate and topic it will set) before
+   they are set, and removed before the batch's end is recorded. So whatever kills a run, the record
+   names every throttle it may have left; the next start removes them first.
+4. A reassignment in progress that this plan did not start stops the run before it changes anything,
+   naming it: two reassignments on one cluster share bandwidth no throttle was computed for.
+5. Per replica batch: the batch's computed rate on exactly its brokers (``leader.`` and
+   ``follower.replication.throttled.rate``), the moving replicas listed in their topics'
+   ``leader.``/``follower.replication.throttled.replicas`` (Kafka's own rule: the current replicas on
+   the leader side, the added ones on the follower side), AlterPartitionReassignments, then
+   ListPartitionReassignments polled until none of the batch's partitions is in progress and the
+   metadata shows the targets, then a preferred election where the plan's leader was already a
+   replica, then the throttles removed.
+6. A batch that stalls (a broker of the batch leaves the cluster, or no added replica grows and no
+   partition finishes for ``stall_seconds``), is stopped (``--stop``) or fails: its reassignments are
+   cancelled (Kafka reverts them), its throttles removed, the outcome recorded, and the run ends.
+   A broker that is down cannot have its own rate removed (the request goes to that broker); the
+   topics' throttled-replica lists, which are what make a rate apply to any replica, are removed,
+   and the next start removes the rate once the broker is back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Protocol
+
+TopicPartition = tuple[str, int]
+
+
+class ExecutionError(RuntimeError):
+    """The executor refused or stopped; the message says why in the operator's words."""
+
+
+class PlanIncomplete(ExecutionError):
+    """The plan's rows are not all committed yet (the job writes its tables one after another)."""
+
+
+class Outcome(StrEnum):
+    """``plan_executions.outcome``."""
+
+    STARTED = "started"  # throttles recorded, about to be set
+    COMPLETED = "completed"
+    STALLED = "stalled"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"  # found open by the next start: its run died; throttles removed
+    FAILED = "failed"
+    STOP_REQUESTED = "stop_requested"  # plan-level (batch -1): balancer execute --stop
+
+
+ENDS = frozenset({Outcome.COMPLETED, Outcome.STALLED, Outcome.STOPPED, Outcome.INTERRUPTED, Outcome.FAILED})
+PLAN_LEVEL = -1  # plan_executions.batch of plan-level rows
+
+
+class BatchKind(StrEnum):
+    LEADERSHIP = "leadership"
+    REPLICA_MOVE = "replica_move"
+
+
+class Lifecycle(StrEnum):
+    """The job's view of a plan (``plan_events.status``); PROPOSED when it has no event yet."""
+
+    PROPOSED = "proposed"
+    EXECUTING = "executing"
+    COMPLETED = "completed"
+    DIVERGED = "diverged"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+ACTIONABLE = frozenset({Lifecycle.PROPOSED, Lifecycle.EXECUTING})
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """One ``plan_batches`` row, as the executor carries it out."""
+
+    index: int
+    kind: BatchKind
+    actions: int
+    bytes_to_move: int
+    throttle: Mapping[int, int]  # broker -> bytes/s (empty for leadership batches)
+    estimated_seconds: float | None
+    targets: Mapping[TopicPartition, tuple[int, ...]]  # the reassignment: partition -> replicas, leader first
+    elect: tuple[TopicPartition, ...]  # preferred election after the reassignment
+
+    @property
+    def brokers(self) -> frozenset[int]:
+        return frozenset(self.throttle) | frozenset(b for replicas in self.targets.values() for b in replicas)
+
+
+@dataclass(frozen=True)
+class PlanToRun:
+    plan_id: str
+    cluster: str
+    batches: tuple[BatchSpec, ...]
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    leader: int | None
+
+
+@dataclass(frozen=True)
+class Reassigning:
+    """A partition with a reassignment in progress (ListPartitionReassignments)."""
+
+    replicas: tuple[int, ...]  # the union Kafka keeps while it moves
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(b for b in self.replicas if b not in self.removing)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionRecord:
+    """One ``plan_executions`` row."""
+
+    plan_id: str
+    cluster: str
+    run_id: str
+    batch: int
+    outcome: Outcome
+    recorded_at: datetime
+    kind: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    actions: int | None = None
+    bytes_to_move: int | None = None
+    throttle: Mapping[int, int] | None = None
+    throttled_topics: tuple[str, ...] = ()
+    estimated_seconds: float | None = None
+    measured_seconds: float | None = None
+    duration_ratio: float | None = None
+    detail: str | None = None
+
+    def row(self) -> dict:
+        return {
+            "plan_id": self.plan_id,
+            "cluster": self.cluster,
+            "run_id": self.run_id,
+            "batch": self.batch,
+            "kind": self.kind,
+            "outcome": str(self.outcome),
+            "recorded_at": self.recorded_at,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "actions": self.actions,
+            "bytes_to_move": self.bytes_to_move,
+            "throttle": json.dumps({str(b): int(r) for b, r in sorted(self.throttle.items())})
+            if self.throttle
+            else None,
+            "throttled_topics": list(self.throttled_topics),
+            "estimated_seconds": self.estimated_seconds,
+            "measured_seconds": self.measured_seconds,
+            "duration_ratio": self.duration_ratio,
+            "detail": self.detail,
+        }
+
+    @staticmethod
+    def from_row(row: Mapping) -> ExecutionRecord:
+        throttle = json.loads(row["throttle"]) if row.get("throttle") else None
+        return ExecutionRecord(
+            plan_id=row["plan_id"],
+            cluster=row["cluster"],
+            run_id=row["run_id"],
+            batch=int(row["batch"]),
+            outcome=Outcome(row["outcome"]),
+            recorded_at=row["recorded_at"],
+            kind=row.get("kind"),
+            started_at=row.get("started_at"),
+            ended_at=row.get("ended_at"),
+            actions=row.get("actions"),
+            bytes_to_move=row.get("bytes_to_move"),
+            throttle={int(b): int(r) for b, r in throttle.items()} if throttle else None,
+            throttled_topics=tuple(row.get("throttled_topics") or ()),
+            estimated_seconds=row.get("estimated_seconds"),
+            measured_seconds=row.get("measured_seconds"),
+            duration_ratio=row.get("duration_ratio"),
+            detail=row.get("detail"),
+        )
+
+
+class ClusterAdmin(Protocol):
+    """The Admin API calls the executor makes. Errors per broker or partition come back as text."""
+
+    def live_brokers(self) -> set[int]: ...
+
+    def partitions(self, topics: Iterable[str]) -> dict[TopicPartition, PartitionState]: ...
+
+    def reassignments(self) -> dict[TopicPartition, Reassigning]: ...
+
+    def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
+        """AlterPartitionReassignments; None cancels. Returns the partitions the cluster refused, why."""
+        ...
+
+    def elect_preferred(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """ElectLeaders (preferred); an election that was not needed is no error."""
+        ...
+
+    def set_throttles(
+        self, rates: Mapping[int, int], topics: Mapping[str, tuple[Sequence[str], Sequence[str]]]
+    ) -> None:
+        """Each broker's rate (leader and follower), each topic's (leader, follower) throttled replicas."""
+        ...
+
+    def remove_throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, str]:
+        """Deletes the four throttle keys; returns the resources it could not reach ("broker 3": why)."""
+        ...
+
+    def throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The throttle keys set on each resource ("broker 1", "topic orders"), from DescribeConfigs."""
+        ...
+
+    def replica_bytes(self, replicas: Mapping[int, Iterable[TopicPartition]]) -> int:
+        """The bytes the given replicas hold (DescribeLogDirs), summed; brokers that do not answer count 0."""
+        ...
+
+
+class ExecutionStore(Protocol):
+    def load_plan(self, plan_id: str) -> PlanToRun:
+        """The whole plan, or :class:`PlanIncomplete` / :class:`ExecutionError` naming what is missing."""
+        ...
+
+    def lifecycle(self, plan_id: str) -> Lifecycle: ...
+
+    def executions(self, plan_id: str) -> list[ExecutionRecord]: ...
+
+    def record(self, records: Sequence[ExecutionRecord]) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecuteOptions:
+    poll_seconds: float = 2.0  # between ListPartitionReassignments polls
+    stall_seconds: float = 120.0  # no added replica grows and no partition finishes for this long
+    fallback_throttle: int | None = None  # bytes/s, for replica batches the plan has no computed throttle
+
+    def __post_init__(self) -> None:
+        for name in ("poll_seconds", "stall_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+        value = self.fallback_throttle
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ValueError(f"fallback_throttle must be a positive int (bytes/s) or None, got {value!r}")
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    index: int
+    kind: str
+    measured_seconds: float
+    estimated_seconds: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return ratio(self.measured_seconds, self.estimated_seconds)
+
+
+@dataclass
+class RunReport:
+    plan_id: str
+    run_id: str
+    skipped: list[int] = field(default_factory=list)  # batches done by earlier runs
+    ran: list[BatchResult] = field(default_factory=list)
+    cleaned: list[int] = field(default_factory=list)  # open batches of dead runs whose throttles were removed
+
+
+class _Abort(Exception):
+    def __init__(self, outcome: Outcome, detail: str):
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+
+
+def ratio(measured: float, estimated: float | None) -> float | None:
+    return measured / estimated if estimated and estimated > 0 else None
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def throttled_replicas(
+    targets: Mapping[TopicPartition, Sequence[int]], current: Mapping[TopicPartition, PartitionState]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Per topic, the ``leader.`` and ``follower.replication.throttled.replicas`` values for moving
+    ``targets`` away from ``current`` (Kafka's reassignment tool's rule: every current replica may
+    lead the copy, every added replica follows it). Partitions whose broker set stays the same (a
+    reorder) move no data and are left out."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for (topic, partition), target in sorted(targets.items()):
+        state = current.get((topic, partition))
+        if state is None:
+            raise ExecutionError(f"partition {topic}-{partition} of the plan is not in the cluster")
+        added = [b for b in target if b not in state.replicas]
+        if not added:
+            continue
+        leaders, followers = out.setdefault(topic, ([], []))
+        leaders += [f"{partition}:{b}" for b in state.replicas]
+        followers += [f"{partition}:{b}" for b in added]
+    return out
+
+
+def open_batches(history: Sequence[ExecutionRecord]) -> dict[int, ExecutionRecord]:
+    """Batches whose latest row is ``started``: a run died in them, its throttles may still be set."""
+    latest: dict[int, ExecutionRecord] = {}
+    for record in sorted(history, key=lambda r: r.recorded_at):
+        if record.batch != PLAN_LEVEL:
+            latest[record.batch] = record
+    return {b: r for b, r in latest.items() if r.outcome is Outcome.STARTED}
+
+
+def completed_batches(history: Sequence[ExecutionRecord]) -> set[int]:
+    return {r.batch for r in history if r.outcome is Outcome.COMPLETED}
+
+
+class Executor:
+    """Runs plans with ``admin`` against the cluster and ``store`` for the plan and its record.
+
+    ``clock`` (epoch seconds), ``sleep`` and ``say`` (progress lines) are the process's by default.
+    """
+
+    def __init__(
+        self,
+        admin: ClusterAdmin,
+        store: ExecutionStore,
+        *,
+        options: ExecuteOptions | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        say: Callable[[str], None] = print,
+    ):
+        self.admin = admin
+        self.store = store
+        self.options = options or ExecuteOptions()
+        self.clock = clock
+        self.sleep = sleep
+        self.say = say
+
+    # -- entry points ----------------------------------------------------------------------------------
+
+    def run(self, plan_id: str) -> RunReport:
+        plan = self.store.load_plan(plan_id)
+        run_id = str(uuid.uuid4())
+        report = RunReport(plan_id, run_id)
+        history = self.store.executions(plan_id)
+        # Clean-up comes before every check: a plan that may not go on still must not leave a throttle.
+        report.cleaned = self._clean_up(plan, run_id, history)
+        self._check_lifecycle(plan, "before its first batch")
+        done = completed_batches(history)
+        todo = [b for b in plan.batches if b.index not in done]
+        report.skipped = sorted(done)
+        if not todo:
+            self.say(f"plan {plan_id}: every batch is done ({len(plan.batches)})")
+            return report
+        self._refuse_foreign(plan, todo[0])
+        run_started = self.clock()
+        if done:
+            self.say(
+                f"plan {plan_id}: batches {sorted(done)} done by an earlier run; resuming at {todo[0].index}"
+            )
+        for batch in todo:
+            if self._stop_requested(plan_id, run_started):
+                raise ExecutionError(f"plan {plan_id}: stopped on request before batch {batch.index}")
+            self._check_lifecycle(plan, f"before batch {batch.index}")
+            self._fill_throttle(plan, batch)
+            report.ran.append(self._run_batch(plan, run_id, batch, run_started))
+        self.say(f"plan {plan_id}: all {len(plan.batches)} batches done")
+        return report
+
+    def dry_run(self, plan_id: str) -> list[str]:
+        """What :meth:`run` would do now, as lines; changes nothing on the cluster or in the lakehouse."""
+        plan = self.store.load_plan(plan_id)
+        lines = [f"plan {plan_id} on cluster {plan.cluster}: {len(plan.batches)} batch(es) (dry run)"]
+        lifecycle = self.store.lifecycle(plan_id)
+        if lifecycle not in ACTIONABLE:
+            lines.append(f"  the plan is {lifecycle}: execute would refuse")
+        history = self.store.executions(plan_id)
+        done = completed_batches(history)
+        for index, record in sorted(open_batches(history).items()):
+            lines.append(
+                f"  first: remove the throttles batch {index} left (run {record.run_id}): brokers "
+                f"{sorted(record.throttle or {})}, topics {list(record.throttled_topics)}"
+            )
+        todo = [b for b in plan.batches if b.index not in done]
+        if todo:
+            foreign = self._foreign(plan, todo[0])
+            if foreign:
+                lines.append("  execute would refuse: " + foreign)
+        topics = {tp[0] for b in todo for tp in b.targets}
+        current = self.admin.partitions(topics) if topics else {}
+        for batch in plan.batches:
+            head = (
+                f"  batch {batch.index}: {batch.kind}, {batch.actions} action(s), {_mb(batch.bytes_to_move)}"
+            )
+            if batch.index in done:
+                lines.append(head + ": done")
+                continue
+            if batch.kind is BatchKind.REPLICA_MOVE:
+                rates = batch.throttle or self._fallback_rates(batch)
+                lines.append(
+                    head
+                    + f", estimated {batch.estimated_seconds or 0:.0f} s; throttle "
+                    + ", ".join(f"broker {b} {_mb(r)}/s" for b, r in sorted(rates.items()))
+                )
+                for topic, (leaders, followers) in throttled_replicas(batch.targets, current).items():
+                    lines.append(
+                        f"    topic {topic}: leader.replication.throttled.replicas={','.join(leaders)} "
+                        f"follower.replication.throttled.replicas={','.join(followers)}"
+                    )
+            else:
+                lines.append(head)
+            for tp, replicas in sorted(batch.targets.items()):
+                now = current.get(tp)
+                lines.append(
+                    f"    reassign {_tp(tp)}: {list(now.replicas) if now else '?'} -> {list(replicas)}"
+                )
+            if batch.elect:
+                lines.append("    preferred election: " + ", ".join(_tp(tp) for tp in batch.elect))
+        return lines
+
+    def stop(self, plan_id: str) -> list[int]:
+        """Record a stop request (a running executor ends at its next poll), cancel the reassignments
+        of the batch in flight and remove its throttles. Returns the batches stopped."""
+        plan = self.store.load_plan(plan_id)
+        run_id = str(uuid.uuid4())
+        now = self._now()
+        self.store.record(
+            [
+                ExecutionRecord(
+                    plan_id=plan_id,
+                    cluster=plan.cluster,
+                    run_id=run_id,
+                    batch=PLAN_LEVEL,
+                    outcome=Outcome.STOP_REQUESTED,
+                    recorded_at=now,
+                    detail="balancer execute --stop",
+                )
+            ]
+        )
+        history = self.store.executions(plan_id)
+        stopped = []
+        by_index = {b.index: b for b in plan.batches}
+        for index, started in sorted(open_batches(history).items()):
+            batch = by_index[index]
+            cancelled = self._cancel(batch)
+            left = self._remove(started.throttle or {}, started.throttled_topics)
+            detail = f"stopped on request; {len(cancelled)} reassignment(s) cancelled (they revert)"
+            self._end(plan, run_id, batch, started, Outcome.STOPPED, detail + self._left_text(left))
+            stopped.append(index)
+        return stopped
+
+    # -- checks ----------------------------------------------------------------------------------------
+
+    def _check_lifecycle(self, plan: PlanToRun, when: str) -> None:
+        status = self.store.lifecycle(plan.plan_id)
+        if status not in ACTIONABLE:
+            raise ExecutionError(
+                f"plan {plan.plan_id} is {status} (plan_events), no longer proposed or executing: "
+                f"not executed {when}"
+            )
+
+    def _stop_requested(self, plan_id: str, since: float) -> bool:
+        return any(
+            r.outcome is Outcome.STOP_REQUESTED and r.recorded_at.timestamp() >= since
+            for r in self.store.executions(plan_id)
+        )
+
+    def _foreign(self, plan: PlanToRun, batch: BatchSpec) -> str | None:
+        """The reassignments in progress that are not ``batch``'s own (a resumed batch's are)."""
+        foreign = [
+            (tp, r)
+            for tp, r in sorted(self.admin.reassignments().items())
+            if set(batch.targets.get(tp, ())) != set(r.target)
+        ]
+        if not foreign:
+            return None
+        shown = ", ".join(
+            f"{_tp(tp)} to {list(r.target)} (adding {list(r.adding)}, removing {list(r.removing)})"
+            for tp, r in foreign[:5]
+        )
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        return (
+            f"a reassignment this plan did not start is in progress on the cluster: {shown}{more}; wait for "
+            "it to finish or cancel it (kafka-reassign-partitions.sh --cancel), then run execute again"
+        )
+
+    def _refuse_foreign(self, plan: PlanToRun, batch: BatchSpec) -> None:
+        foreign = self._foreign(plan, batch)
+        if foreign:
+            raise ExecutionError(f"plan {plan.plan_id}: {foreign}")
+
+    def _fill_throttle(self, plan: PlanToRun, batch: BatchSpec) -> None:
+        if (
+            batch.kind is BatchKind.REPLICA_MOVE
+            and not batch.throttle
+            and self.options.fallback_throttle is None
+        ):
+            raise ExecutionError(
+                f"plan {plan.plan_id}: batch {batch.index} moves replicas and the plan has no computed "
+                "throttle for it; replica moves never run unthrottled: give one rate "
+                "(--throttle BYTES_PER_SEC)"
+            )
+
+    def _fallback_rates(self, batch: BatchSpec) -> dict[int, int]:
+        rate = self.options.fallback_throttle
+        return {b: rate for b in sorted(batch.brokers)} if rate else {}
+
+    # -- cleanup ---------------------------------------------------------------------------------------
+
+    def _clean_up(self, plan: PlanToRun, run_id: str, history: Sequence[ExecutionRecord]) -> list[int]:
+        """Remove every throttle the plan's ``started`` rows name (idempotent: a delete of an unset key
+        is no change), then close the batches a dead run left open."""
+        brokers = sorted({b for r in history if r.outcome is Outcome.STARTED for b in (r.throttle or {})})
+        topics = sorted({t for r in history if r.outcome is Outcome.STARTED for t in r.throttled_topics})
+        left = self._remove({b: 0 for b in brokers}, topics) if brokers or topics else {}
+        if left:
+            self.say(f"plan {plan.plan_id}: throttles not removed yet: {self._left_text(left).lstrip('; ')}")
+        by_index = {b.index: b for b in plan.batches}
+        cleaned = []
+        for index, started in sorted(open_batches(history).items()):
+            detail = "its run ended without recording an outcome; throttles removed at the next start"
+            self._end(
+                plan, run_id, by_index[index], started, Outcome.INTERRUPTED, detail + self._left_text(left)
+            )
+            self.say(
+                f"plan {plan.plan_id}: batch {index} was left open by run {started.run_id}: throttles removed"
+            )
+            cleaned.append(index)
+        return cleaned
+
+    def _remove(self, rates: Mapping[int, int], topics: Iterable[str]) -> dict[str, str]:
+        return self.admin.remove_throttles(sorted(rates), sorted(set(topics)))
+
+    @staticmethod
+    def _left_text(left: Mapping[str, str]) -> str:
+        if not left:
+            return ""
+        return "; not reachable, removed at the next start: " + ", ".join(
+            f"{k} ({v})" for k, v in left.items()
+        )
+
+    def _cancel(self, batch: BatchSpec) -> list[TopicPartition]:
+        inflight = self.admin.reassignments()
+        mine = [tp for tp in batch.targets if tp in inflight]
+        if mine:
+            self.admin.reassign({tp: None for tp in mine})
+        return mine
+
+    # -- one batch -------------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def _end(
+        self,
+        plan: PlanToRun,
+        run_id: str,
+        batch: BatchSpec,
+        started: ExecutionRecord,
+        outcome: Outcome,
+        detail: str | None,
+        measured: float | None = None,
+    ) -> None:
+        now = self._now()
+        self.store.record(
+            [
+                ExecutionRecord(
+                    plan_id=plan.plan_id,
+                    cluster=plan.cluster,
+                    run_id=run_id,
+                    batch=batch.index,
+                    kind=str(batch.kind),
+                    outcome=outcome,
+                    recorded_at=now,
+                    started_at=started.started_at,
+                    ended_at=now,
+                    actions=batch.actions,
+                    bytes_to_move=batch.bytes_to_move,
+                    throttle=started.throttle,
+                    throttled_topics=started.throttled_topics,
+                    estimated_seconds=batch.estimated_seconds,
+                    measured_seconds=measured,
+                    duration_ratio=ratio(measured, batch.estimated_seconds) if measured is not None else None,
+                    detail=detail,
+                )
+            ]
+        )
+
+    def _run_batch(self, plan: PlanToRun, run_id: str, batch: BatchSpec, run_started: float) -> BatchResult:
+        rates: dict[int, int] = {}
+        topics: dict[str, tuple[list[str], list[str]]] = {}
+        current = self.admin.partitions({tp[0] for tp in batch.targets}) if batch.targets else {}
+        if batch.kind is BatchKind.REPLICA_MOVE:
+            rates = dict(batch.throttle) or self._fallback_rates(batch)
+            topics = throttled_replicas(batch.targets, current)
+        begun = self.clock()
+        started = ExecutionRecord(
+            plan_id=plan.plan_id,
+            cluster=plan.cluster,
+            run_id=run_id,
+            batch=batch.index,
+            kind=str(batch.kind),
+            outcome=Outcome.STARTED,
+            recorded_at=datetime.fromtimestamp(begun, UTC),
+            started_at=datetime.fromtimestamp(begun, UTC),
+            actions=batch.actions,
+            bytes_to_move=batch.bytes_to_move,
+            throttle=rates or None,
+            throttled_topics=tuple(sorted(topics)),
+            estimated_seconds=batch.estimated_seconds,
+        )
+        self.store.record([started])  # before any throttle is set (rule 3)
+        self.say(
+            f"batch {batch.index}: {batch.kind}, {batch.actions} action(s), {_mb(batch.bytes_to_move)}"
+            + (
+                ", throttle " + ", ".join(f"broker {b} {_mb(r)}/s" for b, r in sorted(rates.items()))
+                if rates
+                else ""
+            )
+        )
+        try:
+            if rates or topics:
+                self.admin.set_throttles(rates, topics)
+            pending = {
+                tp: replicas
+                for tp, replicas in batch.targets.items()
+                if tuple(current[tp].replicas) != tuple(replicas)
+            }
+            inflight = self.admin.reassignments()
+            submit = {
+                tp: r for tp, r in pending.items() if tp not in inflight or inflight[tp].target != tuple(r)
+            }
+            if submit:
+                refused = self.admin.reassign(submit)
+                if refused:
+                    raise _Abort(
+                        Outcome.FAILED,
+                        "the cluster refused the reassignment of "
+                        + ", ".join(f"{_tp(tp)} ({why})" for tp, why in sorted(refused.items())),
+                    )
+            self._wait(plan, batch, pending, run_started)
+            if batch.elect:
+                refused = self.admin.elect_preferred(batch.elect)
+                if refused:
+                    raise _Abort(
+                        Outcome.FAILED,
+                        "the preferred leader election failed for "
+                        + ", ".join(f"{_tp(tp)} ({why})" for tp, why in sorted(refused.items())),
+                    )
+        except _Abort as abort:
+            cancelled = self._cancel(batch)
+            left = self._remove(rates, topics)
+            detail = abort.detail + (
+                f"; {len(cancelled)} reassignment(s) cancelled (they revert)" if cancelled else ""
+            )
+            self._end(plan, run_id, batch, started, abort.outcome, detail + self._left_text(left))
+            removed = "throttles removed" if not left else "throttles removed where reachable"
+            raise ExecutionError(
+                f"plan {plan.plan_id}: batch {batch.index} {abort.outcome}: {detail}; {removed}; "
+                f"run balancer execute {plan.plan_id} again to resume"
+            ) from None
+        except Exception as error:
+            # A client or cluster error mid-batch: stop safely where the cluster still answers; if it does
+            # not, the started row stays the last word and the next start removes the throttles.
+            self._cancel(batch)
+            left = self._remove(rates, topics)
+            self._end(plan, run_id, batch, started, Outcome.FAILED, f"{error}" + self._left_text(left))
+            raise
+        left = self._remove(rates, topics)
+        if left:  # the started row stays the last word: the next start removes what is left
+            raise ExecutionError(
+                f"plan {plan.plan_id}: batch {batch.index} is done but its throttles could not all be "
+                f"removed{self._left_text(left)}"
+            )
+        measured = self.clock() - begun
+        self._end(plan, run_id, batch, started, Outcome.COMPLETED, None, measured)
+        result = BatchResult(batch.index, str(batch.kind), measured, batch.estimated_seconds)
+        estimate = (
+            f" (estimated {batch.estimated_seconds:.1f} s, ratio {result.ratio:.2f})"
+            if result.ratio is not None and batch.estimated_seconds
+            else ""
+        )
+        self.say(f"batch {batch.index}: done in {measured:.1f} s{estimate}")
+        return result
+
+    def _wait(
+        self,
+        plan: PlanToRun,
+        batch: BatchSpec,
+        pending: Mapping[TopicPartition, tuple[int, ...]],
+        run_started: float,
+    ) -> None:
+        """Until every partition of ``pending`` has left ListPartitionReassignments and the metadata shows
+        its target set; raises :class:`_Abort` on a stall or a stop request."""
+        if not pending:
+            return
+        topics = {tp[0] for tp in pending}
+        last_progress = self.clock()
+        last_left: int | None = None
+        last_bytes = -1
+        while True:
+            inflight = self.admin.reassignments()
+            left = {tp: inflight[tp] for tp in pending if tp in inflight}
+            if not left:
+                state = self.admin.partitions(topics)
+                if all(tp in state and set(state[tp].replicas) == set(r) for tp, r in pending.items()):
+                    return
+            if self._stop_requested(plan.plan_id, run_started):
+                raise _Abort(Outcome.STOPPED, "stopped on request (balancer execute --stop)")
+            live = self.admin.live_brokers()
+            down = sorted(batch.brokers - live)
+            if down:
+                raise _Abort(
+                    Outcome.STALLED,
+                    f"broker(s) {down} of the batch left the cluster with {len(left)} partition(s) "
+                    "still moving",
+                )
+            adding: dict[int, list[TopicPartition]] = {}
+            for tp, r in left.items():
+                for b in r.adding:
+                    adding.setdefault(b, []).append(tp)
+            copied = self.admin.replica_bytes(adding) if adding else 0
+            now = self.clock()
+            if last_left is None or len(left) < last_left or copied > last_bytes:
+                last_progress = now
+            last_left, last_bytes = len(left), max(copied, last_bytes)
+            if now - last_progress > self.options.stall_seconds:
+                raise _Abort(
+                    Outcome.STALLED,
+                    f"no added replica grew and no partition finished for {self.options.stall_seconds:.0f} s "
+                    f"({len(left)} partition(s) still moving: "
+                    + ", ".join(_tp(tp) for tp in sorted(left)[:5])
+                    + ")",
+                )
+            self.sleep(self.options.poll_seconds)
+
+
+def measured_line(result: BatchResult) -> str:
+    """A batch's measured duration beside its estimate, as ``balancer execute`` ends with them."""
+    if result.ratio is None:
+        return f"batch {result.index}: {result.measured_seconds:.1f} s"
+    return (
+        f"batch {result.index}: {result.measured_seconds:.1f} s measured, "
+        f"{result.estimated_seconds:.1f} s estimated (ratio {result.ratio:.2f})"
+    )

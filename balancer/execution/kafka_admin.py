@@ -1,0 +1,249 @@
+"""The executor's :class:`~balancer.execution.executor.ClusterAdmin` on kafka-python's admin client.
+
+Why kafka-python and not the project's other Kafka client or Kafka's own Java tools:
+
+- confluent-kafka (librdkafka, 2.16) has no AlterPartitionReassignments nor
+  ListPartitionReassignments in its AdminClient (checked: ``dir(AdminClient)`` lists neither), and
+  the executor cannot work without them.
+- Kafka's own tools (``kafka-reassign-partitions``, ``kafka-configs``, ``kafka-leader-election`` from
+  jvm/lib/kafka) can do it all, but each call is a JVM start (1-3 s on a busy machine) and the
+  answers are text meant for people: polling a batch every few seconds, per partition, would
+  parse that text. They stay what ``run.sh`` uses (bin/kafka-*.sh).
+- kafka-python 3.0 is pure Python, speaks every call the executor needs (KIP-455 reassignments and
+  their cancellation, ElectLeaders, IncrementalAlterConfigs, DescribeConfigs, DescribeLogDirs) and
+  returns structured answers, in this process.
+
+Connection settings come as librdkafka-style keys (``security.protocol``, ``sasl.*``, ``ssl.*``: the
+spelling the config uses everywhere) and are mapped to kafka-python's; a key with no mapping is an
+error naming it rather than being dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from .executor import ExecutionError, PartitionState, Reassigning, TopicPartition
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+# librdkafka property -> kafka-python KafkaAdminClient argument.
+_OPTION_NAMES = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "client.id": "client_id",
+    "request.timeout.ms": "request_timeout_ms",
+}
+
+
+def client_options(options: Mapping[str, str]) -> dict[str, object]:
+    """librdkafka-style ``options`` as kafka-python arguments; :class:`ExecutionError` names a key it
+    cannot map."""
+    out: dict[str, object] = {}
+    for key, value in options.items():
+        name = _OPTION_NAMES.get(key)
+        if name is None:
+            raise ExecutionError(
+                f"executor.options key {key!r} has no kafka-python equivalent; "
+                f"supported: {', '.join(sorted(_OPTION_NAMES))}"
+            )
+        out[name] = int(value) if name.endswith("_ms") else value
+    return out
+
+
+class KafkaPythonAdmin:
+    """One admin connection to the cluster at ``bootstrap_servers``; close it when done."""
+
+    def __init__(self, bootstrap_servers: str, options: Mapping[str, str] | None = None):
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            self.client = KafkaAdminClient(
+                bootstrap_servers=bootstrap_servers.split(","),
+                client_id="balancer-execute",
+                **client_options(options or {}),
+            )
+        except KafkaError as error:
+            raise ExecutionError(
+                f"Kafka brokers {bootstrap_servers} unreachable for the executor ({error}); check "
+                "executor.bootstrap_servers and executor.options"
+            ) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> KafkaPythonAdmin:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def live_brokers(self) -> set[int]:
+        return {b["broker_id"] for b in self.client.describe_cluster()["brokers"] if not b.get("is_fenced")}
+
+    def partitions(self, topics: Iterable[str]) -> dict[TopicPartition, PartitionState]:
+        out = {}
+        for topic in self.client.describe_topics(sorted(set(topics))):
+            for p in topic["partitions"]:
+                leader = p["leader_id"]
+                out[(topic["name"], p["partition_index"])] = PartitionState(
+                    tuple(p["replica_nodes"]), leader if leader is not None and leader >= 0 else None
+                )
+        return out
+
+    def reassignments(self) -> dict[TopicPartition, Reassigning]:
+        return {
+            (tp.topic, tp.partition): Reassigning(
+                tuple(r["replicas"]), tuple(r["adding_replicas"]), tuple(r["removing_replicas"])
+            )
+            for tp, r in self.client.list_partition_reassignments().items()
+        }
+
+    def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        answer = self.client.alter_partition_reassignments(
+            {KafkaTopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()}
+        )
+        refused = {}
+        for tp, error in answer.items():
+            # Cancelling a partition whose reassignment just finished is no error for us.
+            if error is not None and not (
+                targets[(tp.topic, tp.partition)] is None and _no_reassignment(error)
+            ):
+                refused[(tp.topic, tp.partition)] = _error_text(error)
+        return refused
+
+    def elect_preferred(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            wanted.setdefault(topic, []).append(partition)
+        response = self.client.elect_leaders(0, wanted, raise_errors=False)
+        refused = {}
+        for result in response.replica_election_results:
+            for p in result.partition_result:
+                if p.error_code not in (0, 84):  # 84: ELECTION_NOT_NEEDED (already the preferred leader)
+                    refused[(result.topic, p.partition_id)] = p.error_message or f"error code {p.error_code}"
+        return refused
+
+    def set_throttles(
+        self, rates: Mapping[int, int], topics: Mapping[str, tuple[Sequence[str], Sequence[str]]]
+    ) -> None:
+        from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+        resources = [
+            ConfigResource(
+                ConfigResourceType.BROKER,
+                str(b),
+                configs={k: (AlterConfigOp.SET, str(int(r))) for k in RATE_KEYS},
+            )
+            for b, r in sorted(rates.items())
+        ] + [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                configs={
+                    REPLICA_KEYS[0]: (AlterConfigOp.SET, ",".join(leaders)),
+                    REPLICA_KEYS[1]: (AlterConfigOp.SET, ",".join(followers)),
+                },
+            )
+            for topic, (leaders, followers) in sorted(topics.items())
+        ]
+        failed = _failures(self.client.alter_configs(resources, raise_on_unknown=False, incremental=True))
+        if failed:
+            raise ExecutionError(
+                "setting the throttles failed: " + "; ".join(f"{k}: {v}" for k, v in failed.items())
+            )
+
+    def remove_throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, str]:
+        from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        left: dict[str, str] = {}
+        resources = [
+            ConfigResource(
+                ConfigResourceType.BROKER,
+                str(b),
+                configs={k: (AlterConfigOp.DELETE, None) for k in RATE_KEYS},
+            )
+            for b in sorted(set(brokers))
+        ] + [
+            ConfigResource(
+                ConfigResourceType.TOPIC, t, configs={k: (AlterConfigOp.DELETE, None) for k in REPLICA_KEYS}
+            )
+            for t in sorted(set(topics))
+        ]
+        # One request per resource: a broker that is down (its own configs go to it) must not keep the
+        # others' throttles in place.
+        for resource in resources:
+            name = f"{resource.resource_type.name.lower()} {resource.name}"
+            try:
+                failed = _failures(
+                    self.client.alter_configs([resource], raise_on_unknown=False, incremental=True)
+                )
+            except KafkaError as error:
+                failed = {name: _error_text(error)}
+            except Exception as error:  # kafka-python raises plain errors for a node it cannot reach
+                failed = {name: str(error) or type(error).__name__}
+            left.update(failed)
+        return left
+
+    def throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in sorted(set(brokers))] + [
+            ConfigResource(ConfigResourceType.TOPIC, t) for t in sorted(set(topics))
+        ]
+        described = self.client.describe_configs(resources)
+        out = {}
+        for kind, keys in (("broker", RATE_KEYS), ("topic", REPLICA_KEYS)):
+            for name, configs in described.get(kind, {}).items():
+                out[f"{kind} {name}"] = {
+                    k: configs[k]["value"]
+                    for k in keys
+                    if k in configs and configs[k]["value"] not in (None, "")
+                }
+        return out
+
+    def replica_bytes(self, replicas: Mapping[int, Iterable[TopicPartition]]) -> int:
+        total = 0
+        for broker, tps in replicas.items():
+            wanted = set(tps)
+            try:
+                answer = self.client.describe_log_dirs(brokers=[broker])
+            except Exception:  # a broker that does not answer shows no progress
+                continue
+            for entry in answer:
+                for log_dir in entry.get("log_dirs", []):
+                    for topic in log_dir.get("topics", []):
+                        for p in topic.get("partitions", []):
+                            if (topic["name"], p["partition_index"]) in wanted:
+                                total += int(p["partition_size"])
+        return total
+
+
+def _failures(answer: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    return {
+        f"{kind} {name}": result
+        for kind, by_name in answer.items()
+        for name, result in by_name.items()
+        if result != "OK"
+    }
+
+
+def _no_reassignment(error) -> bool:
+    return "NoReassignmentInProgress" in getattr(error, "__name__", type(error).__name__)
+
+
+def _error_text(error) -> str:
+    name = getattr(error, "__name__", None) or type(error).__name__
+    message = getattr(error, "description", None) or str(error)
+    return f"{name}: {message}" if message and message != name else name
