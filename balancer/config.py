@@ -407,9 +407,9 @@ class ExecutorConfig(_Strict):
     # Client settings for it (security.protocol, sasl.*, ssl.*); default metadata.options, then source's.
     options: dict[str, str] = Field(default_factory=dict)
     # Between ListPartitionReassignments polls of a running batch.
-    poll_interval: Duration = "2 seconds"
+    poll_interval: Duration = Duration("2 seconds")
     # A batch in which no added replica grows and no partition finishes for this long has stalled.
-    stall_timeout: Duration = "2 minutes"
+    stall_timeout: Duration = Duration("2 minutes")
 
     @field_validator("proposal_ttl", "deadline", "poll_interval", "stall_timeout")
     @classmethod

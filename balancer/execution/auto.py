@@ -24,7 +24,9 @@ import yaml
 from balancer.config import Config
 
 
-def launch(config: Config, plan_id: str, folder: Path, *, started_before: bool) -> subprocess.Popen | None:
+def launch(
+    config: Config, plan_id: str, folder: Path, *, started_before: bool
+) -> subprocess.Popen[bytes] | None:
     """Start ``balancer execute plan_id`` with ``config`` in the background; None when ``started_before``
     (the plan already has an execution record)."""
     if started_before:

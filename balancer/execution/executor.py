@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 TopicPartition = tuple[str, int]
 
@@ -53,7 +53,7 @@ class ExecutionError(RuntimeError):
     """The executor refused or stopped; the message says why in the operator's words."""
 
 
-class PlanIncomplete(ExecutionError):
+class PlanIncompleteError(ExecutionError):
     """The plan's rows are not all committed yet (the job writes its tables one after another)."""
 
 
@@ -158,7 +158,7 @@ class ExecutionRecord:
     duration_ratio: float | None = None
     detail: str | None = None
 
-    def row(self) -> dict:
+    def row(self) -> dict[str, Any]:
         return {
             "plan_id": self.plan_id,
             "cluster": self.cluster,
@@ -182,7 +182,7 @@ class ExecutionRecord:
         }
 
     @staticmethod
-    def from_row(row: Mapping) -> ExecutionRecord:
+    def from_row(row: Mapping[str, Any]) -> ExecutionRecord:
         throttle = json.loads(row["throttle"]) if row.get("throttle") else None
         return ExecutionRecord(
             plan_id=row["plan_id"],
@@ -243,7 +243,8 @@ class ClusterAdmin(Protocol):
 
 class ExecutionStore(Protocol):
     def load_plan(self, plan_id: str) -> PlanToRun:
-        """The whole plan, or :class:`PlanIncomplete` / :class:`ExecutionError` naming what is missing."""
+        """The whole plan, or :class:`PlanIncompleteError` / :class:`ExecutionError` naming what is
+        missing."""
         ...
 
     def lifecycle(self, plan_id: str) -> Lifecycle: ...
@@ -290,7 +291,7 @@ class RunReport:
     cleaned: list[int] = field(default_factory=list)  # open batches of dead runs whose throttles were removed
 
 
-class _Abort(Exception):
+class _AbortError(Exception):
     def __init__(self, outcome: Outcome, detail: str):
         super().__init__(detail)
         self.outcome = outcome
@@ -663,7 +664,7 @@ class Executor:
             if submit:
                 refused = self.admin.reassign(submit)
                 if refused:
-                    raise _Abort(
+                    raise _AbortError(
                         Outcome.FAILED,
                         "the cluster refused the reassignment of "
                         + ", ".join(f"{_tp(tp)} ({why})" for tp, why in sorted(refused.items())),
@@ -672,12 +673,12 @@ class Executor:
             if batch.elect:
                 refused = self.admin.elect_preferred(batch.elect)
                 if refused:
-                    raise _Abort(
+                    raise _AbortError(
                         Outcome.FAILED,
                         "the preferred leader election failed for "
                         + ", ".join(f"{_tp(tp)} ({why})" for tp, why in sorted(refused.items())),
                     )
-        except _Abort as abort:
+        except _AbortError as abort:
             cancelled = self._cancel(batch)
             left = self._remove(rates, topics)
             detail = abort.detail + (
@@ -721,7 +722,7 @@ class Executor:
         run_started: float,
     ) -> None:
         """Until every partition of ``pending`` has left ListPartitionReassignments and the metadata shows
-        its target set; raises :class:`_Abort` on a stall or a stop request."""
+        its target set; raises :class:`_AbortError` on a stall or a stop request."""
         if not pending:
             return
         topics = {tp[0] for tp in pending}
@@ -736,11 +737,11 @@ class Executor:
                 if all(tp in state and set(state[tp].replicas) == set(r) for tp, r in pending.items()):
                     return
             if self._stop_requested(plan.plan_id, run_started):
-                raise _Abort(Outcome.STOPPED, "stopped on request (balancer execute --stop)")
+                raise _AbortError(Outcome.STOPPED, "stopped on request (balancer execute --stop)")
             live = self.admin.live_brokers()
             down = sorted(batch.brokers - live)
             if down:
-                raise _Abort(
+                raise _AbortError(
                     Outcome.STALLED,
                     f"broker(s) {down} of the batch left the cluster with {len(left)} partition(s) "
                     "still moving",
@@ -755,7 +756,7 @@ class Executor:
                 last_progress = now
             last_left, last_bytes = len(left), max(copied, last_bytes)
             if now - last_progress > self.options.stall_seconds:
-                raise _Abort(
+                raise _AbortError(
                     Outcome.STALLED,
                     f"no added replica grew and no partition finished for {self.options.stall_seconds:.0f} s "
                     f"({len(left)} partition(s) still moving: "

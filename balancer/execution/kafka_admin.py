@@ -83,7 +83,7 @@ class KafkaPythonAdmin:
     def __enter__(self) -> KafkaPythonAdmin:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def live_brokers(self) -> set[int]:
@@ -239,11 +239,11 @@ def _failures(answer: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     }
 
 
-def _no_reassignment(error) -> bool:
+def _no_reassignment(error: object) -> bool:
     return "NoReassignmentInProgress" in getattr(error, "__name__", type(error).__name__)
 
 
-def _error_text(error) -> str:
+def _error_text(error: object) -> str:
     name = getattr(error, "__name__", None) or type(error).__name__
     message = getattr(error, "description", None) or str(error)
     return f"{name}: {message}" if message and message != name else name

@@ -9,13 +9,14 @@ a reader sees a proposed plan without its actions or batches, or with them still
 plan's own row says what it holds (``leader_moves``: leadership actions, ``replica_moves``: replicas
 added over all other actions, ``bytes_to_move``), so :meth:`DeltaPlanStore.load_plan` acts only when
 the actions add up to those figures and the batches add up to the actions (indices 0..n-1, every
-action in exactly one batch, the same bytes); otherwise it raises :class:`PlanIncomplete`.
+action in exactly one batch, the same bytes); otherwise it raises :class:`PlanIncompleteError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,7 +28,7 @@ from .executor import (
     ExecutionError,
     ExecutionRecord,
     Lifecycle,
-    PlanIncomplete,
+    PlanIncompleteError,
     PlanToRun,
 )
 from .export import ExportError, _rows
@@ -45,7 +46,7 @@ class DeltaPlanStore:
 
     # -- reads -----------------------------------------------------------------------------------------
 
-    def _read(self, table: str, plan_id: str, columns: Sequence[str] | None = None) -> list[dict]:
+    def _read(self, table: str, plan_id: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         import pyarrow.dataset as ds
         from deltalake import DeltaTable
 
@@ -53,7 +54,10 @@ class DeltaPlanStore:
         if not DeltaTable.is_deltatable(path, storage_options=options):
             return []
         dataset = DeltaTable(path, storage_options=options).to_pyarrow_dataset()
-        return dataset.to_table(columns=columns, filter=ds.field("plan_id") == plan_id).to_pylist()
+        rows: list[dict[str, Any]] = dataset.to_table(
+            columns=columns, filter=ds.field("plan_id") == plan_id
+        ).to_pylist()
+        return rows
 
     def load_plan(self, plan_id: str) -> PlanToRun:
         plans = self._read("balance_plans", plan_id)
@@ -127,8 +131,8 @@ class DeltaPlanStore:
         write_deltalake(path, data, mode="append", storage_options=options)
 
 
-def check_whole(plan: dict, actions: list[dict], batches: list[dict]) -> None:
-    """Raise :class:`PlanIncomplete` unless ``actions`` and ``batches`` are all of ``plan``'s rows."""
+def check_whole(plan: dict[str, Any], actions: list[dict[str, Any]], batches: list[dict[str, Any]]) -> None:
+    """Raise :class:`PlanIncompleteError` unless ``actions`` and ``batches`` are all of ``plan``'s rows."""
     plan_id = plan["plan_id"]
     leaderships = sum(1 for a in actions if a["action"] == "leadership")
     replicas = sum(
@@ -158,7 +162,7 @@ def check_whole(plan: dict, actions: list[dict], batches: list[dict]) -> None:
             f"plan_batches holds {len(batches)} batch(es) covering {batched} of {len(actions)} action(s)"
         )
     if problems:
-        raise PlanIncomplete(
+        raise PlanIncompleteError(
             f"plan {plan_id} is not whole in the lakehouse yet ({'; '.join(problems)}): the job commits a "
             "plan's tables one after another; run execute again in a few seconds"
         )

@@ -16,7 +16,7 @@ from balancer.execution.executor import (
     open_batches,
     throttled_replicas,
 )
-from balancer.execution.store import PlanIncomplete, check_whole
+from balancer.execution.store import PlanIncompleteError, check_whole
 
 T = datetime(2026, 11, 25, 21, 0, tzinfo=UTC)
 
@@ -81,7 +81,7 @@ def test_a_whole_plan_passes():
     ],
 )
 def test_a_plan_missing_rows_is_not_whole(actions, batches):
-    with pytest.raises(PlanIncomplete, match="not whole in the lakehouse yet"):
+    with pytest.raises(PlanIncompleteError, match="not whole in the lakehouse yet"):
         check_whole(PLAN, actions, batches)
 
 
