@@ -10,7 +10,7 @@ import urllib.request
 from collections import defaultdict
 
 import pyarrow as pa
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from balancer import cruise_control as cc
 
@@ -115,9 +115,10 @@ def relay(url: str):
 def published(bootstrap: str, topic: str) -> list[dict]:
     """Every Cruise Control record on ``topic``, decoded (a record that does not decode fails the caller)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "auto.offset.reset": "earliest"}
+        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False}
     )
-    consumer.subscribe([topic])
+    # Assigned, not subscribed: one partition (the tests create the metrics topics so), no group to join.
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     values, idle_since = [], time.monotonic()
     while time.monotonic() - idle_since < 5:
         msg = consumer.poll(0.5)
