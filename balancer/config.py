@@ -455,6 +455,83 @@ class SparkConfig(_Strict):
         return value
 
 
+class AgentJmxConfig(_Strict):
+    """Where each broker's Prometheus JMX exporter answers (agent.source: jmx)."""
+
+    # Broker id -> its endpoint URL, e.g. {1: "http://kafka-1:9404/metrics"}.
+    endpoints: dict[int, str] = Field(default_factory=dict)
+    # Or one URL for every broker the cluster's metadata lists: {host} is the broker's advertised host,
+    # {broker} its id (MSK open monitoring: "http://{host}:11001/metrics").
+    url_template: str | None = None
+    timeout: Duration = Duration("5 seconds")
+    # A larger body is not read (a scrape of the standard Kafka rules is tens of kB per thousand partitions).
+    max_response_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _urls(cls, value: dict[int, str]) -> dict[int, str]:
+        for broker, url in value.items():
+            if broker < 0:
+                raise ValueError(f"broker ids must be >= 0, got {broker}")
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"broker {broker}: expected an http(s):// URL, got {url!r}")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not re.match(r"^https?://", value) or not ("{host}" in value or "{broker}" in value):
+                raise ValueError("expected an http(s):// URL naming {host} or {broker}")
+            try:
+                value.format(host="h", broker=1)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"only {{host}} and {{broker}} may be named ({exc})") from None
+        return value
+
+
+class AgentConfig(_Strict):
+    """``balancer agent``: measures the cluster and publishes to source.topic on source.bootstrap_servers."""
+
+    # jmx: each broker's Prometheus JMX exporter (agent.jmx); admin: the Admin API alone, nothing installed.
+    source: Literal["jmx", "admin"] = "admin"
+    # cruise-control: the reporter's binary records (what source.format cruise-control and Cruise Control
+    # itself read); v1: our JSON records (needs agent.cluster and capacity.path).
+    format: Literal["cruise-control", "v1"] = "cruise-control"
+    # The cluster name v1 records carry (Cruise Control's records carry none).
+    cluster: str | None = None
+    interval: Duration = Duration("1 minute")
+    # The measured cluster (default: metadata.bootstrap_servers, then source.bootstrap_servers) and its
+    # client options (default: metadata.options, then source.options).
+    bootstrap_servers: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+    # Counters kept between intervals, at most (bounded memory; the least recently read go first).
+    max_series: int = Field(default=500_000, gt=0)
+    # Consumer groups whose committed offsets estimate consumer fetch (admin source), at most.
+    max_consumer_groups: int = Field(default=200, ge=0)
+    jmx: AgentJmxConfig = Field(default_factory=AgentJmxConfig)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _client_options(value)
+
+    @field_validator("interval")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if duration_seconds(value) < 1:
+            raise ValueError("must be at least 1 second")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> AgentConfig:
+        if self.source == "jmx" and not self.jmx.endpoints and self.jmx.url_template is None:
+            raise ValueError("agent.source 'jmx' needs agent.jmx.endpoints or agent.jmx.url_template")
+        if self.format == "v1" and not (self.cluster or "").strip():
+            raise ValueError("agent.format 'v1' needs agent.cluster (v1 records name their cluster)")
+        return self
+
+
 class Config(_Strict):
     source: SourceConfig = SourceConfig()
     metadata: MetadataConfig = MetadataConfig()
@@ -468,6 +545,13 @@ class Config(_Strict):
     quality: QualityConfig = QualityConfig()
     spark: SparkConfig = SparkConfig()
     consumers: ConsumersConfig = ConsumersConfig()
+    agent: AgentConfig = AgentConfig()
+
+    @model_validator(mode="after")
+    def _agent_capacity(self) -> Config:
+        if self.agent.format == "v1" and not self.capacity.path:
+            raise ValueError("agent.format 'v1' needs capacity.path: v1 broker records carry capacities")
+        return self
 
     @model_validator(mode="after")
     def _consumers_named(self) -> Config:
@@ -508,7 +592,13 @@ def _deep_merge(base: dict, override: dict) -> dict:
 
 
 # Sections whose keys are client properties that contain dots themselves (security.protocol, spark.sql.x).
-_MAP_SECTIONS = (("source", "options"), ("metadata", "options"), ("spark", "conf"), ("consumers", "options"))
+_MAP_SECTIONS = (
+    ("source", "options"),
+    ("metadata", "options"),
+    ("agent", "options"),
+    ("consumers", "options"),
+    ("spark", "conf"),
+)
 
 
 def _parse_value(raw: str):

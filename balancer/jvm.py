@@ -30,6 +30,7 @@ class JarSet(StrEnum):
     SPARK_KAFKA = "spark-kafka"  # format("kafka")
     DELTA = "delta"  # format("delta")
     S3A = "s3a"  # s3a:// for Hadoop's file system (delta-spark on object storage)
+    JMX_EXPORTER = "jmx-exporter"  # the Prometheus JMX exporter's java agent (a broker's -javaagent)
 
 
 class MissingJarsError(RuntimeError):
@@ -49,7 +50,7 @@ def jars(jar_set: JarSet, *, lib: Path = LIB) -> list[Path]:
         raise MissingJarsError(
             f"no jars in {folder} ({jar_set}): run `make setup`, which resolves jvm/pom.xml with Maven once"
         )
-    if jar_set is JarSet.KAFKA:
+    if jar_set in (JarSet.KAFKA, JarSet.JMX_EXPORTER):  # never on Spark's classpath
         return found
     shipped = {artifact(jar) for jar in _pyspark_jars()}
     return [jar for jar in found if artifact(jar) not in shipped]

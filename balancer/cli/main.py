@@ -10,7 +10,7 @@ from balancer.cli import console
 from balancer.config import ConfigError, load_config
 
 # Subcommand name → module in balancer.cli with add_parser(subparsers) and run(args, config) -> int.
-COMMANDS = ("run", "sql", "plan", "export", "execute", "history")
+COMMANDS = ("run", "sql", "plan", "export", "execute", "history", "agent")
 # The commands that start Spark: their stderr (the JVM's with it) goes to the log file.
 SPARK_COMMANDS = ("run", "sql")
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from balancer.demo.embedded_broker import free_port
-from balancer.jvm import JarSet, classpath
+from balancer.jvm import JarSet, classpath, jars
 
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 _PR_SET_PDEATHSIG = 1
@@ -70,6 +70,7 @@ class Node:
     sasl_port: int
     controller_port: int
     directory: Path
+    metrics_port: int | None = None  # the JMX exporter's HTTP port, when the cluster runs it
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -81,6 +82,11 @@ class Node:
         return self.directory / "server.log"
 
     @property
+    def metrics_url(self) -> str | None:
+        """The JMX exporter's endpoint on this node (None: the cluster runs no exporter)."""
+        return None if self.metrics_port is None else f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -89,7 +95,9 @@ class KafkaCluster:
     """``size`` KRaft nodes on loopback under ``directory``; a context manager.
 
     ``heap`` is each JVM's -Xmx. ``tie_to_parent`` (the tests) makes the JVMs die with this process; the
-    ``make kafka-up`` command leaves it off so the cluster outlives the command.
+    ``make kafka-up`` command leaves it off so the cluster outlives the command. ``jmx_exporter``, a
+    Prometheus JMX exporter rules file (e.g. conf/jmx-exporter/kafka.yml), runs the exporter's java agent
+    in every node on a port of its own (``Node.metrics_url``, ``metrics_urls``), kept across restarts.
     """
 
     def __init__(
@@ -102,6 +110,7 @@ class KafkaCluster:
         scram_user: str = "balancer",
         scram_password: str | None = None,
         tie_to_parent: bool = True,
+        jmx_exporter: str | Path | None = None,
     ):
         if size < 1:
             raise ValueError(f"size must be at least 1, got {size}")
@@ -113,11 +122,17 @@ class KafkaCluster:
         self.scram_user = scram_user
         self.scram_password = scram_password or uuid.uuid4().hex
         self.tie_to_parent = tie_to_parent
+        self.jmx_exporter = None if jmx_exporter is None else Path(jmx_exporter).resolve()
+        if self.jmx_exporter is not None and not self.jmx_exporter.is_file():
+            raise ValueError(f"jmx_exporter: no rules file at {self.jmx_exporter}")
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.nodes = [
             Node(i + 1, racks[i], free_port(), free_port(), free_port(), self.directory / f"node-{i + 1}")
             for i in range(size)
         ]
+        if self.jmx_exporter is not None:
+            for node in self.nodes:
+                node.metrics_port = free_port()
 
     # -- addresses -------------------------------------------------------------------------------------
     @property
@@ -136,6 +151,11 @@ class KafkaCluster:
             "sasl.username": self.scram_user,
             "sasl.password": self.scram_password if password is None else password,
         }
+
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        """Node id -> its JMX exporter endpoint (empty: the cluster runs no exporter)."""
+        return {n.node_id: n.metrics_url for n in self.nodes if n.metrics_url is not None}
 
     def node(self, node_id: int) -> Node:
         for node in self.nodes:
@@ -171,7 +191,8 @@ class KafkaCluster:
             "scram_user": self.scram_user,
             "scram_mechanism": SCRAM_MECHANISM,
             "nodes": [
-                {"id": n.node_id, "rack": n.rack, "port": n.port, "log": str(n.log)} for n in self.nodes
+                {"id": n.node_id, "rack": n.rack, "port": n.port, "log": str(n.log), "metrics": n.metrics_url}
+                for n in self.nodes
             ],
         }
 
@@ -190,6 +211,7 @@ class KafkaCluster:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile=file:{node.directory / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={node.directory}",
+            *self._agent_options(node),
             "-cp",
             classpath(JarSet.KAFKA),
             "kafka.Kafka",
@@ -266,33 +288,18 @@ class KafkaCluster:
     ) -> None:
         """A topic, with an explicit ``assignment`` (replicas per partition, leader first) when given."""
         if assignment is not None:
-            # confluent-kafka 2.16's NewTopic refuses every replica assignment ("a default partition count
-            # and a replica assignment are mutually exclusive", whatever the arguments): kafka-python's
-            # CreateTopics takes it.
-            from kafka.admin import KafkaAdminClient
-            from kafka.admin import NewTopic as KafkaNewTopic
-
-            client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers.split(","))
-            try:
-                client.create_topics(
-                    [
-                        KafkaNewTopic(
-                            name,
-                            replica_assignments=dict(enumerate(assignment)),
-                            topic_configs=config or {},
-                        )
-                    ]
-                )
-            finally:
-                client.close()
-            self._wait_visible(name)
-            return
-        topic = NewTopic(
-            name, num_partitions=partitions, replication_factor=replication_factor, config=config or {}
-        )
-        admin = self.admin()  # held until the futures resolve: a collected client cancels them
+            # librdkafka wants the partition count spelled out beside an assignment (-1 is refused).
+            topic = NewTopic(
+                name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {}
+            )
+        else:
+            topic = NewTopic(
+                name, num_partitions=partitions, replication_factor=replication_factor, config=config or {}
+            )
+        admin = self.admin()  # held until the futures resolve: a collected client fails them (_DESTROY)
         for future in admin.create_topics([topic], operation_timeout=30).values():
             future.result(timeout=60)
+        self._wait_visible(name)
 
     def _wait_visible(self, name: str, timeout: float = 30.0) -> None:
         admin = self.admin()
@@ -309,6 +316,12 @@ class KafkaCluster:
         self.stop()
 
     # -- set-up ----------------------------------------------------------------------------------------
+    def _agent_options(self, node: Node) -> list[str]:
+        if self.jmx_exporter is None:
+            return []
+        (jar,) = jars(JarSet.JMX_EXPORTER)
+        return [f"-javaagent:{jar}=127.0.0.1:{node.metrics_port}:{self.jmx_exporter}"]
+
     def _properties(self, node: Node) -> str:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         rf = min(3, len(self.nodes))
