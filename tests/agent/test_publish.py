@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from balancer import cruise_control as cc
 from balancer.agent.measurement import BrokerMeasurement
-from balancer.agent.publish import Limits, cruise_control_records
+from balancer.agent.publish import Limits, cruise_control_records, v1_records
 
 
 def test_records_decode_to_the_measured_figures_with_metric_topic_names():
@@ -44,3 +44,42 @@ def test_impossible_figures_are_withheld_and_counted():
         "BROKER_CPU_UTIL": 1,
         "PARTITION_SIZE": 1,
     }
+
+
+def test_v1_records_split_the_leaders_topic_rate_and_skip_partitions_whose_leader_was_not_measured():
+    from balancer import telemetry as tm
+    from balancer.capacity import parse_capacities
+    from balancer.metadata import ClusterMetadata, PartitionInfo
+
+    metadata = ClusterMetadata(
+        cluster="prod",
+        brokers={1: "r1", 2: "r2", 3: "r3"},
+        partitions=(
+            PartitionInfo("t", 0, (1, 2), 1, (1, 2)),
+            PartitionInfo("t", 1, (1, 2), 1, (1, 2)),
+            PartitionInfo("u", 0, (3, 2), 3, (3, 2)),  # led by broker 3, which has no measurement
+        ),
+    )
+    capacities = parse_capacities(
+        {
+            "brokerCapacities": [
+                {"brokerId": "-1", "capacity": {"DISK": "1", "CPU": "100", "NW_IN": "1", "NW_OUT": "1"}}
+            ]
+        }
+    )
+    leader = BrokerMeasurement(broker=1, ts=1_790_000_000_000, sizes={("t", 0): 10.0, ("t", 1): 20.0})
+    for metric, value in (
+        (cc.TOPIC_BYTES_IN, 100.0),
+        (cc.TOPIC_BYTES_OUT, 50.0),
+        (cc.TOPIC_MESSAGES_IN_PER_SEC, 4.0),
+    ):
+        leader.topic_rate(metric, "t", value)
+    follower = BrokerMeasurement(broker=2, ts=1_790_000_000_000, sizes={("t", 0): 10.0, ("u", 0): 5.0})
+    records = v1_records([leader, follower], metadata, capacities, Limits(max_rate=1e13, max_size=1e15))
+    partitions = {(r["broker"], r["topic"], r["partition"]): r for r in records if r["type"] == "partition"}
+    assert set(partitions) == {(1, "t", 0), (1, "t", 1), (2, "t", 0)}  # u-0: its leader's rates unknown
+    assert partitions[(1, "t", 0)]["bytes_in"] == 50.0 and partitions[(1, "t", 1)]["bytes_out"] == 25.0
+    assert partitions[(2, "t", 0)]["leader"] is False and partitions[(2, "t", 0)]["replicas"] == [1, 2]
+    brokers = {r["broker"]: r for r in records if r["type"] == "broker"}
+    assert brokers[2]["rack"] == "r2" and brokers[2]["capacity"]["network_in"] == 1024.0
+    assert all(tm.encode(r) for r in records)
