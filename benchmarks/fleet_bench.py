@@ -13,7 +13,9 @@ application (its own driver process) on a fresh standalone cluster of loopback w
 ``--cores`` each, with the job's own Spark settings (``conf/balancer.yaml``: its
 ``spark.sql.shuffle.partitions`` included). In that application the fleet is planned
 ``--repeats`` times by this branch's ``planning.plans`` and by the baseline's (``--baseline``, default
-``main``: its ``balancer/spark/planning.py`` loaded from git and shipped to the executors by value),
+8a847c8, the planning before it followed the fleet; the figures in benchmarks/README.md were taken
+against main's of 6efd08d, which plans alike without the verdict: its ``balancer/spark/planning.py``
+loaded from git and shipped to the executors by value),
 alternating, after one untimed run of each (Python workers started). Reported per implementation and
 run: wall seconds, the planning stage's task count, each executor's task time (Spark's REST API,
 ``totalDuration``) and each worker's CPU seconds (its process tree in /proc: worker, executor JVM,
@@ -264,7 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-replicas", type=int, default=20_000)
     parser.add_argument("--max-replicas", type=int, default=20_000)
     parser.add_argument("--workers", default="2", help="worker counts to measure, e.g. 1,2")
-    parser.add_argument("--baseline", default="main", help="git ref planned beside this branch ('' for none)")
+    # The planning as it was before it followed the fleet (579661a's parent: one cogroup over
+    # spark.sql.shuffle.partitions). main itself now holds this branch's earlier commits.
+    parser.add_argument(
+        "--baseline", default="8a847c8", help="git ref planned beside this branch ('' for none)"
+    )
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--worker-memory", default="2g")
     parser.add_argument("--executor-memory", default="1536m")

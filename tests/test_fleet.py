@@ -103,15 +103,20 @@ def fleet_frames(spark, names: list[str]):
     return tuple(spark.createDataFrame(pd.concat(f, ignore_index=True)) for f in (parts, brokers))
 
 
-def test_each_cluster_window_is_planned_in_a_task_of_its_own_whatever_the_shuffle_partitions(spark):
-    """Planning parallelism follows the fleet: as many tasks as (cluster, window) groups, one group each,
-    with spark.sql.shuffle.partitions at 1 (which used to put every group in one task)."""
+def test_cluster_windows_are_planned_in_as_many_tasks_as_cores_whatever_the_shuffle_partitions(spark):
+    """Planning parallelism follows the fleet, up to the cores Spark has: min(cluster windows, cores)
+    tasks holding as many windows each (give or take one), with spark.sql.shuffle.partitions at 1
+    (which used to put every window in one task)."""
+    from collections import Counter
+
     from pyspark.sql import functions as F
 
     from balancer.config import BalancerConfig
     from balancer.spark import planning
 
     names = [f"c{i}" for i in range(6)]
+    cores = spark.sparkContext.defaultParallelism
+    assert 1 < cores < len(names)  # the session's local[2]: fewer cores than windows, more than one
     partitions, brokers = fleet_frames(spark, names)
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "1")
@@ -125,7 +130,9 @@ def test_each_cluster_window_is_planned_in_a_task_of_its_own_whatever_the_shuffl
         spark.conf.set("spark.sql.shuffle.partitions", before)
     assert sorted(r["cluster"] for r in rows) == names
     assert all(r["status"] in ("proposed", "balanced", "unbalanced") for r in rows), rows
-    assert len({r["task"] for r in rows}) == len(names), rows
+    per_task = Counter(r["task"] for r in rows)
+    assert len(per_task) == cores, rows
+    assert max(per_task.values()) - min(per_task.values()) <= 1, per_task
 
 
 def test_slots_land_where_sparks_hash_partitioning_sends_them(spark):

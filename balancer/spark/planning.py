@@ -187,7 +187,14 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 def plan_group(
     key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame, balancer: BalancerConfig
 ) -> pd.DataFrame:
-    """The ``applyInPandas`` function: one (cluster, window) group's frames -> one balance_plans row."""
+    """One (cluster, window) group's frames -> one balance_plans row, as a frame."""
+    return pd.DataFrame(
+        [group_row(key, partition_rows, broker_rows, balancer)], columns=PLAN_RESULT_SCHEMA.names
+    )
+
+
+def group_row(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame, balancer: BalancerConfig) -> dict:
+    """One (cluster, window) group's frames -> its balance_plans row (with its actions)."""
     cluster, window_start, window_end = key
     reasons = [r for r in broker_rows.get("_blocked", pd.Series(dtype=object)).dropna().unique()]
     waits = [r for r in broker_rows.get("_waiting", pd.Series(dtype=object)).dropna().unique()]
@@ -196,8 +203,8 @@ def plan_group(
     if waits and not reasons:
         row = _base_row(cluster, window_start, window_end)
         row.update(status=str(PlanStatus.WAITING), reason="; ".join(sorted(waits) + sorted(reasons)))
-        return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
-    row = plan_frames(
+        return row
+    return plan_frames(
         cluster,
         window_start,
         window_end,
@@ -206,7 +213,6 @@ def plan_group(
         balancer,
         blocked_reason="; ".join(sorted(reasons)) or None,
     )
-    return pd.DataFrame([row], columns=PLAN_RESULT_SCHEMA.names)
 
 
 def plans(
@@ -234,31 +240,41 @@ def plans(
             F.broadcast(waiting.withColumnRenamed("reason", "_waiting")), ["cluster", "window_end"], "left"
         )
 
-    groups, slots = group_slots(partitions, brokers)  # one small Spark job
-    if not slots:
-        return partitions.sparkSession.createDataFrame([], PLAN_RESULT_SCHEMA)
-    # One task per (cluster, window): each group gets a slot value that Spark's hash partitioning
-    # sends to a partition of its own, and both sides are partitioned by it into exactly as many
-    # partitions as there are groups. The cogroup groups by the slot alone, which that partitioning
-    # satisfies, so Spark adds no shuffle of its own (spark.sql.shuffle.partitions plays no part) and
-    # adaptive execution cannot coalesce the groups into fewer tasks (a partition count given to
-    # repartition is kept).
     spark = partitions.sparkSession
+    tasks, slots = task_slots(partitions, brokers, spark.sparkContext.defaultParallelism)  # one small job
+    if not slots:
+        return spark.createDataFrame([], PLAN_RESULT_SCHEMA)
+    # As many tasks as cluster windows, up to the cores Spark has: each task a slot value that Spark's
+    # hash partitioning sends to a partition of its own, its cluster windows assigned largest first to
+    # the least loaded task. Both sides are partitioned by the slot into exactly that many partitions
+    # and the cogroup groups by the slot alone, which that partitioning satisfies: Spark adds no shuffle
+    # of its own (spark.sql.shuffle.partitions plays no part) and adaptive execution cannot coalesce
+    # the tasks (a partition count given to repartition is kept). No more tasks than cores: every task
+    # pays for starting its Python worker, about a second on a busy machine.
 
     def slotted(frame: DataFrame) -> DataFrame:  # a frame of its own per side: no self-join for the cogroup
         keyed = F.broadcast(spark.createDataFrame(slots, _slots_schema()))
-        return frame.join(keyed, list(WINDOW_KEYS)).repartition(len(slots), SLOT)
+        return frame.join(keyed, list(WINDOW_KEYS)).repartition(tasks, SLOT)
 
     partitions, brokers = slotted(partitions), slotted(brokers)
 
     def group(key, partition_rows: pd.DataFrame, broker_rows: pd.DataFrame) -> pd.DataFrame:
-        (slot,) = key
-        return plan_group(
-            groups[slot],
-            partition_rows.drop(columns=[SLOT]),
-            broker_rows.drop(columns=[SLOT]),
-            balancer,
-        )
+        # One task's cluster windows, each planned on its own.
+        parts = partition_rows.drop(columns=[SLOT]).groupby(list(WINDOW_KEYS), sort=False)
+        brokers_of = broker_rows.drop(columns=[SLOT]).groupby(list(WINDOW_KEYS), sort=False)
+        keys = sorted(set(parts.groups) | set(brokers_of.groups))
+        empty_p = partition_rows.drop(columns=[SLOT]).iloc[0:0]
+        empty_b = broker_rows.drop(columns=[SLOT]).iloc[0:0]
+        rows = [
+            group_row(
+                k,
+                parts.get_group(k) if k in parts.groups else empty_p,
+                brokers_of.get_group(k) if k in brokers_of.groups else empty_b,
+                balancer,
+            )
+            for k in keys
+        ]
+        return pd.DataFrame(rows, columns=PLAN_RESULT_SCHEMA.names)
 
     return (
         partitions.groupBy(SLOT)
@@ -275,15 +291,30 @@ def _slots_schema() -> T.StructType:
     return T.StructType([*keys, T.StructField(SLOT, T.LongType(), False)])
 
 
-def group_slots(partitions: DataFrame, brokers: DataFrame) -> tuple[dict[int, tuple], list[tuple]]:
-    """The (cluster, window) groups to plan, each with a slot value: ``{slot: (cluster, window_start,
-    window_end)}``, and the same as (*WINDOW_KEYS, slot) rows. The slot of the i-th group is the least
-    value Spark's hash partitioning into as many partitions as groups sends to partition i."""
-    found = partitions.select(*WINDOW_KEYS).union(brokers.select(*WINDOW_KEYS)).distinct().collect()
-    keys = sorted(tuple(r) for r in found)
-    slots = partition_slots(len(keys))
-    groups = {slots[i]: key for i, key in enumerate(keys)}
-    return groups, [(*k, s) for s, k in groups.items()]
+def task_slots(partitions: DataFrame, brokers: DataFrame, cores: int) -> tuple[int, list[tuple]]:
+    """How many planning tasks (the cluster windows, at most ``cores``), and each cluster window's slot
+    as (*WINDOW_KEYS, slot) rows: the windows, largest (most partitions) first, each to the task with
+    the fewest partitions so far; task i's slot is the least value Spark's hash partitioning into that
+    many partitions sends to partition i."""
+    sizes = (
+        partitions.groupBy(*WINDOW_KEYS)
+        .agg(F.count(F.lit(1)).alias("n"))
+        .unionByName(brokers.select(*WINDOW_KEYS, F.lit(0).cast("long").alias("n")))
+        .groupBy(*WINDOW_KEYS)
+        .agg(F.sum("n").alias("n"))
+        .collect()
+    )
+    if not sizes:
+        return 0, []
+    tasks = max(1, min(len(sizes), cores))
+    slots = partition_slots(tasks)
+    load = [0] * tasks
+    out = []
+    for row in sorted(sizes, key=lambda r: (-r["n"], r["cluster"], r["window_end"])):
+        task = min(range(tasks), key=lambda t: (load[t], t))
+        load[task] += int(row["n"])
+        out.append((row["cluster"], row["window_start"], row["window_end"], slots[task]))
+    return tasks, out
 
 
 def partition_slots(n: int) -> list[int]:
