@@ -4,6 +4,7 @@ back; the storage options' translation and redaction."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -29,13 +30,13 @@ SECRET = "s3cr3t-" + uuid.uuid4().hex  # must never show up in logs, errors or t
 KEY_ID = "AKIDTEST" + uuid.uuid4().hex[:8].upper()
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
+@contextlib.contextmanager
+def moto_server(folder: Path):
     """moto's S3 server on a free loopback port, with one bucket; stopped with its process group."""
     import boto3
 
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    log = folder / "moto.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -64,6 +65,12 @@ def s3_endpoint(tmp_path_factory):
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory):
+    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint
 
 
 def options(endpoint: str) -> dict[str, str]:

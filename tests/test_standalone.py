@@ -9,7 +9,9 @@ import uuid
 
 import pytest
 from deltalake import DeltaTable
-from support import T0, produce, write_config
+from support import T0, job_config, minutes_of, produce, simulated, write_config
+from test_cluster_path import COMPARED, VOLATILE
+from test_object_storage import moto_server, options
 from test_pipeline import MALFORMED
 
 from balancer import telemetry as tm
@@ -17,6 +19,7 @@ from balancer.config import REPO_ROOT
 from balancer.demo.cluster import StandaloneCluster, application_executors
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
+from balancer.spark import job
 from balancer.spark.lakehouse import TABLES
 
 pytestmark = pytest.mark.integration
@@ -127,3 +130,63 @@ def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(
     for i in (1, 2):
         logs = list((standalone.root / f"worker-{i}" / "work" / app_id).glob("*/stderr"))
         assert logs and any("Finished task" in f.read_text(errors="replace") for f in logs), (i, logs)
+
+
+def test_cluster_path_on_the_standalone_cluster_writes_s3a_row_for_row(standalone, spark, kafka, tmp_path):
+    """Spark's native Kafka source and delta-spark on the standalone cluster's two executors, the lakehouse
+    on ``s3a://`` (moto's S3 server; hadoop-aws from jvm/lib), reading three real Apache Kafka brokers: the
+    same tables, row for row, as the python connector + delta-rs on local disk reading the same topic."""
+    with moto_server(tmp_path) as s3_endpoint:
+        check_cluster_path(standalone, spark, kafka, tmp_path, s3_endpoint)
+
+
+def check_cluster_path(standalone, spark, kafka, tmp_path, s3_endpoint) -> None:
+    topic = f"sa-s3a-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=2, replication_factor=3)
+    produce(kafka.bootstrap_servers, topic, minutes_of(simulated(cluster="sa-s3a"), 0, 6) + MALFORMED)
+    root = f"s3a://balancer-lakehouse/{uuid.uuid4().hex}"
+    config = write_config(
+        tmp_path,
+        kafka.bootstrap_servers,
+        topic,
+        source={"connector": "native", "max_records_per_batch": 100_000},
+        lakehouse={"path": root, "engine": "delta-spark", "storage_options": options(s3_endpoint)},
+        spark={"conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}},
+    )
+    log = tmp_path / "submit.log"
+    with open(log, "wb") as out:
+        done = subprocess.run(
+            [
+                str(REPO_ROOT / "spark-submit.sh"),
+                "--master",
+                standalone.master_url,
+                "--total-executor-cores",
+                "2",
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "768m",
+                "--once",
+                "--config",
+                str(config),
+            ],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=1200,
+        )
+    assert done.returncode == 0, log.read_text()[-6000:]
+
+    reference = job_config(tmp_path / "ref", kafka.bootstrap_servers, topic, "windows.size=5 minutes")
+    job.run_until_idle(spark, job.start(spark, reference, once=True))
+
+    def rows(path: str, table: str, storage: dict | None) -> list[tuple]:
+        frame = DeltaTable(f"{path}/{table}", storage_options=storage).to_pandas()
+        frame = frame[[c for c in frame.columns if c not in VOLATILE]]
+        return sorted(tuple(repr(v) for v in row) for row in frame.itertuples(index=False))
+
+    for table in COMPARED:
+        theirs = rows(root.replace("s3a://", "s3://"), table, options(s3_endpoint))
+        ours = rows(str(reference.lakehouse.path), table, None)
+        assert ours, f"{table}: nothing to compare"
+        assert theirs == ours, table
