@@ -131,8 +131,10 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
         "plan_lifecycle.ipynb": {"sorted(status.plan_id)": sorted(p["plan_id"] for p in proposed)},
         "topology_history.ipynb": {"brokers.broker.nunique()": 5, "changes.moved.sum()": 0},
     }
-    assert {path.name for path in notebook_paths()} == set(expected)
-    runs = {path: {e: e for e in expected[path.name]} for path in notebook_paths()}
+    # consumer_balance reads the consumer tables, which this job (consumers.enabled false) does not write;
+    # test_notebooks and the consumer tests on real groups run it.
+    assert {path.name for path in notebook_paths()} == set(expected) | {"consumer_balance.ipynb"}
+    runs = {path: {e: e for e in expected[path.name]} for path in notebook_paths() if path.name in expected}
     assert run_notebooks(runs, config.lakehouse.path) == expected
 
 

@@ -27,6 +27,10 @@ from balancer.spark import job
 pytestmark = pytest.mark.integration
 
 
+# The oversized values (past source.max_value_bytes) must reach the topic: Kafka's default limit is 1 MB.
+LARGE_VALUES = {"max.message.bytes": "20000000"}
+
+
 @pytest.fixture
 def broker(kafka):
     """This module runs on the three real Apache Kafka brokers (the session's ``kafka`` fixture), in place
@@ -133,7 +137,7 @@ def utf8_reason(value: bytes) -> str:
 
 def test_poison_values_are_quarantined_and_the_stream_goes_on(spark, broker, tmp_path):
     topic = f"poison-{time.monotonic_ns()}"
-    broker.create_topic(topic, partitions=1)
+    broker.create_topic(topic, partitions=1, config=LARGE_VALUES)
     cases = {
         "good": (b"prod-eu-1/3", encoded(GOOD), None),
         "good broker": (b"prod-eu-1/3", encoded(GOOD_BROKER), None),
@@ -453,7 +457,7 @@ def test_fuzzed_values_each_land_in_exactly_one_table(spark, broker, tmp_path, n
         kinds[kind] = kinds.get(kind, 0) + 1
     assert len(kinds) == 7, kinds  # 'random' twice
     topic = f"fuzz-{name}-{time.monotonic_ns()}"
-    broker.create_topic(topic, partitions=1)
+    broker.create_topic(topic, partitions=1, config=LARGE_VALUES)
     # Keys are kept as they arrived too, whatever they hold: every third one is not UTF-8.
     sent = produce_all(
         broker.bootstrap_servers,
@@ -615,7 +619,7 @@ def test_fuzzed_cruise_control_values_each_land_in_exactly_one_table(spark, brok
     assert len(values) >= 2000
     assert len({kind for kind, _ in values}) == 7
     topic = f"fuzz-cc-{time.monotonic_ns()}"
-    broker.create_topic(topic, partitions=1)
+    broker.create_topic(topic, partitions=1, config=LARGE_VALUES)
     sent = produce_all(
         broker.bootstrap_servers,
         topic,

@@ -361,6 +361,10 @@ class KafkaCluster:
             "num.recovery.threads.per.data.dir": 1,
             "log.segment.bytes": 64 * 1024 * 1024,
             "log.retention.check.interval.ms": 60_000,
+            # Replication throttles measured over 2 one-second samples (default 11): a throttled copy may
+            # burst by about rate x samples before the quota holds it, which is less than the tests' moves.
+            "replication.quota.window.num": 2,
+            "replication.quota.window.size.seconds": 1,
             # A restarted broker takes its preferred leaderships back only when asked (the balancer's job).
             "auto.leader.rebalance.enable": "false",
         }
