@@ -247,6 +247,16 @@ class RetentionConfig(_Strict):
     # delta.deletedFileRetentionDuration: files a VACUUM keeps after they left the table.
     deleted_files_days: int = Field(default=365, ge=7)
 
+    @model_validator(mode="after")
+    def _log_outlives_files(self) -> RetentionConfig:
+        # delta-spark refuses a table whose log is kept for less time than its deleted files.
+        if self.log_days < self.deleted_files_days:
+            raise ValueError(
+                f"log_days ({self.log_days}) must be at least deleted_files_days "
+                f"({self.deleted_files_days}): Delta keeps a log as long as its deleted files"
+            )
+        return self
+
     def table_properties(self) -> dict[str, str]:
         """The Delta table properties that keep this history (both engines take the same text)."""
         return {

@@ -77,7 +77,7 @@ def test_delta_spark_tables_get_the_same_properties(tmp_path):
         "lakehouse.create_all()\n"
         "lakehouse.create_all({**dict(zip(sys.argv[1::2], sys.argv[2::2]))})\n"
     )
-    wanted = {**AUDIT, "delta.logRetentionDuration": "interval 30 days"}
+    wanted = {**AUDIT, "delta.logRetentionDuration": "interval 400 days"}
     result = subprocess.run(
         [sys.executable, "-c", script, *(x for kv in wanted.items() for x in kv)],
         capture_output=True,

@@ -64,6 +64,10 @@ def test_set_overrides_are_typed():
         ("executor.stall_timeout=soon", "executor.stall_timeout"),
         ("balancer.min_plan_interval=later", "balancer.min_plan_interval"),
         ("metadata.source=kafka", "metadata.source 'kafka' is for source.format 'cruise-control'"),
+        (
+            "lakehouse.retention.log_days=30",
+            "lakehouse.retention: log_days (30) must be at least deleted_files",
+        ),
     ],
 )
 def test_bad_key_or_value_names_it(override, fragment):
