@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
+from ingest_bench import FULL, MINUTE_MS, T0  # the same 1.3M-replica cluster as the ingest benchmark
 
 from balancer import telemetry as tm
 from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
@@ -34,18 +35,6 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 
 ROOT = Path(__file__).resolve().parents[1]
-MINUTE_MS = 60_000
-T0 = 1_790_000_000_000 // 300_000 * 300_000
-FULL = dict(
-    brokers=270,
-    racks=6,
-    topics=3000,
-    partitions_per_topic=(16, 272),
-    total_bytes_in=5e9,
-    skew=1.2,
-    seed=106,
-    cluster="bench-270",
-)
 PATHS = {"python + delta-rs": ("python", "delta-rs"), "native + delta-spark": ("native", "delta-spark")}
 
 
