@@ -149,7 +149,7 @@ def main() -> None:
                     "source": source,
                     "lakehouse": {"path": str(run / "lakehouse"), "engine": engine},
                     "checkpoint": {"path": str(run / "checkpoints")},
-                    "windows": {"size": "1 minute", "slide": "1 minute", "watermark": "0 seconds"},
+                    "windows": {"size": "1 minute", "slide": "1 minute", "watermark": "1 second"},
                     "spark": {"conf": {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}},
                 }
                 if fmt == "cruise-control":
