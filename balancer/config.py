@@ -271,13 +271,7 @@ class CompactionConfig(_Strict):
     # between micro-batches, and writes a Delta checkpoint so the log is not replayed from the start.
     # Compaction only rewrites files (dataChange=false) and deletes nothing: every version stays
     # readable (balancer sql --as-of, balancer history). "0 seconds": never.
-    interval: str = "1 hour"
-
-    @field_validator("interval")
-    @classmethod
-    def _interval(cls, value: str) -> str:
-        duration_seconds(value)
-        return value
+    interval: Duration = Duration("1 hour")
 
 
 class LakehouseConfig(_Strict):

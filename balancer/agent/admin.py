@@ -26,31 +26,7 @@ from dataclasses import dataclass
 from balancer import cruise_control as cc
 from balancer.agent.measurement import BrokerMeasurement, Problems
 from balancer.agent.rates import CounterRates
-
-# librdkafka property -> kafka-python argument, for the DescribeLogDirs client.
-_KAFKA_PYTHON = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "client.id": "client_id",
-}
-
-
-def kafka_python_options(options: Mapping[str, str]) -> dict[str, str]:
-    """``options`` (librdkafka's names) as kafka-python's arguments; one it has no name for is an error."""
-    unknown = sorted(k for k in options if k not in _KAFKA_PYTHON)
-    if unknown:
-        raise ValueError(
-            f"options: {', '.join(unknown)} cannot be given to the DescribeLogDirs client "
-            f"(supported: {', '.join(sorted(_KAFKA_PYTHON))})"
-        )
-    return {_KAFKA_PYTHON[k]: v for k, v in options.items()}
+from balancer.kafka_python import kafka_python_options
 
 
 @dataclass(frozen=True)
@@ -77,7 +53,7 @@ class AdminSource:
 
         self.bootstrap_servers = bootstrap_servers
         self.options = dict(options)
-        self._kp_options = kafka_python_options(self.options)
+        self._kp_options = kafka_python_options(self.options, key="agent.options key")
         self.timeout_s = timeout_s
         self.max_groups = max_groups
         self.admin = AdminClient({**self.options, "bootstrap.servers": bootstrap_servers})

@@ -19,7 +19,7 @@ from balancer.agent import publish
 from balancer.agent.admin import AdminSource
 from balancer.agent.jmx import JmxSource
 from balancer.agent.measurement import BrokerMeasurement
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 
 log = logging.getLogger("balancer.agent")
 
@@ -58,7 +58,7 @@ class Agent:
             raise TypeError(f"config: expected balancer.config.Config, got {type(config).__name__}")
         self.config = config
         agent = config.agent
-        self.interval_s = duration_seconds(agent.interval)
+        self.interval_s = agent.interval.seconds
         self.bootstrap_servers = (
             agent.bootstrap_servers or config.metadata.bootstrap_servers or config.source.bootstrap_servers
         )
@@ -76,7 +76,7 @@ class Agent:
         self.source: JmxSource | AdminSource
         if agent.source == "jmx":
             self.source = JmxSource(
-                timeout_s=duration_seconds(agent.jmx.timeout),
+                timeout_s=agent.jmx.timeout.seconds,
                 max_bytes=agent.jmx.max_response_bytes,
                 **limits,
             )

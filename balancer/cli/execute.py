@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.execution.executor import ExecuteOptions, ExecutionError, Executor, measured_line
 from balancer.storage import Storage
 
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     servers, options = config.executor.cluster(config)
     try:
         execute_options = ExecuteOptions(
-            poll_seconds=duration_seconds(config.executor.poll_interval),
-            stall_seconds=duration_seconds(config.executor.stall_timeout),
+            poll_seconds=config.executor.poll_interval.seconds,
+            stall_seconds=config.executor.stall_timeout.seconds,
             fallback_throttle=args.throttle,
         )
     except ValueError as error:

@@ -22,40 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from balancer.kafka_python import kafka_python_options
+
 from .executor import ExecutionError, PartitionState, Reassigning, TopicPartition
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
-# librdkafka property -> kafka-python KafkaAdminClient argument.
-_OPTION_NAMES = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "client.id": "client_id",
-    "request.timeout.ms": "request_timeout_ms",
-}
-
 
 def client_options(options: Mapping[str, str]) -> dict[str, object]:
-    """librdkafka-style ``options`` as kafka-python arguments; :class:`ExecutionError` names a key it
-    cannot map."""
-    out: dict[str, object] = {}
-    for key, value in options.items():
-        name = _OPTION_NAMES.get(key)
-        if name is None:
-            raise ExecutionError(
-                f"executor.options key {key!r} has no kafka-python equivalent; "
-                f"supported: {', '.join(sorted(_OPTION_NAMES))}"
-            )
-        out[name] = int(value) if name.endswith("_ms") else value
-    return out
+    """``executor.options`` as kafka-python arguments; :class:`ExecutionError` names a key it cannot map."""
+    try:
+        return kafka_python_options(options, key="executor.options key")
+    except ValueError as exc:
+        raise ExecutionError(str(exc)) from None
 
 
 class KafkaPythonAdmin:

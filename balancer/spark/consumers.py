@@ -27,7 +27,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.consumers.admin import poll_groups
 from balancer.consumers.model import Snapshot
 from balancer.consumers.rows import COLUMNS, assignment_rows
@@ -55,12 +55,10 @@ class ConsumerLog:
         )
         self.options = dict(consumers.options)
         self.groups = re.compile(consumers.groups) if consumers.groups else None
-        self.interval = duration_seconds(consumers.interval)
+        self.interval = consumers.interval.seconds
         # The newest read before a window is its baseline: look back a window, or two reads if longer.
-        self.lookback = timedelta(
-            seconds=max(duration_seconds(config.windows.size), 2 * duration_seconds(consumers.interval))
-        )
-        self.window_size = timedelta(seconds=duration_seconds(config.windows.size))
+        self.lookback = timedelta(seconds=max(config.windows.size.seconds, 2 * consumers.interval.seconds))
+        self.window_size = timedelta(seconds=config.windows.size.seconds)
         self.settings = Settings(
             balance_threshold=consumers.balance_threshold,
             storm_windows=consumers.storm_windows,

@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from balancer.capacity import read_capacities
-from balancer.config import Config, duration_seconds
+from balancer.config import Config
 from balancer.spark import cruise_control, loads, planning, tracking
 from balancer.spark.consumers import ConsumerLog
 from balancer.spark.lakehouse import ROUTE_COLUMN, TABLES, Lakehouse, Route, spark_schema
@@ -155,7 +155,7 @@ class BalancerSink:
             lakehouse, "cluster_metadata", ("topic", "partition"), self.own_cluster
         )
         self.broker_topology = TopologySlice(lakehouse, "broker_metadata", ("broker",), self.own_cluster)
-        self.compactor = Compactor(lakehouse, duration_seconds(config.lakehouse.compaction.interval))
+        self.compactor = Compactor(lakehouse, config.lakehouse.compaction.interval.seconds)
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
         self.seconds: Counter[str] = Counter()
         self._batch_seconds: Counter[str] = Counter()
