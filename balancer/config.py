@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -103,6 +105,21 @@ def _client_options(value: Any) -> Any:
     return value
 
 
+# Client settings passed on as they are (source/metadata/consumers/executor/agent options, storage options).
+ClientOptions = Annotated[dict[str, str], BeforeValidator(_client_options)]
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_regex)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -120,7 +137,7 @@ class SourceConfig(_Strict):
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_records_per_batch: int = Field(default=1_000_000, gt=0)
     # Passed to the Kafka client unchanged (security.protocol, sasl.*, ssl.*, ...).
-    options: dict[str, str] = Field(default_factory=dict)
+    options: ClientOptions = Field(default_factory=dict)
     # How long the source keeps retrying an unreachable broker before failing the query.
     unavailable_timeout: Duration = Duration("60 seconds")
     # Largest accepted telemetry value; bigger ones are quarantined.
@@ -150,11 +167,6 @@ class SourceConfig(_Strict):
             )
         return self
 
-    @field_validator("options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
-
 
 class MetadataConfig(_Strict):
     """Where replica lists, leaders and racks come from when the telemetry does not carry them."""
@@ -165,13 +177,8 @@ class MetadataConfig(_Strict):
     path: str | None = None
     # Defaults to source.bootstrap_servers: the reporter writes its topic to the cluster it measures.
     bootstrap_servers: str | None = None
-    options: dict[str, str] = Field(default_factory=dict)
+    options: ClientOptions = Field(default_factory=dict)
     interval: Duration = Duration("1 minute")
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
 
     @model_validator(mode="after")
     def _path_given(self) -> MetadataConfig:
@@ -189,8 +196,8 @@ class ConsumersConfig(_Strict):
     cluster: str | None = None
     # Default metadata.bootstrap_servers, then source.bootstrap_servers; options as source.options.
     bootstrap_servers: str | None = None
-    options: dict[str, str] = Field(default_factory=dict)
-    groups: str | None = None  # regex of the group ids to read; null: every group
+    options: ClientOptions = Field(default_factory=dict)
+    groups: Regex | None = None  # regex of the group ids to read; null: every group
     interval: Duration = Duration("1 minute")
     # A group is flagged when its busiest member must consume more than this x the fair share.
     balance_threshold: float = Field(default=1.5, gt=1.0, le=10.0)
@@ -199,21 +206,6 @@ class ConsumersConfig(_Strict):
     storm_min_windows: int = Field(default=2, ge=1, le=100)
     # Lag growth (records per window) that counts as growing when members sit idle.
     min_lag_growth: int = Field(default=1000, ge=1)
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
-
-    @field_validator("groups")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
 
     @field_validator("interval")
     @classmethod
@@ -283,12 +275,7 @@ class LakehouseConfig(_Strict):
     # delta-rs' (object_store's) storage options, e.g. AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
     # AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, aws_conditional_put; also given to the executors'
     # parquet writes and, on delta-spark, as Hadoop fs.s3a.* settings (balancer/storage.py).
-    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)  # repr: holds credentials
-
-    @field_validator("storage_options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
+    storage_options: ClientOptions = Field(default_factory=dict, repr=False)  # repr: holds credentials
 
     @model_validator(mode="after")
     def _path_usable(self) -> LakehouseConfig:
@@ -349,7 +336,7 @@ class BalancerConfig(_Strict):
     capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     max_bytes_to_move: int | None = Field(default=None, gt=0)
     max_moves_per_broker: int | None = Field(default=None, gt=0)
-    excluded_topics: str | None = None
+    excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.
     drain_brokers: list[int] = Field(default_factory=list)
@@ -380,16 +367,6 @@ class BalancerConfig(_Strict):
             raise ValueError(f"broker ids must be >= 0, got {bad}")
         return value
 
-    @field_validator("excluded_topics")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
-
 
 class ExecutorConfig(_Strict):
     """How plans are carried out and how long an open plan holds the cluster (see balancer.execution)."""
@@ -409,7 +386,7 @@ class ExecutorConfig(_Strict):
     # The cluster `balancer execute` changes; default metadata.bootstrap_servers, then source's.
     bootstrap_servers: str | None = None
     # Client settings for it (security.protocol, sasl.*, ssl.*); default metadata.options, then source's.
-    options: dict[str, str] = Field(default_factory=dict)
+    options: ClientOptions = Field(default_factory=dict)
     # Between ListPartitionReassignments polls of a running batch.
     poll_interval: Duration = Duration("2 seconds")
     # A batch in which no added replica grows and no partition finishes for this long has stalled.
@@ -421,11 +398,6 @@ class ExecutorConfig(_Strict):
         if value.seconds <= 0:
             raise ValueError("must be longer than 0 seconds")
         return value
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
 
     def cluster(self, config: Config) -> tuple[str, dict[str, str]]:
         """The bootstrap servers and client options of the cluster plans are carried out on."""
@@ -508,17 +480,12 @@ class AgentConfig(_Strict):
     # The measured cluster (default: metadata.bootstrap_servers, then source.bootstrap_servers) and its
     # client options (default: metadata.options, then source.options).
     bootstrap_servers: str | None = None
-    options: dict[str, str] = Field(default_factory=dict)
+    options: ClientOptions = Field(default_factory=dict)
     # Counters kept between intervals, at most (bounded memory; the least recently read go first).
     max_series: int = Field(default=500_000, gt=0)
     # Consumer groups whose committed offsets estimate consumer fetch (admin source), at most.
     max_consumer_groups: int = Field(default=200, ge=0)
     jmx: AgentJmxConfig = Field(default_factory=AgentJmxConfig)
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return _client_options(value)
 
     @field_validator("interval")
     @classmethod
