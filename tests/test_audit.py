@@ -46,13 +46,13 @@ def test_tables_keep_audit_history_by_default_and_as_configured(spark, tmp_path)
     for table in TABLES:
         assert DeltaTable(str(tmp_path / "lh" / table)).metadata().configuration == AUDIT, table
 
-    config = load_config(None, [f"lakehouse.path={tmp_path / 'lh'}", "lakehouse.retention.log_days=30"])
+    config = load_config(None, [f"lakehouse.path={tmp_path / 'lh'}", "lakehouse.retention.log_days=400"])
     wanted = config.lakehouse.retention.table_properties()
     lakehouse.create_all(wanted)  # existing tables get the configured properties
     versions = {}
     for table in TABLES:
         delta = DeltaTable(str(tmp_path / "lh" / table))
-        assert delta.metadata().configuration == {**AUDIT, "delta.logRetentionDuration": "interval 30 days"}
+        assert delta.metadata().configuration == {**AUDIT, "delta.logRetentionDuration": "interval 400 days"}
         versions[table] = delta.version()
     lakehouse.create_all(wanted)  # nothing to change: no commit
     assert {t: DeltaTable(str(tmp_path / "lh" / t)).version() for t in TABLES} == versions
@@ -127,9 +127,11 @@ def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path,
 
     # The printed time reads the tables as they were: plan b and its loads, nothing committed later.
     from balancer.cli.sql import as_of
+    from balancer.delta_versions import version_at
 
-    plans = DeltaTable(str(root / "balance_plans"))
-    plans.load_as_version(as_of(at))
+    plans = DeltaTable(
+        str(root / "balance_plans"), version=version_at(str(root / "balance_plans"), as_of(at))
+    )
     assert sorted(plans.to_pyarrow_table()["plan_id"].to_pylist()) == ["a", "b"]
 
     assert balancer_cli(["history", *settings, "balance_plans"]) == 0
@@ -149,6 +151,29 @@ def test_history_names_the_plans_commit_and_what_every_table_held_then(tmp_path,
         shown.out == ""
         and shown.err.strip() == f"balancer history: no Delta table telemetry_raw under {root}"
     )
+
+
+def test_a_commits_printed_time_reads_that_commit_when_its_log_file_was_written_later(tmp_path):
+    """A slow writer's log file is modified after the time its commit records; Delta's own time travel goes
+    by the file's time, so "as of" the printed commit time would read the version before it."""
+    import os
+
+    from balancer.cli.history import plan_commit, tables_at
+    from balancer.delta_versions import version_at
+    from balancer.storage import Storage
+
+    root = tmp_path / "lh"
+    DeltaTable.create(str(root / "balance_plans"), schema=arrow_schema("balance_plans"), name="balance_plans")
+    append(root, "balance_plans", plan("a"))
+    made = append(root, "balance_plans", plan("b"))
+    log = root / "balance_plans" / "_delta_log" / f"{made:020d}.json"
+    later = log.stat().st_mtime + 30
+    os.utime(log, (later, later))
+
+    commit = plan_commit(Storage.of(root), "b")
+    assert commit is not None and commit.version == made
+    assert version_at(str(root / "balance_plans"), commit.at) == made
+    assert dict((t, v) for t, v, _ in tables_at(Storage.of(root), commit.at))["balance_plans"] == made
 
 
 # -- balancer sql --as-of VERSION: a version is a table's own ----------------------------------------------

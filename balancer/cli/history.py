@@ -101,6 +101,7 @@ def tables_at(root: Storage, at: datetime) -> list[tuple[str, int | None, int]]:
     """(table, version current at ``at`` or None if created later, rows in that version) per table."""
     from deltalake import DeltaTable
 
+    from balancer.delta_versions import version_at
     from balancer.spark.lakehouse import TABLES
 
     options, result = root.delta_options(), []
@@ -108,12 +109,11 @@ def tables_at(root: Storage, at: datetime) -> list[tuple[str, int | None, int]]:
         path = root.join(table)
         if not DeltaTable.is_deltatable(path, storage_options=options):
             continue
-        delta = DeltaTable(path, storage_options=options)
-        try:
-            delta.load_as_version(at)
-        except Exception:  # delta-rs: no version at or before that time (the table came later)
+        version = version_at(path, at, options)
+        if version is None:  # the table came later
             result.append((table, None, 0))
             continue
+        delta = DeltaTable(path, version=version, storage_options=options)
         result.append((table, delta.version(), delta.to_pyarrow_dataset().count_rows()))
     return result
 

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from balancer.delta_versions import version_at
 from balancer.resources import sql_files
 from balancer.spark.session import delta_jar_available
 from balancer.storage import Storage
@@ -370,20 +371,22 @@ class Lakehouse:
 
     def read(self, table: str, *, as_of: int | dt.datetime | None = None) -> DataFrame:
         """``table`` as it is, or as it was ``as_of`` a table version or a time (Delta keeps every version
-        until VACUUM removes the files of old ones)."""
+        until VACUUM removes the files of old ones). A time is the version committed at or before it
+        (balancer.delta_versions), the same on both engines; before the table's first version, that
+        version (its creation: no rows)."""
+        if isinstance(as_of, dt.datetime):
+            as_of = version_at(self.path(table), as_of, self.storage.delta_options()) or 0
         if self.engine is DeltaEngine.SPARK:
             reader = self.spark.read.format("delta")
-            if isinstance(as_of, int):
+            if as_of is not None:
                 reader = reader.option("versionAsOf", as_of)
-            elif as_of is not None:
-                reader = reader.option("timestampAsOf", as_of.isoformat())
             return reader.load(self.path(table))
         schema = spark_schema(table)
         if not self.exists(table):
             return self.spark.createDataFrame([], schema)
         delta = self.delta(table)
         if as_of is not None:
-            try:  # a time before the table's first version reads that version (its creation: no rows)
+            try:
                 delta.load_as_version(as_of)
             except Exception as error:  # delta-rs raises its own errors, e.g. for a version it does not have
                 raise ValueError(f"{table}: no version as of {as_of}: {error}") from None
