@@ -99,6 +99,8 @@ CASES = {
     "two objects": (json.dumps(GOOD) + json.dumps(GOOD_BROKER), "bytes after the JSON object"),
     "a bracket after the object": (json.dumps(GOOD) + "]", "bytes after the JSON object"),
     "an element after the object": (json.dumps(GOOD) + ",0]", "bytes after the JSON object"),
+    # Not JSON whitespace (RFC 8259 has space, tab, CR, LF only), though Python's str.strip() takes it.
+    "a form feed after the object": (json.dumps(GOOD) + "\x0c", "bytes after the JSON object"),
     # Optional or other-type fields are still checked (the valid-record guard must see them too).
     "negative cpu on a partition record": (with_(cpu=-0.5), "field 'cpu' is negative"),
     "NaN cpu on a broker record": (

@@ -293,6 +293,10 @@ def _finite(x) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# RFC 8259's whitespace; str.strip() would also take form feeds, vertical tabs and Unicode spaces.
+JSON_WHITESPACE = " \t\n\r"
+
+
 def v1_problem(value: bytes, now_ms: int) -> str | None:  # noqa: C901 - one `if` per rule of the format
     """Why ``value`` breaks telemetry format v1 (``balancer/telemetry.py``'s spec and the limits of
     conf/balancer.yaml's source section), or None: the fuzz test's independent oracle, in Python. It may
@@ -302,10 +306,10 @@ def v1_problem(value: bytes, now_ms: int) -> str | None:  # noqa: C901 - one `if
         return "empty or too long"
     try:
         text = value.decode("utf-8")
-        record, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+        record, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip(JSON_WHITESPACE)))
     except (UnicodeDecodeError, ValueError):
         return "not UTF-8 JSON"
-    if text[end:].strip() or not isinstance(record, dict):
+    if text[end:].strip(JSON_WHITESPACE) or not isinstance(record, dict):
         return "not one JSON object"
     kind = record.get("type")
     if record.get("v") != 1 or type(record.get("v")) is not int or kind not in tm.RECORD_TYPES:
