@@ -20,13 +20,16 @@ error naming it rather than being dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from balancer.kafka_python import kafka_python_options
 
 from .executor import ExecutionError, PartitionState, Reassigning, TopicPartition
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+T = TypeVar("T")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
@@ -79,20 +82,37 @@ class KafkaPythonAdmin:
                 )
         return out
 
+    def _to_controller(self, call: Callable[[], T], attempts: int = 5) -> T:
+        """``call``, a request kafka-python routes to "the controller". Under KRaft that is any broker
+        the metadata names, and kafka-python keeps the first one it was told: once that broker leaves
+        (stopped, restarted), every such request fails with UnknownBrokerIdError or a connection error
+        although the rest of the cluster answers. Ask again for a broker that is there; until the
+        cluster fences the one that left, the metadata may still name it, hence a few tries."""
+        from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError
+
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError):
+                if attempt == attempts:
+                    raise
+                self.client._controller_id = None  # noqa: SLF001 - kafka-python asks again when None
+                time.sleep(1.0)
+        raise AssertionError("unreachable")
+
     def reassignments(self) -> dict[TopicPartition, Reassigning]:
         return {
             (tp.topic, tp.partition): Reassigning(
                 tuple(r["replicas"]), tuple(r["adding_replicas"]), tuple(r["removing_replicas"])
             )
-            for tp, r in self.client.list_partition_reassignments().items()
+            for tp, r in self._to_controller(self.client.list_partition_reassignments).items()
         }
 
     def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
         from kafka import TopicPartition as KafkaTopicPartition
 
-        answer = self.client.alter_partition_reassignments(
-            {KafkaTopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()}
-        )
+        wanted = {KafkaTopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()}
+        answer = self._to_controller(lambda: self.client.alter_partition_reassignments(wanted))
         refused = {}
         for tp, error in answer.items():
             # Cancelling a partition whose reassignment just finished is no error for us.
@@ -106,7 +126,7 @@ class KafkaPythonAdmin:
         wanted: dict[str, list[int]] = {}
         for topic, partition in partitions:
             wanted.setdefault(topic, []).append(partition)
-        response = self.client.elect_leaders(0, wanted, raise_errors=False)
+        response = self._to_controller(lambda: self.client.elect_leaders(0, wanted, raise_errors=False))
         refused = {}
         for result in response.replica_election_results:
             for p in result.partition_result:

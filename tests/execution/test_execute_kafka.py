@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from balancer.execution.kafka_admin import KafkaPythonAdmin
 from balancer.planner import Action
 from execution.kafka_plans import (
     BALANCER,
@@ -235,9 +236,15 @@ def test_broker_stopped_mid_batch_stalls_safely_and_the_plan_resumes_when_it_ret
     root = tmp_path / "lh"
     plan_id = write_plan(root, actions, deadline_seconds=DEADLINE * 2)
     process = start_execute(root, kafka, plan_id, tmp_path / "first.log")
+    # kafka-python keeps the first "controller" a KRaft cluster names (any broker); one that has
+    # broker 3 in mind must still answer once broker 3 is gone, as the executor's may, by chance.
+    pinned = KafkaPythonAdmin(kafka.bootstrap_servers)
+    pinned.reassignments()
+    pinned.client._controller_id = 3
     try:
         wait_for(lambda: log_sizes(kafka, topic).get((0, 3), 0) > 2 * MB, 120, "batch 1 to copy some data")
         kafka.stop_node(3)
+        assert set(pinned.reassignments()) <= {(topic, 0)}  # raises UnknownBrokerIdError unless re-asked
         code = process.wait(timeout=180)
         output = (tmp_path / "first.log").read_text()
         assert code == 1, output
@@ -246,6 +253,7 @@ def test_broker_stopped_mid_batch_stalls_safely_and_the_plan_resumes_when_it_ret
         assert set(assignment(kafka, topic)[0][0]) == {1, 2}
         assert throttles_set(kafka, [topic], brokers=(1, 2)) == {}
     finally:
+        pinned.close()
         if process.poll() is None:
             kill(process)
         kafka.start_node(3)
