@@ -14,7 +14,8 @@ from pyspark.errors import StreamingQueryException
 from support import BALANCER, T0, job_config, simulated, start_job, tail, write_config
 
 from balancer import telemetry as tm
-from balancer.demo.embedded_broker import EmbeddedBroker, free_port
+from balancer.demo.embedded_broker import free_port
+from balancer.demo.kafka_cluster import KafkaCluster
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 
@@ -97,9 +98,12 @@ def _committed(query) -> bool:
 
 
 def test_broker_lost_mid_stream_then_wiped_is_reported_not_skipped(spark, tmp_path):
+    """A real Apache Kafka broker of its own (one KRaft node): stopped while the job streams, then started
+    again with its storage formatted anew (``KafkaCluster.start`` wipes it), as a broker whose disks were
+    lost comes back."""
     cluster = simulated(cluster="faults")
     topic = "metrics"
-    with EmbeddedBroker() as broker:
+    with KafkaCluster(tmp_path / "kafka", size=1) as broker:
         broker.create_topic(topic, partitions=2)
         produced = _produce(broker.bootstrap_servers, topic, cluster, range(6))
         config = _config(tmp_path, broker.bootstrap_servers, topic)

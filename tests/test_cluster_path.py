@@ -64,8 +64,9 @@ def submit(config: Path, log: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def table_rows(root: Path, table: str) -> list[tuple]:
-    frame = DeltaTable(str(root / table)).to_pandas()
+def table_rows(root: Path | str, table: str, storage: dict[str, str] | None = None) -> list[tuple]:
+    """``table``'s rows under ``root`` (a folder or an object-store URI), sorted, volatile columns out."""
+    frame = DeltaTable(f"{root}/{table}", storage_options=storage).to_pandas()
     frame = frame[[c for c in frame.columns if c not in VOLATILE]]
     return sorted(tuple(repr(v) for v in row) for row in frame.itertuples(index=False))
 

@@ -10,7 +10,8 @@ import uuid
 import pytest
 from deltalake import DeltaTable
 from support import T0, job_config, minutes_of, produce, simulated, write_config
-from test_cluster_path import COMPARED, VOLATILE
+from test_cluster_path import COMPARED
+from test_cluster_path import table_rows as comparable_rows
 from test_object_storage import moto_server, options
 from test_pipeline import MALFORMED
 
@@ -32,6 +33,27 @@ def standalone(tmp_path_factory):
         tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1, memory="1g"
     ) as cluster:
         yield cluster
+
+
+def submit_once(standalone, config, log, *spark_options: str) -> None:
+    """``spark-submit.sh --master <standalone> [spark_options] --once --config config``, output in ``log``."""
+    with open(log, "wb") as out:
+        done = subprocess.run(
+            [
+                str(REPO_ROOT / "spark-submit.sh"),
+                "--master",
+                standalone.master_url,
+                *spark_options,
+                "--once",
+                "--config",
+                str(config),
+            ],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=1200,
+        )
+    assert done.returncode == 0, log.read_text()[-6000:]
 
 
 def table_rows(lakehouse, table: str) -> list[dict]:
@@ -80,24 +102,7 @@ def test_spark_submit_to_standalone_cluster_lands_exactly_on_both_workers(
         "--conf",
         "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
     ]
-    log = tmp_path / "submit.log"
-    with open(log, "wb") as out:
-        done = subprocess.run(
-            [
-                str(REPO_ROOT / "spark-submit.sh"),
-                "--master",
-                standalone.master_url,
-                *spark_options,
-                "--once",
-                "--config",
-                str(config),
-            ],
-            cwd=REPO_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=900,
-        )
-    assert done.returncode == 0, log.read_text()[-6000:]
+    submit_once(standalone, config, tmp_path / "submit.log", *spark_options)
 
     lakehouse = tmp_path / "lakehouse"
     rows = {table: table_rows(lakehouse, table) for table in TABLES}
@@ -153,40 +158,18 @@ def check_cluster_path(standalone, spark, kafka, tmp_path, s3_endpoint) -> None:
         lakehouse={"path": root, "engine": "delta-spark", "storage_options": options(s3_endpoint)},
         spark={"conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}},
     )
-    log = tmp_path / "submit.log"
-    with open(log, "wb") as out:
-        done = subprocess.run(
-            [
-                str(REPO_ROOT / "spark-submit.sh"),
-                "--master",
-                standalone.master_url,
-                "--total-executor-cores",
-                "2",
-                "--executor-cores",
-                "1",
-                "--executor-memory",
-                "768m",
-                "--once",
-                "--config",
-                str(config),
-            ],
-            cwd=REPO_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=1200,
-        )
-    assert done.returncode == 0, log.read_text()[-6000:]
+    submit_once(
+        standalone,
+        config,
+        tmp_path / "submit.log",
+        *("--total-executor-cores", "2", "--executor-cores", "1", "--executor-memory", "768m"),
+    )
 
     reference = job_config(tmp_path / "ref", kafka.bootstrap_servers, topic, "windows.size=5 minutes")
     job.run_until_idle(spark, job.start(spark, reference, once=True))
 
-    def rows(path: str, table: str, storage: dict | None) -> list[tuple]:
-        frame = DeltaTable(f"{path}/{table}", storage_options=storage).to_pandas()
-        frame = frame[[c for c in frame.columns if c not in VOLATILE]]
-        return sorted(tuple(repr(v) for v in row) for row in frame.itertuples(index=False))
-
     for table in COMPARED:
-        theirs = rows(root.replace("s3a://", "s3://"), table, options(s3_endpoint))
-        ours = rows(str(reference.lakehouse.path), table, None)
+        theirs = comparable_rows(root.replace("s3a://", "s3://"), table, options(s3_endpoint))
+        ours = comparable_rows(reference.lakehouse.path, table)
         assert ours, f"{table}: nothing to compare"
         assert theirs == ours, table
