@@ -46,10 +46,15 @@ lint: setup
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
 
-# Whole suite: lint, then unit + integration (real Spark, embedded broker, Delta on disk).
+# Whole suite: lint, then unit + integration (real Spark, real Kafka brokers, Delta on disk).
+# Most of its time is waiting (event-time windows, throttled replica moves, JVM starts), not CPU, so it runs
+# in TEST_WORKERS processes, each with its own Spark session and brokers; a test module stays in one process
+# (--dist loadfile) so a module's fixtures start once. TEST_WORKERS=0 runs everything in this process.
 # Exit code 5 means pytest collected nothing: that is a failure for us too.
+TEST_WORKERS ?= 2
 test: setup lint
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -q -ra --durations=20 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+	  $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc
 
 test-unit: setup
