@@ -1,6 +1,6 @@
 """The two ways in, side by side: python connector + delta-rs against Spark's native connector + delta-spark.
 
-    .venv/bin/python benchmarks/paths_bench.py            # 270 brokers, 1.3M replicas, 2 sim minutes a format
+    .venv/bin/python benchmarks/paths_bench.py            # 270 brokers, 1.3M replicas, 3 sim minutes a format
     .venv/bin/python benchmarks/paths_bench.py --quick    # 270 brokers, ~130k replicas
 
 A real Apache Kafka broker (one KRaft node from jvm/lib, on this box) holds a backlog: each sim minute is one
@@ -102,16 +102,23 @@ def submit(config: dict, workdir: Path) -> tuple[float, float, int]:
     return wall, cpu, result.returncode
 
 
-def landed(root: Path) -> int:
+def landed(root: Path) -> tuple[int, int]:
+    """Records landed (valid + quarantined) and windows planned."""
     from deltalake import DeltaTable
 
-    return sum(DeltaTable(str(root / t)).count() for t in ("telemetry_raw", "telemetry_quarantine"))
+    records = sum(DeltaTable(str(root / t)).count() for t in ("telemetry_raw", "telemetry_quarantine"))
+    return records, DeltaTable(str(root / "balance_plans")).count()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~130k replicas instead of 1.3M")
-    parser.add_argument("--minutes", type=int, default=2, help="sim minutes of backlog per format")
+    parser.add_argument(
+        "--minutes",
+        type=int,
+        default=3,
+        help="sim minutes of backlog per format (one-minute windows: all but the last two are planned)",
+    )
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the telemetry topic")
     parser.add_argument("--formats", nargs="+", default=["v1", "cruise-control"])
     args = parser.parse_args()
@@ -134,7 +141,7 @@ def main() -> None:
             produce(kafka.bootstrap_servers, topic, records[fmt])
             n = len(records[fmt])
             ceiling = plain_consumer(kafka.bootstrap_servers, topic, args.partitions, n)
-            results.append((fmt, "plain consumer (ceiling)", n, n / ceiling, None))
+            results.append((fmt, "plain consumer (ceiling)", n, n / ceiling, None, None))
             for name, (connector, engine) in PATHS.items():
                 run = work / f"{fmt}-{connector}-{engine}"
                 run.mkdir()
@@ -157,14 +164,16 @@ def main() -> None:
                     config["metadata"] = {"source": "file", "path": str(work / "metadata.json")}
                     config["capacity"] = {"path": str(work / "capacity.json")}
                 wall, cpu, code = submit(config, run)
-                count = landed(run / "lakehouse") if code == 0 else 0
-                results.append((fmt, name, count, wall, cpu))
+                count, plans = landed(run / "lakehouse") if code == 0 else (0, 0)
+                results.append((fmt, name, count, wall, cpu, plans))
                 print(f"  {fmt:15s} {name:22s} exit {code}: {count:,} records in {wall:.0f} s", flush=True)
-    print(f"\n{'format':15s} {'path':26s} {'records':>10s} {'wall s':>8s} {'rec/s':>9s} {'CPU µs/rec':>11s}")
-    for fmt, name, count, wall, cpu in results:
+    header = f"{'records':>10s} {'wall s':>8s} {'rec/s':>9s} {'CPU µs/rec':>11s} {'windows planned':>16s}"
+    print(f"\n{'format':15s} {'path':26s} {header}")
+    for fmt, name, count, wall, cpu, plans in results:
         rate = count / wall if wall else 0
         per = f"{cpu / count * 1e6:11.1f}" if cpu and count else f"{'':11s}"
-        print(f"{fmt:15s} {name:26s} {count:10,d} {wall:8.1f} {rate:9,.0f} {per}")
+        planned = f"{plans:16d}" if plans is not None else ""
+        print(f"{fmt:15s} {name:26s} {count:10,d} {wall:8.1f} {rate:9,.0f} {per} {planned}")
     print(f"(load at the end {os.getloadavg()[0]:.1f}; wall and CPU include JVM start-up and the final plan)")
 
 

@@ -74,9 +74,10 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-# Fixtures that start a JVM or a broker: a test using them (directly or through another fixture) is an
-# integration test and must say so, so that `make test-unit` (-m "not integration") never starts them.
-_HEAVY_FIXTURES = frozenset({"spark", "broker", "topic"})
+# Fixtures that start a JVM or brokers (embedded or real Kafka): a test using them (directly or through
+# another fixture) is an integration test and must say so, so that `make test-unit` (-m "not integration")
+# never starts them.
+_HEAVY_FIXTURES = frozenset({"spark", "broker", "topic", "kafka", "kafka_topic"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
