@@ -98,3 +98,18 @@ class Action:
     @property
     def moved_replicas(self) -> int:
         return len(set(self.new_replicas) - set(self.old_replicas))
+
+    def row(self, seq: int) -> dict[str, object]:
+        """The action as a ``plan_actions`` row's own columns (without plan_id and cluster), ``seq``-th of
+        its plan: plain Python values, lists for the replica sets."""
+        return {
+            "seq": seq,
+            "action": str(self.kind),
+            "topic": self.topic,
+            "partition": self.partition,
+            "old_replicas": list(self.old_replicas),
+            "new_replicas": list(self.new_replicas),
+            "old_leader": self.old_leader,
+            "new_leader": self.new_leader,
+            "bytes_to_move": int(self.bytes_to_move),
+        }

@@ -115,20 +115,7 @@ def _fill_row(row: dict, snapshot, result, options) -> dict:
         replica_moves=int(result.replica_moves),
         reassignment_json=json.dumps(result.to_reassignment()) if result.actions else None,
         election_json=json.dumps(election) if election["partitions"] else None,
-        actions=[
-            {
-                "seq": seq,
-                "action": a.kind,
-                "topic": a.topic,
-                "partition": a.partition,
-                "old_replicas": list(a.old_replicas),
-                "new_replicas": list(a.new_replicas),
-                "old_leader": a.old_leader,
-                "new_leader": a.new_leader,
-                "bytes_to_move": int(a.bytes_to_move),
-            }
-            for seq, a in enumerate(result.actions)
-        ],
+        actions=[a.row(seq) for seq, a in enumerate(result.actions)],
         **_verdict_columns(verdict.unmet, advice),
     )
     return row

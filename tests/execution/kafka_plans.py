@@ -157,22 +157,7 @@ def write_plan(
         "replica_moves": sum(a.moved_replicas for a in moved),
         "bytes_to_move": sum(a.bytes_to_move for a in actions),
     }
-    action_rows = [
-        {
-            "plan_id": plan_id,
-            "cluster": "real",
-            "seq": seq,
-            "action": a.kind,
-            "topic": a.topic,
-            "partition": a.partition,
-            "old_replicas": list(a.old_replicas),
-            "new_replicas": list(a.new_replicas),
-            "old_leader": a.old_leader,
-            "new_leader": a.new_leader,
-            "bytes_to_move": a.bytes_to_move,
-        }
-        for seq, a in enumerate(actions)
-    ]
+    action_rows = [{"plan_id": plan_id, "cluster": "real", **a.row(seq)} for seq, a in enumerate(actions)]
     info = tracking.PlanInfo(
         plan_id, "real", 0, int(WINDOW.timestamp() * 1000), "proposed", tuple(actions), {}, {}
     )

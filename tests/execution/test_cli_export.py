@@ -108,22 +108,7 @@ def test_export_falls_back_to_plan_actions_with_throttles_from_the_plans_window(
     write_deltalake(
         str(lh / "plan_actions"),
         pa.Table.from_pylist(
-            [
-                {
-                    "plan_id": "p-1",
-                    "cluster": "c",
-                    "seq": seq,
-                    "action": a.kind,
-                    "topic": a.topic,
-                    "partition": a.partition,
-                    "old_replicas": list(a.old_replicas),
-                    "new_replicas": list(a.new_replicas),
-                    "old_leader": a.old_leader,
-                    "new_leader": a.new_leader,
-                    "bytes_to_move": a.bytes_to_move,
-                }
-                for seq, a in enumerate(ACTIONS)
-            ][::-1]
+            [{"plan_id": "p-1", "cluster": "c", **a.row(seq)} for seq, a in enumerate(ACTIONS)][::-1]
         ),
     )
     write_deltalake(
