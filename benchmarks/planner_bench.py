@@ -12,7 +12,10 @@ the least any plan must move to reach the planner's own figures (network_in LP b
 drained bytes, and the three combined per broker), with the plan's data as a multiple of it.
 ``*``: a baseline that ignores the scenario's drain (it leaves replicas on the drained brokers, so
 it never reaches the target). The LinkedIn 7-broker cluster comes in four syntheses: the same
-brokers, placement and traffic, partition sizes drawn four ways (SIZE_MODELS).
+brokers, placement and traffic, partition sizes drawn four ways (SIZE_MODELS), and two more whose
+brokers are the published ones (LINKEDIN_BROKERS: network in, network out and disk per broker, disks
+of two sizes), the partition loads fitted to them (fit_to_brokers). ``cpu s``: the planner's CPU
+seconds (process time), beside its wall seconds.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ SCENARIOS: dict[str, dict] = {
     "linkedin_7_size_indep": dict(LINKEDIN_7),
     "linkedin_7_size_anti": dict(LINKEDIN_7),
     "linkedin_7_size_pareto": dict(LINKEDIN_7),
+    # The LinkedIn cluster as published, broker by broker (LINKEDIN_BROKERS): two disk sizes (four
+    # brokers of ~19 TB, three of ~28.6 TB), each broker's network in, network out and disk
+    # totals reached by fitting the synthesised partitions' loads (fit_to_brokers).
+    "linkedin_7_disks": dict(LINKEDIN_7),
+    # The same, partition sizes shuffled (independent of traffic) before the fit.
+    "linkedin_7_disks_indep": dict(LINKEDIN_7),
     "scale_270": dict(
         brokers=270,
         racks=6,
@@ -93,6 +102,8 @@ OPTIONS: dict[str, dict] = {
     "linkedin_7_size_indep": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "linkedin_7_size_anti": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "linkedin_7_size_pareto": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
+    "linkedin_7_disks": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
+    "linkedin_7_disks_indep": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "drain_2": dict(drain_brokers=(4, 9)),
 }
 # Cruise Control's own result on the real cluster (same wiki page): before -> after, moves, data.
@@ -107,6 +118,22 @@ REFERENCE = {
         "leader_moves": 501,
     }
 }
+REFERENCE["linkedin_7_disks"] = REFERENCE["linkedin_7_disks_indep"] = REFERENCE["linkedin_7"]
+# The LinkedIn cluster's brokers as Cruise Control's wiki prints them before its rebalance
+# (`load`): network in (leader + follower KB/s), network out (KB/s), disk (MB) and disk percent
+# (whose ratio gives the disk's capacity: two sizes).
+LINKEDIN_BROKERS = (
+    # id, network in, network out, disk MB, disk %
+    (1425, 273.61 + 346.75, 563.29, 420937.78, 2.21),
+    (1427, 104.87 + 163.00, 677.65, 433809.72, 2.27),
+    (1429, 295.61 + 423.13, 790.29, 428663.50, 2.25),
+    (1433, 155.51 + 102.44, 672.79, 414232.50, 2.17),
+    (2187, 230.98 + 354.76, 714.39, 629250.62, 2.20),
+    (2192, 187.04 + 280.24, 353.13, 623767.00, 2.18),
+    (2199, 345.10 + 252.68, 1124.97, 646967.81, 2.26),
+)
+# name -> size model applied before fitting to LINKEDIN_BROKERS (None: sizes as generated).
+FITTED = {"linkedin_7_disks": None, "linkedin_7_disks_indep": ("independent", 2)}
 # name -> (how partition sizes are redrawn after generation, seed); total size kept, traffic
 # untouched:
 #   "independent": the sizes shuffled over partitions (size says nothing about traffic);
@@ -134,10 +161,15 @@ def run_one(name: str) -> dict:
     snapshot = generate(spec)
     if name in SIZE_MODELS:
         snapshot = resize(snapshot, *SIZE_MODELS[name])
-    started = time.perf_counter()
+    if name in FITTED:
+        if FITTED[name] is not None:
+            snapshot = resize(snapshot, *FITTED[name])
+        snapshot = fit_to_brokers(snapshot, LINKEDIN_BROKERS)
+    started, started_cpu = time.perf_counter(), time.process_time()
     options = PlannerOptions(**OPTIONS.get(name, {}))
     result = plan(snapshot, options)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - started_cpu
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     problems = check_plan(snapshot, result)
     total = result.total_bytes
@@ -152,6 +184,7 @@ def run_one(name: str) -> dict:
             "replica_moves": result.replica_moves,
             "leader_moves": result.leader_moves,
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
             "peak_mb": peak_mb,
             "unsatisfied": list(result.unsatisfied),
         }
@@ -232,6 +265,63 @@ def resize(snapshot: dict, model: str, seed: int) -> dict:
         raise ValueError(f"unknown size model {model!r}")
     sizes = np.round(new).astype(np.int64).tolist()
     return {**snapshot, "partitions": [{**p, "size": s} for p, s in zip(parts, sizes)]}
+
+
+def fit_to_brokers(snapshot: dict, published: tuple, rounds: int = 200) -> dict:
+    """``snapshot`` (brokers 0..n-1, same placement and leaders) with each broker's capacities and
+    network in, network out and disk totals taken from ``published`` (LINKEDIN_BROKERS' rows, in
+    broker order; ids kept as 0..n-1).
+
+    Partition loads are raked: every round scales each partition's bytes_in and size by the
+    geometric mean of its replicas' target/current ratios (iterative proportional fitting), then
+    bytes_out exactly per leader broker (network out = bytes_out + bytes_in x followers, on the
+    leader). Network capacity is equal on every broker (the published balance figures are plain
+    max/mean); disk capacity is disk MB / disk %, so two sizes of disk."""
+    parts = snapshot["partitions"]
+    n = len(published)
+    width = max(len(p["replicas"]) for p in parts)
+    reps = np.full((len(parts), width), -1, dtype=np.int64)
+    for i, p in enumerate(parts):
+        reps[i, : len(p["replicas"])] = p["replicas"]
+    ok = reps >= 0
+    rf = ok.sum(axis=1)
+    leader = np.array([p["leader"] for p in parts], dtype=np.int64)
+    bytes_in = np.array([p["bytes_in"] for p in parts], dtype=np.float64)
+    size = np.array([p["size"] for p in parts], dtype=np.float64)
+    kb, mb = 1e3, 1e6  # published units: KB/s and MB
+    t_in = np.array([r[1] for r in published]) * kb
+    t_out = np.array([r[2] for r in published]) * kb
+    t_disk = np.array([r[3] for r in published]) * mb
+    disk_cap = t_disk / (np.array([r[4] for r in published]) / 100.0)
+    flat = np.where(ok, reps, 0)
+
+    def rake(v: np.ndarray, target: np.ndarray) -> np.ndarray:
+        load = np.bincount(reps[ok], weights=np.broadcast_to(v[:, None], reps.shape)[ok], minlength=n)
+        log_ratio = np.log(target / load)
+        return v * np.exp((log_ratio[flat] * ok).sum(axis=1) / rf)
+
+    for _ in range(rounds):
+        bytes_in, size = rake(bytes_in, t_in), rake(size, t_disk)
+    followers_out = np.bincount(leader, weights=bytes_in * (rf - 1), minlength=n)
+    base_out = np.array([p["bytes_out"] for p in parts], dtype=np.float64)
+    need = t_out - followers_out
+    if (need <= 0).any():
+        raise ValueError("published network out below the replication a leader broker must serve")
+    bytes_out = base_out * (need / np.bincount(leader, weights=base_out, minlength=n))[leader]
+    cap_net = float(t_out.sum() + t_in.sum()) / n / 0.4  # equal network capacity, ~40% used
+    brokers = [
+        {
+            "id": b["id"],
+            "capacity": {"network_in": cap_net, "network_out": cap_net, "disk": float(disk_cap[k])},
+        }
+        for k, b in enumerate(snapshot["brokers"])
+    ]
+    sizes = np.round(size).astype(np.int64).tolist()
+    new = [
+        {**p, "bytes_in": float(bi), "bytes_out": float(bo), "size": sz}
+        for p, bi, bo, sz in zip(parts, bytes_in.tolist(), bytes_out.tolist(), sizes)
+    ]
+    return {**snapshot, "brokers": brokers, "partitions": new}
 
 
 def data_lower_bound(snapshot: dict, after: dict, options) -> dict:
@@ -423,7 +513,8 @@ def verdict(report: dict) -> list[str]:
 def print_table(reports: list[dict]) -> None:
     head = (
         f"{'scenario':<15} {'algo':<17} {'net_in':>13} {'net_out':>13} {'disk':>13} {'bound i/o':>11} "
-        f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'peak MB':>8}"
+        f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'cpu s':>7} "
+        f"{'peak MB':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -439,13 +530,14 @@ def print_table(reports: list[dict]) -> None:
             )
             per = f"{row['share_per_0.01']:.3%}" if row["share_per_0.01"] is not None else "-"
             secs = f"{row['seconds']:.2f}" if row["seconds"] is not None else "-"
+            cpu = f"{row['cpu_seconds']:.2f}" if row.get("cpu_seconds") is not None else "-"
             print(
                 f"{label:<15} {row['algo']:<17} {b['network_in']:>5.3f}->{a['network_in']:<6.3f} "
                 f"{b['network_out']:>5.3f}->{a['network_out']:<6.3f} "
                 f"{b['disk']:>5.3f}->{a['disk']:<6.3f} "
                 f"{bound} {_fmt_bytes(row['bytes_to_move']):>8} {row['share']:>6.2%} "
                 f"{row['replica_moves']:>6} {row['leader_moves']:>6} "
-                f"{'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {peak:>8}"
+                f"{'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {cpu:>7} {peak:>8}"
             )
         notes = verdict(rep)
         extra = (
