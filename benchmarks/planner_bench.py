@@ -684,10 +684,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: INVALID: " + "; ".join(report["problems"][:10]), file=sys.stderr)
         if name in BUDGETED:
             ours = report["rows"][0]
-            if ours["seconds"] > SCALE_TIME_LIMIT_S or ours["peak_mb"] > SCALE_MEMORY_LIMIT_MB:
+            # CPU, not wall time: on a shared machine the wall clock measures the neighbours.
+            if ours["cpu_seconds"] > SCALE_TIME_LIMIT_S or ours["peak_mb"] > SCALE_MEMORY_LIMIT_MB:
                 failed = True
                 print(
-                    f"{name}: over budget: {ours['seconds']:.1f}s, {ours['peak_mb']:.0f} MB", file=sys.stderr
+                    f"{name}: over budget: {ours['cpu_seconds']:.1f} s of CPU, {ours['peak_mb']:.0f} MB",
+                    file=sys.stderr,
                 )
     print_table(reports)
     if args.scale:
