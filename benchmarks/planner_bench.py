@@ -618,6 +618,75 @@ def print_table(reports: list[dict]) -> None:
             )
 
 
+def heldout(count: int, seed: int = 2024) -> bool:
+    """Plan ``count`` random small clusters no scenario was tuned on (drawn from ``seed``): replication
+    factor 2-4, 0/3/4/5 racks, Pareto or Zipf topic traffic, a size tail of its own, sizes redrawn by a
+    SIZE_MODELS model (or kept: traffic x retention), whole-machine or disk-only capacity mixes. One
+    line each (target reached, data against the data bound, moves), then the share within 1.25x the
+    bound. True if every plan is valid."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.planner import PlannerOptions, plan
+    from balancer.planner.validate import check_plan
+
+    rng = np.random.default_rng(seed)
+    multiples, reached_all, valid = [], 0, True
+    for k in range(count):
+        rf = int(rng.integers(2, 5))
+        racks = int(rng.choice([0, 3, 4, 5]))
+        spec = dict(
+            brokers=int(rng.integers(max(rf, racks, 6), 16)),
+            racks=racks,
+            topics=int(rng.integers(80, 200)),
+            partitions_per_topic=(4, 40),
+            replication_factor=rf,
+            skew=float(rng.choice([0.6, 0.9, 1.2])),
+            size_sigma=float(rng.choice([0.0, 0.5, 1.0])),
+            heterogeneous_capacity=bool(rng.random() < 0.4),
+            seed=int(rng.integers(1000, 9999)),
+        )
+        if rng.random() < 0.3:
+            spec["zipf_exponent"] = 1.1
+        snapshot = generate(ScenarioSpec(**spec))
+        sizes = str(rng.choice(["traffic x retention", "independent", "anti", "pareto"]))
+        if sizes != "traffic x retention":
+            snapshot = resize(snapshot, sizes, spec["seed"])
+        disks = "same disks"
+        if rng.random() < 0.5:  # disks of several sizes, network capacity as generated
+            mult = rng.choice([1.0, 1.5, 2.0], size=len(snapshot["brokers"]))
+            brokers = [
+                {**b, "capacity": {**b["capacity"], "disk": b["capacity"]["disk"] * m / mult.mean()}}
+                for b, m in zip(snapshot["brokers"], mult.tolist())
+            ]
+            snapshot, disks = {**snapshot, "brokers": brokers}, "mixed disks"
+        options = PlannerOptions()
+        result = plan(snapshot, options)
+        problems = check_plan(snapshot, result)
+        valid &= not problems
+        bound = data_lower_bound(snapshot, result.after, options)["bound"]
+        share = result.bytes_to_move / result.total_bytes
+        multiple = share / bound if bound > 1e-9 else (1.0 if share < 1e-9 else math.inf)
+        multiples.append(multiple)
+        reached = judge(
+            {"bound": result.lower_bound, "after": result.after, "before": result.before, "share": share},
+            options.balance_threshold,
+        )["reached"]
+        reached_all += reached
+        print(
+            f"heldout {k:2d}: {spec['brokers']} brokers, RF {rf}, {racks} racks, {sizes}, size sigma "
+            f"{spec['size_sigma']}, {'Zipf' if 'zipf_exponent' in spec else 'Pareto'} traffic, {disks}"
+            f"{', 1x/1.5x/2x machines' if spec['heterogeneous_capacity'] else ''}: target "
+            f"{'yes' if reached else 'NO'}, moved {share:.2%} = {multiple:.2f}x the data bound, "
+            f"{result.replica_moves} replica / {result.leader_moves} leader moves"
+            + (f", INVALID: {problems[0]}" if problems else "")
+        )
+    within = sum(m <= 1.25 for m in multiples)
+    print(
+        f"heldout: {within} of {count} within 1.25x the data bound (median {np.median(multiples):.2f}x, "
+        f"worst {max(multiples):.2f}x); traffic target reached in {reached_all} of {count}"
+    )
+    return valid
+
+
 def scale_verdict(reports: list[dict]) -> bool:
     """Print each --scale case against its budget; True if every one meets it."""
     ok = True
@@ -656,6 +725,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the skewed 1.3M and 2.8M-replica clusters against their CPU, memory and balance budgets",
     )
+    parser.add_argument(
+        "--heldout", type=int, metavar="N", help="only plan N random clusters no scenario was tuned on"
+    )
     parser.add_argument("--child", choices=sorted(SCENARIOS), help=argparse.SUPPRESS)
     parser.add_argument("--no-baselines", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
@@ -663,6 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(run_one(args.child, baselines=not args.no_baselines)))
         return 0
+    if args.heldout:
+        return 0 if heldout(args.heldout) else 1
     if args.scale:
         names = args.only or list(SCALE_BUDGETS)
     else:
