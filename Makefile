@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet lakehouse paths
 
-.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) clean cluster-up cluster-down kafka-up kafka-down \
+.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) bench-planner-scale clean cluster-up cluster-down kafka-up kafka-down \
 	notebook notebooks
 
 JVM_STAMP := jvm/lib/.resolved
@@ -67,6 +67,11 @@ bench: $(addprefix bench-,$(BENCHES))
 bench-ingest: bench-paths
 $(addprefix bench-,$(BENCHES)): bench-%: setup
 	$(PY) benchmarks/$*_bench.py
+
+# The planner on the skewed 1.3M- and 2.8M-replica clusters, against their CPU, memory and balance
+# budgets (exits non-zero if one is missed).
+bench-planner-scale: setup
+	$(PY) benchmarks/planner_bench.py --scale
 
 # A Spark standalone master and two 1-core workers on loopback (prints the master URL for
 # ./spark-submit.sh --master); state, work and logs under data/cluster.

@@ -12,7 +12,10 @@ the least any plan must move to reach the planner's own figures (network_in LP b
 drained bytes, and the three combined per broker), with the plan's data as a multiple of it.
 ``*``: a baseline that ignores the scenario's drain (it leaves replicas on the drained brokers, so
 it never reaches the target). The LinkedIn 7-broker cluster comes in four syntheses: the same
-brokers, placement and traffic, partition sizes drawn four ways (SIZE_MODELS).
+brokers, placement and traffic, partition sizes drawn four ways (SIZE_MODELS), and two more whose
+brokers are the published ones (LINKEDIN_BROKERS: network in, network out and disk per broker, disks
+of two sizes), the partition loads fitted to them (fit_to_brokers). ``cpu s``: the planner's CPU
+seconds (process time), beside its wall seconds.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ SCENARIOS: dict[str, dict] = {
     "linkedin_7_size_indep": dict(LINKEDIN_7),
     "linkedin_7_size_anti": dict(LINKEDIN_7),
     "linkedin_7_size_pareto": dict(LINKEDIN_7),
+    # The LinkedIn cluster as published, broker by broker (LINKEDIN_BROKERS): two disk sizes (four
+    # brokers of ~19 TB, three of ~28.6 TB), each broker's network in, network out and disk
+    # totals reached by fitting the synthesised partitions' loads (fit_to_brokers).
+    "linkedin_7_disks": dict(LINKEDIN_7),
+    # The same, partition sizes shuffled (independent of traffic) before the fit.
+    "linkedin_7_disks_indep": dict(LINKEDIN_7),
     "scale_270": dict(
         brokers=270,
         racks=6,
@@ -83,6 +92,19 @@ SCENARIOS: dict[str, dict] = {
         size_sigma=1.0,
         seed=113,
     ),
+    # skewed_270 at twice the brokers and ~2.8M replicas (the size of Cruise Control's second
+    # case in its issue #1592); run by --scale only. Size tail sigma 0.5: with skewed_270's 1.0
+    # at 540 brokers the biggest partitions outgrow a whole broker's disk (1.7x its capacity).
+    "skewed_540": dict(
+        brokers=540,
+        racks=6,
+        topics=17300,
+        partitions_per_topic=(10, 98),
+        total_bytes_in=1e10,
+        zipf_exponent=1.15,
+        size_sigma=0.5,
+        seed=114,
+    ),
     # Decommission two brokers of a 12-broker, 3-rack cluster while balancing the rest.
     "drain_2": dict(brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), seed=107),
 }
@@ -93,6 +115,8 @@ OPTIONS: dict[str, dict] = {
     "linkedin_7_size_indep": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "linkedin_7_size_anti": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "linkedin_7_size_pareto": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
+    "linkedin_7_disks": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
+    "linkedin_7_disks_indep": dict(balance_threshold=1.045, disk_balance_threshold=1.10),
     "drain_2": dict(drain_brokers=(4, 9)),
 }
 # Cruise Control's own result on the real cluster (same wiki page): before -> after, moves, data.
@@ -107,6 +131,22 @@ REFERENCE = {
         "leader_moves": 501,
     }
 }
+REFERENCE["linkedin_7_disks"] = REFERENCE["linkedin_7_disks_indep"] = REFERENCE["linkedin_7"]
+# The LinkedIn cluster's brokers as Cruise Control's wiki prints them before its rebalance
+# (`load`): network in (leader + follower KB/s), network out (KB/s), disk (MB) and disk percent
+# (whose ratio gives the disk's capacity: two sizes).
+LINKEDIN_BROKERS = (
+    # id, network in, network out, disk MB, disk %
+    (1425, 273.61 + 346.75, 563.29, 420937.78, 2.21),
+    (1427, 104.87 + 163.00, 677.65, 433809.72, 2.27),
+    (1429, 295.61 + 423.13, 790.29, 428663.50, 2.25),
+    (1433, 155.51 + 102.44, 672.79, 414232.50, 2.17),
+    (2187, 230.98 + 354.76, 714.39, 629250.62, 2.20),
+    (2192, 187.04 + 280.24, 353.13, 623767.00, 2.18),
+    (2199, 345.10 + 252.68, 1124.97, 646967.81, 2.26),
+)
+# name -> size model applied before fitting to LINKEDIN_BROKERS (None: sizes as generated).
+FITTED = {"linkedin_7_disks": None, "linkedin_7_disks_indep": ("independent", 2)}
 # name -> (how partition sizes are redrawn after generation, seed); total size kept, traffic
 # untouched:
 #   "independent": the sizes shuffled over partitions (size says nothing about traffic);
@@ -117,29 +157,43 @@ SIZE_MODELS = {
     "linkedin_7_size_anti": ("anti", 3),
     "linkedin_7_size_pareto": ("pareto", 4),
 }
-QUICK_SKIP = {"scale_270", "skewed_270"}
+QUICK_SKIP = {"scale_270", "skewed_270", "skewed_540"}
+SCALE_ONLY = {"skewed_540"}  # too slow for every run: --scale
 BUDGETED = {"scale_270", "skewed_270"}  # held to the time and memory budget below
 SCALE_TIME_LIMIT_S = 60.0
 SCALE_MEMORY_LIMIT_MB = 4096.0
+# --scale: name -> (CPU seconds, peak MB) the planner must stay within (issue 24), and every
+# goal's figure within 2% of its lower bound or at most its threshold. No baselines (kafka
+# --generate alone takes minutes at 2.8M replicas).
+SCALE_BUDGETS = {"skewed_270": (30.0, 2048.0), "skewed_540": (90.0, 6144.0)}
 
 
-def run_one(name: str) -> dict:
+def run_one(name: str, *, baselines: bool = True) -> dict:
     from baselines import count_balance, evaluate, kafka_generate
 
-    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.demo.scenarios import ScenarioSpec, generate, generate_columnar
     from balancer.planner import PlannerOptions, plan
     from balancer.planner.validate import check_plan
 
     spec = ScenarioSpec(**SCENARIOS[name])
-    snapshot = generate(spec)
-    if name in SIZE_MODELS:
-        snapshot = resize(snapshot, *SIZE_MODELS[name])
-    started = time.perf_counter()
+    if name in SIZE_MODELS or name in FITTED:
+        snapshot = generate(spec)
+        if name in SIZE_MODELS:
+            snapshot = resize(snapshot, *SIZE_MODELS[name])
+        if name in FITTED:
+            if FITTED[name] is not None:
+                snapshot = resize(snapshot, *FITTED[name])
+            snapshot = fit_to_brokers(snapshot, LINKEDIN_BROKERS)
+        snapshot = to_columnar(snapshot)
+    else:
+        # Loaded as the job loads a window's snapshot: columns, no dict per partition.
+        snapshot = generate_columnar(spec)
+    started, started_cpu = time.perf_counter(), time.process_time()
     options = PlannerOptions(**OPTIONS.get(name, {}))
     result = plan(snapshot, options)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - started_cpu
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    problems = check_plan(snapshot, result)
     total = result.total_bytes
     rows = [
         {
@@ -152,13 +206,20 @@ def run_one(name: str) -> dict:
             "replica_moves": result.replica_moves,
             "leader_moves": result.leader_moves,
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
             "peak_mb": peak_mb,
             "unsatisfied": list(result.unsatisfied),
         }
     ]
+    snapshot = snapshot.to_dict()  # what the checker and the baselines read
+    problems = check_plan(snapshot, result)
     for algo, fn in (
-        ("kafka --generate", lambda s: kafka_generate(s, seed=spec.seed)),
-        ("count-based", count_balance),
+        (
+            ("kafka --generate", lambda s: kafka_generate(s, seed=spec.seed)),
+            ("count-based", count_balance),
+        )
+        if baselines
+        else ()
     ):
         t0 = time.perf_counter()
         try:
@@ -206,10 +267,32 @@ def run_one(name: str) -> dict:
         "rows": rows,
         "problems": problems,
         "threshold": options.balance_threshold,
+        "disk_threshold": options.disk_threshold,
         "disk_floor": disk_floor(snapshot, options.disk_threshold, options),
         "reference_bound": reference_bound,
         "data_bound": data_bound,
     }
+
+
+def to_columnar(snapshot: dict):
+    """``snapshot`` (a dict) as the planner's ColumnarSnapshot, the form the job hands it."""
+    from balancer.planner.model import ColumnarSnapshot
+
+    brokers, parts = snapshot["brokers"], snapshot["partitions"]
+    return ColumnarSnapshot(
+        cluster=snapshot["cluster"],
+        broker_ids=np.array([b["id"] for b in brokers], dtype=np.int64),
+        racks=[b.get("rack") for b in brokers],
+        capacity=[[b["capacity"][r] for r in ("network_in", "network_out", "disk")] for b in brokers],
+        topics=[p["topic"] for p in parts],
+        partition_ids=np.array([p["partition"] for p in parts], dtype=np.int64),
+        replica_counts=np.array([len(p["replicas"]) for p in parts], dtype=np.int64),
+        replicas_flat=np.array([b for p in parts for b in p["replicas"]], dtype=np.int64),
+        leader=np.array([p["leader"] for p in parts], dtype=np.int64),
+        bytes_in=np.array([p["bytes_in"] for p in parts], dtype=np.float64),
+        bytes_out=np.array([p["bytes_out"] for p in parts], dtype=np.float64),
+        size=np.array([p["size"] for p in parts], dtype=np.float64),
+    )
 
 
 def resize(snapshot: dict, model: str, seed: int) -> dict:
@@ -232,6 +315,63 @@ def resize(snapshot: dict, model: str, seed: int) -> dict:
         raise ValueError(f"unknown size model {model!r}")
     sizes = np.round(new).astype(np.int64).tolist()
     return {**snapshot, "partitions": [{**p, "size": s} for p, s in zip(parts, sizes)]}
+
+
+def fit_to_brokers(snapshot: dict, published: tuple, rounds: int = 200) -> dict:
+    """``snapshot`` (brokers 0..n-1, same placement and leaders) with each broker's capacities and
+    network in, network out and disk totals taken from ``published`` (LINKEDIN_BROKERS' rows, in
+    broker order; ids kept as 0..n-1).
+
+    Partition loads are raked: every round scales each partition's bytes_in and size by the
+    geometric mean of its replicas' target/current ratios (iterative proportional fitting), then
+    bytes_out exactly per leader broker (network out = bytes_out + bytes_in x followers, on the
+    leader). Network capacity is equal on every broker (the published balance figures are plain
+    max/mean); disk capacity is disk MB / disk %, so two sizes of disk."""
+    parts = snapshot["partitions"]
+    n = len(published)
+    width = max(len(p["replicas"]) for p in parts)
+    reps = np.full((len(parts), width), -1, dtype=np.int64)
+    for i, p in enumerate(parts):
+        reps[i, : len(p["replicas"])] = p["replicas"]
+    ok = reps >= 0
+    rf = ok.sum(axis=1)
+    leader = np.array([p["leader"] for p in parts], dtype=np.int64)
+    bytes_in = np.array([p["bytes_in"] for p in parts], dtype=np.float64)
+    size = np.array([p["size"] for p in parts], dtype=np.float64)
+    kb, mb = 1e3, 1e6  # published units: KB/s and MB
+    t_in = np.array([r[1] for r in published]) * kb
+    t_out = np.array([r[2] for r in published]) * kb
+    t_disk = np.array([r[3] for r in published]) * mb
+    disk_cap = t_disk / (np.array([r[4] for r in published]) / 100.0)
+    flat = np.where(ok, reps, 0)
+
+    def rake(v: np.ndarray, target: np.ndarray) -> np.ndarray:
+        load = np.bincount(reps[ok], weights=np.broadcast_to(v[:, None], reps.shape)[ok], minlength=n)
+        log_ratio = np.log(target / load)
+        return v * np.exp((log_ratio[flat] * ok).sum(axis=1) / rf)
+
+    for _ in range(rounds):
+        bytes_in, size = rake(bytes_in, t_in), rake(size, t_disk)
+    followers_out = np.bincount(leader, weights=bytes_in * (rf - 1), minlength=n)
+    base_out = np.array([p["bytes_out"] for p in parts], dtype=np.float64)
+    need = t_out - followers_out
+    if (need <= 0).any():
+        raise ValueError("published network out below the replication a leader broker must serve")
+    bytes_out = base_out * (need / np.bincount(leader, weights=base_out, minlength=n))[leader]
+    cap_net = float(t_out.sum() + t_in.sum()) / n / 0.4  # equal network capacity, ~40% used
+    brokers = [
+        {
+            "id": b["id"],
+            "capacity": {"network_in": cap_net, "network_out": cap_net, "disk": float(disk_cap[k])},
+        }
+        for k, b in enumerate(snapshot["brokers"])
+    ]
+    sizes = np.round(size).astype(np.int64).tolist()
+    new = [
+        {**p, "bytes_in": float(bi), "bytes_out": float(bo), "size": sz}
+        for p, bi, bo, sz in zip(parts, bytes_in.tolist(), bytes_out.tolist(), sizes)
+    ]
+    return {**snapshot, "brokers": brokers, "partitions": new}
 
 
 def data_lower_bound(snapshot: dict, after: dict, options) -> dict:
@@ -423,7 +563,8 @@ def verdict(report: dict) -> list[str]:
 def print_table(reports: list[dict]) -> None:
     head = (
         f"{'scenario':<15} {'algo':<17} {'net_in':>13} {'net_out':>13} {'disk':>13} {'bound i/o':>11} "
-        f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'peak MB':>8}"
+        f"{'moved':>16} {'repl':>6} {'lead':>6} {'target':>6} {'%/0.01':>7} {'time s':>7} {'cpu s':>7} "
+        f"{'peak MB':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -439,13 +580,14 @@ def print_table(reports: list[dict]) -> None:
             )
             per = f"{row['share_per_0.01']:.3%}" if row["share_per_0.01"] is not None else "-"
             secs = f"{row['seconds']:.2f}" if row["seconds"] is not None else "-"
+            cpu = f"{row['cpu_seconds']:.2f}" if row.get("cpu_seconds") is not None else "-"
             print(
                 f"{label:<15} {row['algo']:<17} {b['network_in']:>5.3f}->{a['network_in']:<6.3f} "
                 f"{b['network_out']:>5.3f}->{a['network_out']:<6.3f} "
                 f"{b['disk']:>5.3f}->{a['disk']:<6.3f} "
                 f"{bound} {_fmt_bytes(row['bytes_to_move']):>8} {row['share']:>6.2%} "
                 f"{row['replica_moves']:>6} {row['leader_moves']:>6} "
-                f"{'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {peak:>8}"
+                f"{'yes' if row['reached'] else 'NO':>6} {per:>7} {secs:>7} {cpu:>7} {peak:>8}"
             )
         notes = verdict(rep)
         extra = (
@@ -476,20 +618,135 @@ def print_table(reports: list[dict]) -> None:
             )
 
 
+def heldout(count: int, seed: int = 2024) -> bool:
+    """Plan ``count`` random small clusters no scenario was tuned on (drawn from ``seed``): replication
+    factor 2-4, 0/3/4/5 racks, Pareto or Zipf topic traffic, a size tail of its own, sizes redrawn by a
+    SIZE_MODELS model (or kept: traffic x retention), whole-machine or disk-only capacity mixes. One
+    line each (target reached, data against the data bound, moves), then the share within 1.25x the
+    bound. True if every plan is valid."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.planner import PlannerOptions, plan
+    from balancer.planner.validate import check_plan
+
+    rng = np.random.default_rng(seed)
+    multiples, reached_all, valid = [], 0, True
+    for k in range(count):
+        rf = int(rng.integers(2, 5))
+        racks = int(rng.choice([0, 3, 4, 5]))
+        spec = dict(
+            brokers=int(rng.integers(max(rf, racks, 6), 16)),
+            racks=racks,
+            topics=int(rng.integers(80, 200)),
+            partitions_per_topic=(4, 40),
+            replication_factor=rf,
+            skew=float(rng.choice([0.6, 0.9, 1.2])),
+            size_sigma=float(rng.choice([0.0, 0.5, 1.0])),
+            heterogeneous_capacity=bool(rng.random() < 0.4),
+            seed=int(rng.integers(1000, 9999)),
+        )
+        if rng.random() < 0.3:
+            spec["zipf_exponent"] = 1.1
+        snapshot = generate(ScenarioSpec(**spec))
+        sizes = str(rng.choice(["traffic x retention", "independent", "anti", "pareto"]))
+        if sizes != "traffic x retention":
+            snapshot = resize(snapshot, sizes, spec["seed"])
+        disks = "same disks"
+        if rng.random() < 0.5:  # disks of several sizes, network capacity as generated
+            mult = rng.choice([1.0, 1.5, 2.0], size=len(snapshot["brokers"]))
+            brokers = [
+                {**b, "capacity": {**b["capacity"], "disk": b["capacity"]["disk"] * m / mult.mean()}}
+                for b, m in zip(snapshot["brokers"], mult.tolist())
+            ]
+            snapshot, disks = {**snapshot, "brokers": brokers}, "mixed disks"
+        options = PlannerOptions()
+        result = plan(snapshot, options)
+        problems = check_plan(snapshot, result)
+        valid &= not problems
+        bound = data_lower_bound(snapshot, result.after, options)["bound"]
+        share = result.bytes_to_move / result.total_bytes
+        multiple = share / bound if bound > 1e-9 else (1.0 if share < 1e-9 else math.inf)
+        multiples.append(multiple)
+        reached = judge(
+            {"bound": result.lower_bound, "after": result.after, "before": result.before, "share": share},
+            options.balance_threshold,
+        )["reached"]
+        reached_all += reached
+        print(
+            f"heldout {k:2d}: {spec['brokers']} brokers, RF {rf}, {racks} racks, {sizes}, size sigma "
+            f"{spec['size_sigma']}, {'Zipf' if 'zipf_exponent' in spec else 'Pareto'} traffic, {disks}"
+            f"{', 1x/1.5x/2x machines' if spec['heterogeneous_capacity'] else ''}: target "
+            f"{'yes' if reached else 'NO'}, moved {share:.2%} = {multiple:.2f}x the data bound, "
+            f"{result.replica_moves} replica / {result.leader_moves} leader moves"
+            + (f", INVALID: {problems[0]}" if problems else "")
+        )
+    within = sum(m <= 1.25 for m in multiples)
+    print(
+        f"heldout: {within} of {count} within 1.25x the data bound (median {np.median(multiples):.2f}x, "
+        f"worst {max(multiples):.2f}x); traffic target reached in {reached_all} of {count}"
+    )
+    return valid
+
+
+def scale_verdict(reports: list[dict]) -> bool:
+    """Print each --scale case against its budget; True if every one meets it."""
+    ok = True
+    for rep in reports:
+        if rep["scenario"] not in SCALE_BUDGETS:
+            continue
+        cpu_limit, mb_limit = SCALE_BUDGETS[rep["scenario"]]
+        ours = rep["rows"][0]
+        misses = []
+        if ours["cpu_seconds"] > cpu_limit:
+            misses.append(f"CPU {ours['cpu_seconds']:.1f} s > {cpu_limit:.0f} s")
+        if ours["peak_mb"] > mb_limit:
+            misses.append(f"peak {ours['peak_mb']:.0f} MB > {mb_limit:.0f} MB")
+        for r in ("network_in", "network_out", "disk"):
+            limit = max(
+                rep["threshold"] if r != "disk" else rep.get("disk_threshold", rep["threshold"]),
+                1.02 * ours["bound"][r],
+            )
+            if ours["after"][r] > limit + 1e-9:
+                misses.append(f"{r} {ours['after'][r]:.3f} > {limit:.3f}")
+        ok &= not misses
+        print(
+            f"{rep['scenario']} ({rep['replicas']:,} replicas): CPU {ours['cpu_seconds']:.1f} s of "
+            f"{cpu_limit:.0f}, peak {ours['peak_mb']:.0f} MB of {mb_limit:.0f}: "
+            + ("within budget" if not misses else "OVER: " + "; ".join(misses))
+        )
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 270-broker scale scenario")
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="run just these scenarios")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the skewed 1.3M and 2.8M-replica clusters against their CPU, memory and balance budgets",
+    )
+    parser.add_argument(
+        "--heldout", type=int, metavar="N", help="only plan N random clusters no scenario was tuned on"
+    )
     parser.add_argument("--child", choices=sorted(SCENARIOS), help=argparse.SUPPRESS)
+    parser.add_argument("--no-baselines", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(run_one(args.child)))
+        print(json.dumps(run_one(args.child, baselines=not args.no_baselines)))
         return 0
-    names = args.only or [n for n in SCENARIOS if not (args.quick and n in QUICK_SKIP)]
+    if args.heldout:
+        return 0 if heldout(args.heldout) else 1
+    if args.scale:
+        names = args.only or list(SCALE_BUDGETS)
+    else:
+        names = args.only or [
+            n for n in SCENARIOS if n not in SCALE_ONLY and not (args.quick and n in QUICK_SKIP)
+        ]
     reports, failed = [], False
     for name in names:
-        proc = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True)
+        child = [sys.executable, __file__, "--child", name] + (["--no-baselines"] if args.scale else [])
+        proc = subprocess.run(child, capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{name}: benchmark child failed:\n{proc.stderr}", file=sys.stderr)
             failed = True
@@ -501,12 +758,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: INVALID: " + "; ".join(report["problems"][:10]), file=sys.stderr)
         if name in BUDGETED:
             ours = report["rows"][0]
-            if ours["seconds"] > SCALE_TIME_LIMIT_S or ours["peak_mb"] > SCALE_MEMORY_LIMIT_MB:
+            # CPU, not wall time: on a shared machine the wall clock measures the neighbours.
+            if ours["cpu_seconds"] > SCALE_TIME_LIMIT_S or ours["peak_mb"] > SCALE_MEMORY_LIMIT_MB:
                 failed = True
                 print(
-                    f"{name}: over budget: {ours['seconds']:.1f}s, {ours['peak_mb']:.0f} MB", file=sys.stderr
+                    f"{name}: over budget: {ours['cpu_seconds']:.1f} s of CPU, {ours['peak_mb']:.0f} MB",
+                    file=sys.stderr,
                 )
     print_table(reports)
+    if args.scale:
+        failed |= not scale_verdict(reports)
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=2))
     return 1 if failed else 0

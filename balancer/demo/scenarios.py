@@ -8,8 +8,12 @@ then the spec's event (new empty brokers, a restarted broker) is applied on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+
+from balancer.planner.model import ColumnarSnapshot
+from balancer.vocabulary import RESOURCES
 
 _RETENTION_SECONDS = np.array([6 * 3600, 24 * 3600, 3 * 24 * 3600, 7 * 24 * 3600], dtype=np.float64)
 
@@ -153,8 +157,72 @@ def assign_replicas(
     return arranged[out_pos]
 
 
+class _Arrays(NamedTuple):
+    """A generated cluster as columns: broker ids, racks and capacities, then per partition."""
+
+    ids: list[int]
+    racks: dict[int, str] | None
+    capacity: list[dict[str, float]]
+    names: list[str]
+    topic_of: np.ndarray
+    part_ids: np.ndarray
+    replicas: np.ndarray  # (partitions, rf) broker ids
+    leaders: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    size: np.ndarray  # whole bytes
+
+
 def generate(spec: ScenarioSpec) -> dict:
     """A snapshot dict in the planner's format; equal specs give equal snapshots."""
+    a = _generate_arrays(spec)
+    brokers = []
+    for b, cap in zip(a.ids, a.capacity):
+        entry: dict = {"id": b, "capacity": cap}
+        if a.racks:
+            entry["rack"] = a.racks[b]
+        brokers.append(entry)
+    rep_list = a.replicas.tolist()
+    lead_list = a.leaders.tolist()
+    bi, bo, sz = a.bytes_in.tolist(), a.bytes_out.tolist(), a.size.tolist()
+    partitions = [
+        {
+            "topic": a.names[t],
+            "partition": int(pid),
+            "replicas": rep_list[i],
+            "leader": lead_list[i],
+            "bytes_in": bi[i],
+            "bytes_out": bo[i],
+            "size": sz[i],
+        }
+        for i, (t, pid) in enumerate(zip(a.topic_of.tolist(), a.part_ids.tolist()))
+    ]
+    return {"cluster": spec.cluster, "brokers": brokers, "partitions": partitions}
+
+
+def generate_columnar(spec: ScenarioSpec) -> ColumnarSnapshot:
+    """``generate(spec)`` as a :class:`ColumnarSnapshot` (same content), without a dict per partition:
+    what a fleet-scale benchmark loads the way the job does."""
+    a = _generate_arrays(spec)
+    rf = a.replicas.shape[1]
+    return ColumnarSnapshot(
+        cluster=spec.cluster,
+        broker_ids=np.array(a.ids, dtype=np.int64),
+        racks=[a.racks[b] if a.racks else None for b in a.ids],
+        capacity=np.array([[cap[r] for r in RESOURCES] for cap in a.capacity], dtype=np.float64),
+        partition_ids=a.part_ids.astype(np.int64),
+        replica_counts=np.full(len(a.leaders), rf, dtype=np.int64),
+        replicas_flat=a.replicas.ravel(),
+        leader=a.leaders,
+        bytes_in=a.bytes_in,
+        bytes_out=a.bytes_out,
+        size=a.size.astype(np.float64),
+        topic_names=a.names,
+        topic_codes=a.topic_of,
+    )
+
+
+def _generate_arrays(spec: ScenarioSpec) -> _Arrays:
     rng = np.random.default_rng(spec.seed)
     n_old = spec.brokers
     n_all = n_old + spec.new_empty_brokers
@@ -205,29 +273,21 @@ def generate(spec: ScenarioSpec) -> dict:
     lo_load = bytes_out + bytes_in * (rf - 1)
     totals = {"network_in": bytes_in.sum() * rf, "network_out": lo_load.sum(), "disk": size.sum() * rf}
     target = {"network_in": spec.utilization, "network_out": spec.utilization, "disk": 0.5}
-    brokers = []
-    for i, b in enumerate(ids):
-        cap = {k: float(totals[k] / target[k] * mult[i] / mult.sum()) for k in totals}
-        entry: dict = {"id": b, "capacity": cap}
-        if racks:
-            entry["rack"] = racks[b]
-        brokers.append(entry)
-
+    capacity = [
+        {k: float(totals[k] / target[k] * mult[i] / mult.sum()) for k in totals} for i in range(n_all)
+    ]
     names = [f"topic-{t:04d}" for t in range(spec.topics)]
     part_ids = np.concatenate([np.arange(c) for c in counts])
-    rep_list = replicas.tolist()
-    lead_list = leaders.tolist()
-    bi, bo, sz = bytes_in.tolist(), bytes_out.tolist(), np.round(size).astype(np.int64).tolist()
-    partitions = [
-        {
-            "topic": names[t],
-            "partition": int(pid),
-            "replicas": rep_list[i],
-            "leader": lead_list[i],
-            "bytes_in": bi[i],
-            "bytes_out": bo[i],
-            "size": sz[i],
-        }
-        for i, (t, pid) in enumerate(zip(topic_of.tolist(), part_ids.tolist()))
-    ]
-    return {"cluster": spec.cluster, "brokers": brokers, "partitions": partitions}
+    return _Arrays(
+        ids,
+        racks,
+        capacity,
+        names,
+        topic_of,
+        part_ids,
+        replicas,
+        leaders,
+        bytes_in,
+        bytes_out,
+        np.round(size).astype(np.int64),
+    )

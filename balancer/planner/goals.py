@@ -1278,6 +1278,13 @@ class ResourceGoal(Goal):
         return ps[order], bs[order]
 
 
+def _lightest_within(loads: np.ndarray, room: float) -> int:
+    """How many of ``loads`` fit, together, within ``room``: the lightest first."""
+    if room < 0:
+        return 0
+    return int(np.searchsorted(np.cumsum(np.sort(loads)), room, side="right"))
+
+
 def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
     """Relief per byte in 10% buckets, then the bigger relief first within a bucket.
 
@@ -1347,7 +1354,65 @@ class DistributionGoal(ResourceGoal):
             else g
             for g in optimized_goals
         )
+        if self.dim in (NREP, NLEAD) and self._out_of_reach(model, held):
+            return  # every move it made would be undone: none is made
         super().optimize(model, held, options)
+
+    def _out_of_reach(self, model: ClusterModel, optimized: Sequence[Goal]) -> bool:
+        """Some broker outside this count goal's band cannot get inside it whatever the search does.
+
+        In this goal's search a broker above the band only gives replicas (leaderships) away and
+        one below only receives them: destinations must stay within the band, and the fill takes
+        from brokers above the average. Each replica (leadership) that leaves takes its load off
+        the broker, and every optimized goal's lower limit there caps the load that can leave; so
+        at most the k lightest fit. Likewise the upper limits cap what a broker below the band can
+        receive. Fewer than the broker's distance to the band: all or nothing ends in nothing.
+        """
+        upper, lower = self.limits(model)
+        count = model.load[:, self.dim]
+        over = np.flatnonzero(count > upper + _EPS)
+        under = np.flatnonzero((count < lower - _EPS) & model.dest_ok)
+        if not len(over) and not len(under):
+            return False
+        limits = [
+            (g.dim, *g.limits(model))
+            for g in optimized
+            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
+        ]
+        leaders = self.dim == NLEAD
+        # What one replica (leadership) takes off its broker, per dimension it carries.
+        carried = (OUT, LBIN) if leaders else (IN, DISK)
+        for b in over.tolist():
+            ps = model.partitions_on(b)
+            ps = ps[model.movable[ps] & (model.rf[ps] > 1)] if leaders else ps[model.movable[ps]]
+            if leaders:
+                ps = ps[model.leader[ps] == b]
+            need = math.ceil(count[b] - upper[b] - 1e-9)
+            for dim, _, low in limits:
+                if dim not in carried or not np.isfinite(low[b]):
+                    continue
+                room = model.load[b, dim] - (low[b] - _EPS * max(1.0, abs(low[b]))) * model.cap[b, dim]
+                if _lightest_within(self._carried(model, ps, dim), room) < need:
+                    return True
+        for b in under.tolist():
+            if leaders:
+                ps = model.partitions_on(b)
+                ps = ps[model.movable[ps] & (model.leader[ps] != b)]
+            else:
+                ps = np.flatnonzero(model.movable)
+            need = math.ceil(lower[b] - count[b] - 1e-9)
+            for dim, up, _ in limits:
+                if dim not in carried or not np.isfinite(up[b]):
+                    continue
+                room = (up[b] + _EPS * max(1.0, abs(up[b]))) * model.cap[b, dim] - model.load[b, dim]
+                if _lightest_within(self._carried(model, ps, dim), room) < need:
+                    return True
+        return False
+
+    @staticmethod
+    def _carried(model: ClusterModel, ps: np.ndarray, dim: int) -> np.ndarray:
+        """The load a replica (a leadership, for OUT and LBIN) of each of ``ps`` carries on ``dim``."""
+        return {IN: model.bytes_in, DISK: model.size, OUT: model.leader_out, LBIN: model.bytes_in}[dim][ps]
 
     def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         """The band whose violation makes this goal act (wider than the band it optimizes to)."""

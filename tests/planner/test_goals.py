@@ -258,3 +258,42 @@ def test_network_in_fills_a_broker_with_the_smallest_replica_that_lifts_it_alone
     result = plan(snap, goals=goals)
     assert [(a.partition, a.old_replicas, a.new_replicas) for a in result.actions] == [(21, (2,), (5,))]
     assert result.bytes_to_move == 40
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        dict(
+            brokers=12,
+            racks=3,
+            topics=300,
+            partitions_per_topic=(4, 40),
+            zipf_exponent=1.15,
+            size_sigma=1.0,
+            seed=3,
+        ),
+        dict(
+            brokers=9, racks=3, topics=120, partitions_per_topic=(6, 48), skew=0.5, restarted_broker=4, seed=1
+        ),
+    ],
+)
+def test_count_goal_out_of_reach_plans_what_searching_and_undoing_would(spec, monkeypatch):
+    """A count goal (all or nothing) that some broker provably cannot satisfy skips its search:
+    the plan is the one the search-then-undo made, and the check did fire on these clusters."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+
+    snap = generate(ScenarioSpec(**spec))
+    fired = []
+    check = DistributionGoal._out_of_reach
+
+    def spy(self, model, optimized):
+        fired.append(check(self, model, optimized))
+        return fired[-1]
+
+    monkeypatch.setattr(DistributionGoal, "_out_of_reach", spy)
+    skipped = plan(snap)
+    assert any(fired)
+    monkeypatch.setattr(DistributionGoal, "_out_of_reach", lambda self, model, optimized: False)
+    searched = plan(snap)
+    assert skipped.actions == searched.actions
+    assert skipped.after == searched.after

@@ -132,3 +132,17 @@ def test_max_bytes_cap_limits_the_plan():
 def test_options_are_type_checked():
     with pytest.raises(TypeError):
         plan(generate(ScenarioSpec()), {"balance_threshold": 1.1})
+
+
+def test_generated_columns_plan_as_the_generated_dicts():
+    """``generate_columnar`` is ``generate`` without a dict per partition: same cluster, same plan."""
+    from balancer.demo.scenarios import generate_columnar
+
+    spec = ScenarioSpec(
+        brokers=9, racks=3, topics=80, partitions_per_topic=(4, 24), restarted_broker=2, seed=5
+    )
+    as_dicts, as_columns = generate(spec), generate_columnar(spec)
+    for p, q in zip(as_dicts["partitions"], as_columns.to_dict()["partitions"], strict=True):
+        assert p == {**q, "size": int(q["size"])}
+    assert as_dicts["brokers"] == as_columns.to_dict()["brokers"]
+    assert plan(as_dicts).actions == plan(as_columns).actions
