@@ -96,7 +96,7 @@ class KafkaPythonAdmin:
             except (UnknownBrokerIdError, NodeNotReadyError, KafkaConnectionError):
                 if attempt == attempts:
                     raise
-                self.client._controller_id = None  # noqa: SLF001 - kafka-python asks again when None
+                self.client._controller_id = None  # kafka-python asks again when None
                 time.sleep(1.0)
         raise AssertionError("unreachable")
 
@@ -111,7 +111,9 @@ class KafkaPythonAdmin:
     def reassign(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
         from kafka import TopicPartition as KafkaTopicPartition
 
-        wanted = {KafkaTopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()}
+        wanted = {
+            KafkaTopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()
+        }
         answer = self._to_controller(lambda: self.client.alter_partition_reassignments(wanted))
         refused = {}
         for tp, error in answer.items():
