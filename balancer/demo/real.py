@@ -147,6 +147,74 @@ class Traffic:
         return sum(self.rates.values())
 
 
+# The broker-level BrokerTopicMetrics meters (no topic label), as conf/jmx-exporter/kafka.yml names them.
+RAW_METERS = {
+    "in": (
+        "kafka_server_brokertopicmetrics_bytesin_total",
+        "kafka_server_brokertopicmetrics_replicationbytesin_total",
+    ),
+    "out": (
+        "kafka_server_brokertopicmetrics_bytesout_total",
+        "kafka_server_brokertopicmetrics_replicationbytesout_total",
+    ),
+}
+
+
+class Meters:
+    """Every broker's own byte counters, scraped from its JMX exporter every ``interval_s``, apart from the
+    agent: what each broker received (from producers and, as a follower, from leaders) and sent (to
+    consumers and followers). A cross-check of the job's load model, with nothing of the model in it."""
+
+    def __init__(self, endpoints: dict[int, str], interval_s: float = 5.0):
+        self.endpoints, self.interval_s = endpoints, interval_s
+        self.samples: dict[int, list[tuple[float, dict[str, float]]]] = defaultdict(list)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-meters", daemon=True)
+
+    def _run(self) -> None:
+        from balancer.agent import prometheus
+        from balancer.agent.jmx import ScrapeError, fetch
+
+        names = {name for pair in RAW_METERS.values() for name in pair}
+        while not self._stop.is_set():
+            for broker, url in self.endpoints.items():
+                try:
+                    at, body = time.time(), fetch(url, timeout_s=2, max_bytes=16 << 20)
+                except ScrapeError:
+                    continue  # a gap: the rate is taken over the samples there are
+                found = {
+                    x.name: x.value
+                    for x in prometheus.parse(body).samples
+                    if x.name in names and not x.labels
+                }
+                if len(found) == len(names):
+                    self.samples[broker].append((at, found))
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> Meters:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def rates(self, start_ms: int, end_ms: int) -> dict[int, dict[str, float]]:
+        """Per broker, bytes/s in and out over the samples taken in [start_ms, end_ms] (a broker with fewer
+        than two there has none)."""
+        out: dict[int, dict[str, float]] = {}
+        for broker, samples in self.samples.items():
+            inside = [(t, v) for t, v in samples if start_ms <= t * 1000 <= end_ms]
+            if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+                continue
+            (t0, first), (t1, last) = inside[0], inside[-1]
+            out[broker] = {
+                direction: sum(last[n] - first[n] for n in pair) / (t1 - t0)
+                for direction, pair in RAW_METERS.items()
+            }
+        return out
+
+
 @dataclass
 class Outcome:
     """What the scenario measured: the plan, and each broker's load in its window and after it."""
@@ -161,6 +229,8 @@ class Outcome:
     batches: list[dict]  # plan_batches rows
     ranking: list[dict]  # broker_ranking of the plan's window
     threshold: float  # balance_threshold
+    raw_before: dict[int, dict[str, float]]  # broker -> its own meters' bytes/s in and out, the plan's window
+    raw_after: dict[int, dict[str, float]]  # the same, the window after
 
     def limit(self, loads: dict[int, dict], resource: str = "network_in") -> dict[int, float]:
         """Per broker: the most ``resource`` it may carry within the threshold (threshold x the cluster's
@@ -301,6 +371,7 @@ def run_scenario(
     metrics = EmbeddedBroker()
     traffic: Traffic | None = None
     agent: Agent | None = None
+    meters: Meters | None = None
     queries: list = []
     try:
         metrics.start()
@@ -312,7 +383,9 @@ def run_scenario(
         )
         for topic, partitions in TOPICS.items():
             cluster.create_topic(topic, assignment=[replicas for replicas, _ in partitions])
-        traffic = Traffic(cluster.bootstrap_servers, TOPICS).start()
+        # The clients' bootstrap names the brokers that are up (a client retries an address that refuses).
+        running = ",".join(f"127.0.0.1:{cluster.node(b).port}" for b in FIRST_BROKERS)
+        traffic = Traffic(running, TOPICS).start()
         hot = max((rate, t, p) for t, parts in TOPICS.items() for p, (_, rate) in enumerate(parts))
         say(
             f"traffic: {sum(len(p) for p in TOPICS.values())} partitions of {len(TOPICS)} topics (RF 2) on "
@@ -335,6 +408,7 @@ def run_scenario(
             capacity=capacity_file(workdir / "capacity.json"),
         )
         agent = Agent(config, endpoints=cluster.metrics_urls).start()
+        meters = Meters(cluster.metrics_urls).start()
         say(
             f"agent: every {config.agent.interval.text}, each broker's JMX exporter -> Cruise Control "
             f"records on '{config.source.topic}' (metrics broker {metrics.bootstrap_servers})"
@@ -385,17 +459,26 @@ def run_scenario(
         say(f"job: measured the first full window after it (ending {outcomes[0]['window_end']:%H:%M:%S})")
         phases.mark("outcome measured")
         loads = follow.rows("broker_load")
+        before = {r["broker"]: r for r in loads if _ms(r["window_end"]) == plan_end}
+        after = {r["broker"]: r for r in loads if _ms(r["window_end"]) == after_end}
+
+        def raw(rows: dict[int, dict]) -> dict[int, dict[str, float]]:
+            row = next(iter(rows.values()), None)
+            return {} if row is None else meters.rates(_ms(row["window_start"]), _ms(row["window_end"]))
+
         return Outcome(
             plan_id=plan_id,
             plan=plan,
             status=follow.events(plan_id)[-1]["status"],
-            before={r["broker"]: r for r in loads if _ms(r["window_end"]) == plan_end},
-            after={r["broker"]: r for r in loads if _ms(r["window_end"]) == after_end},
+            before=before,
+            after=after,
             outcomes=outcomes,
             executions=[r for r in follow.rows("plan_executions", plan_id) if r["outcome"] == "completed"],
             batches=batches,
             ranking=ranked,
             threshold=config.balancer.balance_threshold,
+            raw_before=raw(before),
+            raw_after=raw(after),
         )
     finally:
         # The agent first, so the job's last micro-batch has little to read; the brokers are killed, not shut
@@ -403,6 +486,8 @@ def run_scenario(
         # controlled shutdowns anyway: KafkaCluster.stop would wait 15 s for that).
         if agent is not None:
             agent.stop()
+        if meters is not None:
+            meters.stop()
         if traffic is not None:
             traffic.stop()
         if queries:
@@ -413,44 +498,46 @@ def run_scenario(
         phases.mark("stopped")
 
 
+def _kb(value: float | None) -> str:
+    return "" if value is None else f"{value / K:,.1f}"
+
+
 def print_outcome(console, outcome: Outcome) -> None:
     from rich.table import Table
 
     rank = {r["broker"]: r for r in outcome.ranking}
     table = Table(
-        title="Each broker's bytes in/out, kB/s, as the brokers' own meters gave them (JMX exporter, via the "
-        "agent): the plan's window → the first full window after it completed",
+        title="Each broker's bytes in/out, kB/s: the plan's window (before) and the first full window after "
+        "it completed (after). in/out: the job's load model (broker_load) over what the agent scraped from "
+        "the brokers' JMX exporters; own meters: each broker's BytesIn+ReplicationBytesIn and "
+        "BytesOut+ReplicationBytesOut, scraped apart, over the same windows",
         title_justify="left",
     )
-    for column in (
-        "broker",
-        "rank before",
-        "replicas",
-        "in before",
-        "in after",
-        "in limit after",
-        "out before",
-        "out after",
-    ):
+    columns = ("broker", "rank before", "replicas", "in before", "in after", "in limit after", "out before")
+    for column in (*columns, "out after", "own meters in", "own meters out"):
         table.add_column(column, justify="right")
     limit = outcome.limit(outcome.after)
     for broker in sorted(outcome.after):
-        before, after = outcome.before.get(broker), outcome.after[broker]
-
-        def fig(row, key):
-            return "" if row is None or row[key] is None else f"{row[key] / K:,.1f}"
-
+        before, after, ranked = outcome.before.get(broker, {}), outcome.after[broker], rank.get(broker)
+        own = {
+            direction: " → ".join(
+                "?" if broker not in rates else _kb(rates[broker][direction])
+                for rates in (outcome.raw_before, outcome.raw_after)
+            )
+            for direction in ("in", "out")
+        }
         over = (after["network_in"] or 0.0) > limit[broker]
-        ranked = rank.get(broker)
         table.add_row(
             str(broker),
             "" if ranked is None else f"{ranked['rank_by_traffic']}{' HOT' if ranked['is_hot'] else ''}",
-            f"{before['replicas'] if before else 0} → {after['replicas']}",
-            fig(before, "network_in"),
-            ("[red]" if over else "[green]") + fig(after, "network_in"),
-            f"{limit[broker] / K:,.1f}",
-            fig(before, "network_out"),
-            fig(after, "network_out"),
+            f"{before.get('replicas') or 0} → {after['replicas']}",
+            _kb(before.get("network_in")),
+            ("[red]" if over else "[green]") + _kb(after["network_in"]),
+            _kb(limit[broker]),
+            _kb(before.get("network_out")),
+            _kb(after["network_out"]),
+            own["in"],
+            own["out"],
         )
     console.print(table)
 
