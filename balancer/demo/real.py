@@ -195,6 +195,12 @@ class Meters:
         self._thread.start()
         return self
 
+    def wait_first(self, timeout_s: float) -> None:
+        """Until every endpoint answered once (or ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while set(self.samples) < set(self.endpoints) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
@@ -407,12 +413,11 @@ def run_scenario(
             kafka_bootstrap=cluster.bootstrap_servers,
             capacity=capacity_file(workdir / "capacity.json"),
         )
-        agent = Agent(config, endpoints=cluster.metrics_urls).start()
+        # The brokers' own meters first: their first scrape also warms each exporter up. A cold exporter takes
+        # seconds to answer its first scrape, and the agent times a reading when the answer arrives, so its
+        # first rate after a cold scrape reads high (half as much again on this box).
         meters = Meters(cluster.metrics_urls).start()
-        say(
-            f"agent: every {config.agent.interval.text}, each broker's JMX exporter -> Cruise Control "
-            f"records on '{config.source.topic}' (metrics broker {metrics.bootstrap_servers})"
-        )
+        meters.wait_first(timeout_s=30)
         proposed: list[dict] = []
 
         def on_plans(rows: list[dict]) -> None:
@@ -423,6 +428,16 @@ def run_scenario(
             f"job: streaming on {config.spark.master} ({config.source.connector} connector, "
             f"{config.lakehouse.engine}), {config.windows.size.text} windows, executor.mode "
             f"{config.executor.mode}"
+        )
+        # The job warms up meanwhile. The agent's first reading is a baseline (no rate): taken just after a
+        # window starts, that window is the first with rates and has one every interval, so the plan is made
+        # on a whole window of them.
+        size_s = config.windows.size.seconds
+        time.sleep(size_s - time.time() % size_s + 0.5)
+        agent = Agent(config, endpoints=cluster.metrics_urls).start()
+        say(
+            f"agent: every {config.agent.interval.text} from a window's start, each broker's JMX exporter -> "
+            f"Cruise Control records on '{config.source.topic}' (metrics broker {metrics.bootstrap_servers})"
         )
         follow = _Follow(
             Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine), queries, say, deadline
