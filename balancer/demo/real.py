@@ -1,6 +1,6 @@
 """``make run-kafka``: the balancer on a real Apache Kafka cluster, measured by the brokers themselves.
 
-Starts three Kafka brokers (KRaft, each with the Prometheus JMX exporter) holding four topics whose few hot
+Starts three Kafka brokers (KRaft, each with the Prometheus JMX exporter) holding five topics whose few hot
 partitions carry most of the bytes, broker 1 leading the hottest; producers at known per-partition rates
 and a consumer group reading every topic; then a fourth broker joins, empty. ``balancer agent`` measures
 every broker from its JMX exporter and publishes Cruise Control's reporter records to a metrics topic (on
@@ -32,9 +32,9 @@ from balancer.vocabulary import PlanStatus
 
 K = 1000  # rates in thousands of bytes/s (kB/s); capacities below in Cruise Control's KB (1024)
 # topic -> partitions as (replicas, leader first; bytes/s produced). Broker 1 holds a replica of every hot
-# partition and leads them; broker 4 joins empty. Each broker leads at most one partition of a topic:
-# Cruise Control's records carry a broker's bytes per topic, which the job splits evenly over the
-# partitions the broker leads, so per-partition skew is seen exactly when leaders differ.
+# partition and leads them; broker 4 joins empty. A broker leads at most one partition of a topic, or
+# several of equal rates: Cruise Control's records carry a broker's bytes per topic, which the job splits
+# evenly over the partitions the broker leads, so per-partition skew is seen exactly when leaders differ.
 TOPICS: dict[str, list[tuple[list[int], float]]] = {
     "clicks": [([1, 2], 50 * K), ([2, 3], 10 * K), ([3, 1], 10 * K)],
     "orders": [([1, 3], 30 * K), ([2, 1], 8 * K), ([3, 2], 8 * K)],
@@ -178,10 +178,12 @@ class Meters:
         names = {name for pair in RAW_METERS.values() for name in pair}
         while not self._stop.is_set():
             for broker, url in self.endpoints.items():
+                asked = time.time()
                 try:
-                    at, body = time.time(), fetch(url, timeout_s=2, max_bytes=16 << 20)
+                    body = fetch(url, timeout_s=2, max_bytes=16 << 20)
                 except ScrapeError:
                     continue  # a gap: the rate is taken over the samples there are
+                at = (asked + time.time()) / 2  # the counters were read somewhere in between
                 found = {
                     x.name: x.value
                     for x in prometheus.parse(body).samples
@@ -506,7 +508,7 @@ def run_scenario(
         if traffic is not None:
             traffic.stop()
         if queries:
-            job.stop_when_idle(queries, timeout_seconds=15)
+            job.stop_when_idle(queries, timeout_seconds=45)  # a busy box: a micro-batch takes 25-40 s
         for node in cluster.nodes:
             cluster.stop_node(node.node_id, kill=True)
         metrics.stop()
