@@ -9,7 +9,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet lakehouse paths
 
-.PHONY: setup run lint test test-unit bench $(addprefix bench-,$(BENCHES)) bench-planner-scale clean cluster-up cluster-down kafka-up kafka-down \
+.PHONY: setup run run-kafka lint test test-unit bench $(addprefix bench-,$(BENCHES)) bench-planner-scale clean cluster-up \
+	cluster-down kafka-up kafka-down \
 	notebook notebooks
 
 JVM_STAMP := jvm/lib/.resolved
@@ -38,6 +39,11 @@ $(STAMP): requirements.lock pyproject.toml
 # The console shows the demo's own lines; `make run VERBOSE=1` shows Spark's and the libraries' logs too.
 run: setup
 	@$(PY) -m balancer.demo $(if $(VERBOSE),--verbose)
+
+# The same product on real Apache Kafka brokers (README "make run-kafka"): four KRaft brokers, producers and a
+# consumer group, `balancer agent` measuring the brokers' JMX exporters, the job, and `balancer execute`.
+run-kafka: setup
+	@$(PY) -m balancer.demo.real $(if $(VERBOSE),--verbose)
 
 # Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core, execution and
 # config: the code a change is most likely to break silently.
