@@ -69,7 +69,8 @@ class ScrapeError(RuntimeError):
 class Scrape:
     broker: int
     text: str
-    at_s: float  # time.time() when the body arrived
+    at_s: float  # time.time() halfway between the request and the body's arrival
+    round_trip_s: float = 0.0  # the exporter read the counts at some moment within it
 
 
 def fetch(url: str, *, timeout_s: float, max_bytes: int) -> str:
@@ -94,10 +95,22 @@ class JmxSource:
     """Scrapes each broker's endpoint and turns it into a :class:`BrokerMeasurement`."""
 
     def __init__(
-        self, *, timeout_s: float, max_bytes: int, max_gap_s: float, max_rate: float, max_series: int
+        self,
+        *,
+        timeout_s: float,
+        max_bytes: int,
+        max_gap_s: float,
+        max_rate: float,
+        max_series: int,
+        max_skew_s: float | None = None,
     ):
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
+        # A scrape is timed at the middle of its round trip, so its time is off by up to half of it. An
+        # answer slower than 2 * max_skew_s (a cold exporter's first scrape takes seconds) cannot time a
+        # rate: its counts end no interval and start none; its gauges (sizes, CPU) still count.
+        self.max_skew_s = max_skew_s
+        self.untimed = Problems()
         self.rates = CounterRates(max_gap_s=max_gap_s, max_rate=max_rate, max_series=max_series)
         self.unmapped = Problems()  # series of the families read whose labels or value cannot be used
         self.failures = Problems()  # scrapes that gave nothing, by broker and reason
@@ -111,10 +124,11 @@ class JmxSource:
 
         def one(item: tuple[int, str]) -> Scrape | tuple[int, str]:
             broker, url = item
+            sent = time.time()
             try:
-                return Scrape(
-                    broker, fetch(url, timeout_s=self.timeout_s, max_bytes=self.max_bytes), time.time()
-                )
+                text = fetch(url, timeout_s=self.timeout_s, max_bytes=self.max_bytes)
+                arrived = time.time()
+                return Scrape(broker, text, (sent + arrived) / 2, arrived - sent)
             except ScrapeError as exc:
                 return broker, str(exc)
 
@@ -156,11 +170,15 @@ class JmxSource:
                 self.rates.forget(lambda key: key[0] == broker)
                 self.rates.counts.resets += 1
             self._started[broker] = started[0]
+        timed = self.max_skew_s is None or scrape.round_trip_s <= 2 * self.max_skew_s
+        if not timed:
+            self.rates.forget(lambda key: key[0] == broker)
+            self.untimed.add(f"broker {broker}: answered too slowly to time a rate")
         for sample in parsed.samples:
-            self._map(sample, measurement, at_s)
+            self._map(sample, measurement, at_s, timed=timed)
         return measurement
 
-    def _map(self, sample: prometheus.Sample, m: BrokerMeasurement, at_s: float) -> None:
+    def _map(self, sample: prometheus.Sample, m: BrokerMeasurement, at_s: float, *, timed: bool) -> None:
         name = sample.name.lower()
         labels = sample.labels
         meter: str | None = None
@@ -170,7 +188,8 @@ class JmxSource:
         elif name == _DEFAULT_METER:
             meter = labels.get("name", "").lower().removesuffix("persec")
         if meter is not None:
-            self._meter(name, meter, sample, m, at_s)
+            if timed:
+                self._meter(name, meter, sample, m, at_s)
         elif name in _SIZES:
             if name == "kafka_log_log_value" and labels.get("name") != "Size":
                 self.ignored += 1

@@ -25,6 +25,9 @@ log = logging.getLogger("balancer.agent")
 
 # Rates are given across at most this many intervals: one missed scrape leaves a gap, not a long average.
 MAX_GAP_INTERVALS = 1.5
+# A scrape is timed at the middle of its round trip; one slower than twice this share of an interval times
+# no rate (a cold exporter answers its first scrape in seconds).
+MAX_SKEW_INTERVALS = 0.05
 
 
 @dataclass
@@ -78,6 +81,8 @@ class Agent:
             self.source = JmxSource(
                 timeout_s=agent.jmx.timeout.seconds,
                 max_bytes=agent.jmx.max_response_bytes,
+                # Timed to within 5% of an interval at each end: a rate within 10% at the worst.
+                max_skew_s=MAX_SKEW_INTERVALS * self.interval_s,
                 **limits,
             )
         else:
@@ -162,12 +167,14 @@ class Agent:
         self.totals.rejected.update(report.rejected)
         self.totals.cpu_s += report.cpu_s
         self.last = report
+        untimed = self.source.untimed.total() if isinstance(self.source, JmxSource) else 0
         log.info(
-            "interval: %d brokers measured, %d records published%s%s; unmapped so far: %d (%s); cpu %.3fs",
+            "interval: %d brokers measured, %d records published%s%s%s; unmapped so far: %d (%s); cpu %.3fs",
             len(report.measured),
             report.published,
             f", no measurement from {failed}" if failed else "",
             f", impossible figures withheld {dict(report.rejected)}" if report.rejected else "",
+            f", scrapes too slow to time a rate so far: {untimed}" if untimed else "",
             self.source.unmapped.total(),
             self.source.unmapped.summary(),
             report.cpu_s,

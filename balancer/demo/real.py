@@ -416,8 +416,8 @@ def run_scenario(
             capacity=capacity_file(workdir / "capacity.json"),
         )
         # The brokers' own meters first: their first scrape also warms each exporter up. A cold exporter takes
-        # seconds to answer its first scrape, and the agent times a reading when the answer arrives, so its
-        # first rate after a cold scrape reads high (half as much again on this box).
+        # seconds to answer its first scrape, and the agent times no rate on an answer that slow, so without
+        # this its first window would lack readings.
         meters = Meters(cluster.metrics_urls).start()
         meters.wait_first(timeout_s=30)
         proposed: list[dict] = []

@@ -73,3 +73,21 @@ def test_a_restarted_jvm_gives_no_rate_even_when_its_count_is_higher():
 def test_a_body_without_samples_is_a_failed_scrape(body):
     with pytest.raises(ScrapeError, match="no Prometheus samples"):
         source().read(Scrape(1, body, 0.0))
+
+
+def test_a_slow_answer_times_no_rate_and_starts_none_but_its_sizes_count():
+    """A scrape is timed at the middle of its round trip; a cold exporter's first answer can take seconds,
+    and a count timed that loosely would make a rate tens of percent off. With a 0.25 s skew allowed, a
+    3 s answer between two good ones leaves one interval without rates, never a wrong one."""
+    jmx = JmxSource(
+        timeout_s=5, max_bytes=1 << 20, max_gap_s=30, max_rate=1e13, max_series=1000, max_skew_s=0.25
+    )
+    jmx.read(Scrape(7, RULED.format(bytes_in=0, started=1.0), 100.0, round_trip_s=0.1))
+    slow = jmx.read(Scrape(7, RULED.format(bytes_in=10_000, started=1.0), 110.0, round_trip_s=3.0))
+    assert slow.topic_rates == {} and cc.ALL_TOPIC_BYTES_IN not in slow.broker_values
+    assert slow.sizes == {("orders.v2", 3): 4096.0}
+    assert jmx.untimed.total() == 1
+    after = jmx.read(Scrape(7, RULED.format(bytes_in=20_000, started=1.0), 120.0, round_trip_s=0.1))
+    assert after.topic_rates == {}, "the slow reading must not be the next rate's baseline"
+    good = jmx.read(Scrape(7, RULED.format(bytes_in=25_000, started=1.0), 125.0, round_trip_s=0.4))
+    assert good.topic_rates[(cc.TOPIC_BYTES_IN, "orders.v2")] == pytest.approx(1000.0)
