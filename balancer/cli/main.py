@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
+from typing import NoReturn
 
 from balancer.cli import console
 from balancer.config import ConfigError, load_config
@@ -60,5 +63,20 @@ def main(argv: list[str] | None = None, *, process: bool | None = None) -> int:
         return out.fail(exc)
 
 
+def entry() -> NoReturn:
+    """The ``balancer`` command. A command that runs no Spark ends the process itself once its output is
+    flushed: delta-rs and pyarrow leave native threads behind that can abort the interpreter's shutdown
+    ("terminate called without an active exception", delta-io/delta-rs#2184) after the work is done and
+    reported, turning a success into a SIGABRT."""
+    code = main()
+    args, _ = build_parser().parse_known_args()
+    if args.command in SPARK_COMMANDS:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
