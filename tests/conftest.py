@@ -74,6 +74,20 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# `make test` runs modules in two processes, each taking the next module when it is free: a long module
+# taken last keeps one process busy alone at the end. The longest (real brokers, spark-submit, the standalone
+# cluster, real-clock windows) go first; the rest keep their order.
+LONG_MODULES = (
+    "test_cluster_path.py",
+    "test_demo_kafka.py",
+    "test_agent_kafka.py",
+    "test_standalone.py",
+    "test_execute_kafka.py",
+    "test_recovery.py",
+    "test_object_storage.py",
+    "test_plan_lifecycle.py",
+)
+
 # Fixtures that start a JVM or brokers (embedded or real Kafka): a test using them (directly or through
 # another fixture) is an integration test and must say so, so that `make test-unit` (-m "not integration")
 # never starts them.
@@ -81,6 +95,8 @@ _HEAVY_FIXTURES = frozenset({"spark", "broker", "topic", "kafka", "kafka_topic"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_MODULES)))
     unmarked = [
         item.nodeid
         for item in items

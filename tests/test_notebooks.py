@@ -286,6 +286,36 @@ def _rows() -> dict[str, list[dict]]:
             for i, kind, size in ((0, "leadership", 0), (1, "replica", 10**8))
         ],
         "plan_outcomes": outcomes,
+        # Batch 1 stalled once (a broker left), then a second run completed it in 3 s against 2 s estimated.
+        "plan_executions": [
+            {
+                "plan_id": PLAN,
+                "cluster": "syn",
+                "run_id": run,
+                "batch": batch,
+                "kind": kind,
+                "outcome": outcome,
+                "recorded_at": W1 + timedelta(seconds=at),
+                "started_at": W1 + timedelta(seconds=started),
+                "ended_at": None if outcome == "started" else W1 + timedelta(seconds=at),
+                "actions": 1,
+                "bytes_to_move": size,
+                "throttle": json.dumps({"3": 5e7}) if size else None,
+                "throttled_topics": ["t"] if size else [],
+                "estimated_seconds": 2.0 * batch,
+                "measured_seconds": measured,
+                "duration_ratio": measured / (2.0 * batch) if measured and batch else None,
+                "detail": None,
+            }
+            for run, batch, kind, size, outcome, started, at, measured in (
+                ("r1", 0, "leadership", 0, "started", 0, 0, None),
+                ("r1", 0, "leadership", 0, "completed", 0, 0.2, 0.2),
+                ("r1", 1, "replica", 10**8, "started", 1, 1, None),
+                ("r1", 1, "replica", 10**8, "stalled", 1, 9, None),
+                ("r2", 1, "replica", 10**8, "started", 20, 20, None),
+                ("r2", 1, "replica", 10**8, "completed", 20, 23, 3.0),
+            )
+        ],
         "telemetry_quarantine": [
             {
                 "kafka_topic": "m",
@@ -399,6 +429,10 @@ EXPECTED = {
         "sorted(r['broker'] for d in predicted_vs_realized_chart.to_dict()['datasets'].values() "
         "for r in d if 'realized' in r)": [1.0, 2.0, 3.0],
         "batches.kind.tolist()": ["leadership", "replica"],
+        "attempts[['batch', 'outcome']].values.tolist()": [[0, ["completed"]], [1, ["stalled", "completed"]]],
+        "[[r['estimated_seconds'], r['measured_seconds']] for d in duration_chart.to_dict()['datasets']"
+        ".values() for r in d if 'measured_seconds' in r]": [[2.0, 3.0]],
+        "durations.duration_ratio.tolist()": [1.5],
     },
     "data_quality.ipynb": {
         "reasons.groupby('reason_kind').records.sum().to_dict()": {"not JSON": 2, "unsupported version": 1},
