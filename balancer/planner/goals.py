@@ -18,7 +18,7 @@ import numpy as np
 from balancer.vocabulary import SOFT_GOALS, ActionKind
 
 from .actions import Move
-from .model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
+from .model import DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from .options import PlannerOptions
 from .result import GoalReport
 
@@ -131,7 +131,12 @@ def _structurally_valid(move: Move, model: ClusterModel) -> bool:
 
 
 class ReplicationFactorGoal(Goal):
-    """Hard: a move replaces one replica by another, it never adds or drops one."""
+    """Hard: a move replaces one replica by another, it never adds or drops one.
+
+    An action is accepted if its source_broker holds the replica it gives (for a leadership: leads
+    the partition, and the destination_broker holds a replica of it) and, for a swap, its
+    destination_broker holds the other partition's replica.
+    """
 
     name = "replication_factor"
     hard = True
@@ -141,7 +146,11 @@ class ReplicationFactorGoal(Goal):
 
 
 class DistinctBrokersGoal(Goal):
-    """Hard: no two replicas of a partition on one broker."""
+    """Hard: no two replicas of a partition on one broker.
+
+    An action is accepted if its destination_broker holds no replica of the partition it receives
+    (a swap: the same both ways). Leadership transfers are always accepted.
+    """
 
     name = "distinct_brokers"
     hard = True
@@ -155,7 +164,11 @@ class DistinctBrokersGoal(Goal):
 
 
 class RackAwareGoal(Goal):
-    """Hard: replicas span min(RF, racks) racks; never made worse, fixed where possible."""
+    """Hard: replicas span min(RF, racks) racks; never made worse, fixed where possible.
+
+    An action is accepted if each partition it moves keeps at least min(its racks before, its
+    rack target) distinct racks. Leadership transfers are always accepted.
+    """
 
     name = "rack_aware"
     hard = True
@@ -320,13 +333,18 @@ class ResourceGoal(Goal):
 
     Hooks a resource goal sets or overrides (the search in ``optimize`` is shared):
 
+    * ``dim``: the resource (a column of ``ClusterModel.load``) and ``per_replica(model, ps)``, what
+      one replica of each partition carries of it (``leader_borne``: only the leader's replica);
     * ``compute_limits(model) -> (upper, lower)``: per-broker utilization limits (required);
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership``: how a broker over its limit is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
+
+    dim: int  # the resource this goal keeps within its limits (model.IN, OUT, DISK, ...)
 
     threshold: float  # CapacityGoal: the utilization ceiling; DistributionGoal: max / average
     leadership = False  # may transfer leadership (no data moves)
@@ -334,9 +352,14 @@ class ResourceGoal(Goal):
     prefers_disk_room = False  # replica moves go where disk stays within the disk goal's target first
     moves = True  # may move replicas
     swaps = True  # may swap two replicas when no plain move helps
+    leader_borne = False  # only a partition's leader replica carries the resource (moves with leadership)
+    # Every replica carries some of the resource, in amounts that differ: a broker under this goal's
+    # lower limit can give a replica away only for one that carries exactly as much.
+    carried_by_every_replica = False
+    sheds_best_fit = False  # sheds by relief per byte, the smallest replica that covers the excess first
+    chains_leadership = False  # a leadership whose follower lacks room may go on by a chain of two transfers
 
-    def __init__(self, dim: int) -> None:
-        self.dim = dim
+    def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._disk_line = math.inf  # set per optimize (take-back)
         self._barren: dict[int, int] = {}  # per optimize: partner -> swap searches that found nothing
@@ -441,42 +464,25 @@ class ResourceGoal(Goal):
         return True
 
     # ---- candidate ordering --------------------------------------------------------------
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        """What one replica of each of partitions ``ps`` carries of this goal's resource (for a
+        ``leader_borne`` resource: the leader's replica)."""
+        raise NotImplementedError
+
     def relief(self, model: ClusterModel, ps: np.ndarray, brokers: np.ndarray | int) -> np.ndarray:
         """What moving each partition's replica off its broker takes from this dimension."""
-        led = (model.leader[ps] == brokers).astype(np.float64)
-        d = self.dim
-        if d == IN:
-            return model.bytes_in[ps]
-        if d == OUT:
-            return model.leader_out[ps] * led
-        if d == DISK:
-            return model.size[ps]
-        if d == LBIN:
-            return model.bytes_in[ps] * led
-        if d == NREP:
-            return np.ones(len(ps))
-        return led
+        carried = self.per_replica(model, ps)
+        if self.leader_borne:
+            return carried * (model.leader[ps] == brokers).astype(np.float64)
+        return carried
 
     def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
-        """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``."""
-        if self.dim == DISK:
-            # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
-            # traffic balance, already settled, undisturbed; the biggest first within 10% of
-            # coldness. Measured rates carry noise: an exact ratio orders a retention class by
-            # noise, not size (noise 1-3% on 1.3M replicas: 13.5k disk moves instead of 1.7k,
-            # planning 3x slower; benchmarks/planning_bench.py).
-            return -_bucketed(model.size[ps] / (model.bytes_in[ps] + 1.0), relief)
-        if self.dim in (NREP, NLEAD):
-            return model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
-        key = -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
-        if self.dim == IN:
-            # Followers first within a bucket: moving a leader replica drags its network_out along.
-            key = key + 0.5 * (model.leader[ps] == brokers)
-        return key
+        """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``: the most
+        relief per byte moved first, a fixed cost per move counted as bytes."""
+        return -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
-        if self.dim == NLEAD:
-            return model.leader_out[ps]  # least traffic disturbed first
+        """Sort key (ascending = tried first) for handing ``ps``' leaderships on: the most relief first."""
         return -self.relief(model, ps, model.leader[ps])
 
     # ---- search --------------------------------------------------------------------------
@@ -548,7 +554,7 @@ class ResourceGoal(Goal):
             while i < n:
                 if not self._over(model, a):
                     return
-                if misses >= _SCREEN_FIRST and (self.dim != OUT or chains >= _CHAIN_TRIES):
+                if misses >= _SCREEN_FIRST and (not self.chains_leadership or chains >= _CHAIN_TRIES):
                     # A leadership none of whose followers passes the screen is refused by the
                     # scalar checks too, and (no chain left to try) changes nothing: skip it.
                     chunk = max(chunk, _SCREEN_FIRST)
@@ -594,7 +600,7 @@ class ResourceGoal(Goal):
                 else:
                     misses += 1
                     if (
-                        self.dim == OUT
+                        self.chains_leadership
                         and chains < _CHAIN_TRIES
                         and self._chain_leadership(p, a, followers, model, checks, led)
                     ):
@@ -610,7 +616,7 @@ class ResourceGoal(Goal):
             key = self.move_key(model, ps, relief, a)
             order = np.argsort(key, kind="stable")
             ps, relief, key = ps[order], relief[order], key[order]
-            if self.dim in (IN, OUT, LBIN):
+            if self.sheds_best_fit:
                 self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
             else:
                 moved: list[Move] = []
@@ -949,7 +955,7 @@ class ResourceGoal(Goal):
         # that goal's lower limit), a partner under the same limit may not lose it either, so only
         # exchanges of exactly equal load would pass. Such partners are skipped.
         for goal in res_goals:
-            if goal is not self and goal.dim in (IN, DISK) and goal.dim != dim:
+            if goal is not self and goal.carried_by_every_replica and goal.dim != dim:
                 _, lower = goal.limits(model)
                 if model.load[src, goal.dim] < lower[src] * model.cap[src, goal.dim]:
                     eligible &= model.load[:, goal.dim] > lower * model.cap[:, goal.dim]
@@ -1163,7 +1169,7 @@ class ResourceGoal(Goal):
         rejecting one changes nothing, so the result is the one-by-one loop's.
         """
         pool_p, pool_a = pool
-        leader_only = self.dim in (OUT, LBIN, NLEAD)
+        leader_only = self.leader_borne
         tries, i, n, misses, chunk = 0, 0, len(pool_p), 0, 0
         while i < n and self._under(model, b) and tries <= limit:
             if misses < _SCREEN_FIRST:
@@ -1298,121 +1304,131 @@ def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
     return bucket + (relief / top * 0.999 if top > 0 else 0.0)
 
 
+class NetworkInGoal(ResourceGoal):
+    """A goal on network_in: every replica of a partition carries its bytes in (leader or not)."""
+
+    dim = IN
+    carried_by_every_replica = True
+    sheds_best_fit = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.bytes_in[ps]
+
+    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+        # Followers first within a bucket: moving a leader replica drags its network_out along.
+        return super().move_key(model, ps, relief, brokers) + 0.5 * (model.leader[ps] == brokers)
+
+
+class NetworkOutGoal(ResourceGoal):
+    """A goal on network_out: a partition's leader serves it (its consumers and its followers),
+    so leadership transfers move it without moving data."""
+
+    dim = OUT
+    leader_borne = True
+    leadership = True
+    sheds_best_fit = True
+    chains_leadership = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.leader_out[ps]
+
+
+class DiskGoal(ResourceGoal):
+    """A goal on disk: every replica of a partition holds its size."""
+
+    dim = DISK
+    carried_by_every_replica = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.size[ps]
+
+    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+        # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
+        # traffic balance, already settled, undisturbed; the biggest first within 10% of
+        # coldness. Measured rates carry noise: an exact ratio would order a retention class by
+        # noise, not size, and make many more, smaller moves (benchmarks/planning_bench.py).
+        return -_bucketed(model.size[ps] / (model.bytes_in[ps] + 1.0), relief)
+
+
 class CapacityGoal(ResourceGoal):
-    """Hard: every broker's utilization <= capacity_threshold (network_in, network_out, disk)."""
+    """Hard: every broker's utilization of the goal's resource <= capacity_threshold.
+
+    An action is accepted if the broker that gains load stays at or under the threshold. There is
+    no lower limit.
+    """
 
     hard = True
 
-    def __init__(self, dim: int, threshold: float) -> None:
-        super().__init__(dim)
+    def __init__(self, threshold: float) -> None:
+        super().__init__()
         self.threshold = threshold
-        self.name = f"capacity_{DIMS[dim]}"
-        self.leadership = dim == OUT
 
     def compute_limits(self, model):
         n = model.n_brokers
         return np.full(n, self.threshold), np.full(n, -np.inf)
 
 
-class DistributionGoal(ResourceGoal):
-    """Soft: utilization within balance_threshold of the cluster average (both sides for traffic).
+class NetworkInCapacityGoal(NetworkInGoal, CapacityGoal):
+    """Hard: network_in <= capacity_threshold on every broker. Acts by replica moves and swaps."""
 
-    Disk has no lower limit: filling brokers with data that carries no traffic costs bytes
-    without relieving anything.
+    name = "capacity_network_in"
+
+
+class NetworkOutCapacityGoal(NetworkOutGoal, CapacityGoal):
+    """Hard: network_out <= capacity_threshold on every broker. Acts by leadership transfers (and
+    chains of two), then replica moves and swaps."""
+
+    name = "capacity_network_out"
+
+
+class DiskCapacityGoal(DiskGoal, CapacityGoal):
+    """Hard: disk <= capacity_threshold on every broker. Acts by replica moves and swaps, the
+    coldest data first."""
+
+    name = "capacity_disk"
+
+
+class DistributionGoal(ResourceGoal):
+    """Soft: utilization within balance_threshold of the cluster average (both sides where
+    ``lower``).
+
+    An action is accepted if the broker that gains load stays at or under the upper limit of the
+    band it optimizes to and the broker that loses load at or over the lower one; always while
+    the cluster's utilization is under ``low_utilization`` (the goal is idle). It acts only when
+    some broker is outside the wider band that triggers a plan (``trigger_limits``).
     """
 
-    def __init__(self, dim: int, threshold: float, *, lower: bool, low_utilization: float = 0.0) -> None:
-        super().__init__(dim)
+    lower = True  # the band has a lower limit: under-loaded brokers are filled
+
+    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
+        super().__init__()
         self.threshold = threshold
-        self.lower = lower
         # Below this cluster-wide utilization the resource is left alone (Cruise Control's
         # low.utilization.threshold): the goal neither acts nor vetoes other goals' moves.
         self.low_utilization = low_utilization
-        self.name = f"{DIMS[dim]}_distribution"
-        self.guards = (OUT,) if dim == IN else ()
-        self.leadership = dim in (OUT, LBIN, NLEAD)
-        self.moves = dim != NLEAD
-        self.swaps = dim in (IN, OUT, DISK)
-        # Leader bytes-in and the count goals run last, squeezed between every traffic limit: a
-        # partial fix there depends on which moves this window's noise happens to allow. (Leader
-        # bytes-in also made hundreds of transfers that left it violated on linkedin_7 at 1.045.)
-        self.all_or_nothing = dim in (LBIN, NREP, NLEAD)
 
     def compute_limits(self, model):
         return self._band(model, trigger=False)
 
     def optimize(self, model, optimized_goals, options) -> None:
-        if self.dim not in (LBIN, NREP, NLEAD):
+        if not self.all_or_nothing:
             return super().optimize(model, optimized_goals, options)
         # The goals squeezed between the traffic limits (all or nothing) keep their moves a noise
         # margin clear of those limits: a fix that fits only by a hair would otherwise be out of
         # reach in one window and, with a few % of re-measured rates, within reach in the next
         # (and move data for noise).
         held = tuple(
-            g.held_clear(g.slack(model))
-            if isinstance(g, DistributionGoal) and g.dim in (IN, OUT, DISK)
-            else g
+            g.held_clear(g.slack(model)) if isinstance(g, DistributionGoal) and not g.all_or_nothing else g
             for g in optimized_goals
         )
-        if self.dim in (NREP, NLEAD) and self._out_of_reach(model, held):
+        if self.out_of_reach(model, held):
             return  # every move it made would be undone: none is made
         super().optimize(model, held, options)
 
-    def _out_of_reach(self, model: ClusterModel, optimized: Sequence[Goal]) -> bool:
-        """Some broker outside this count goal's band cannot get inside it whatever the search does.
-
-        In this goal's search a broker above the band only gives replicas (leaderships) away and
-        one below only receives them: destinations must stay within the band, and the fill takes
-        from brokers above the average. Each replica (leadership) that leaves takes its load off
-        the broker, and every optimized goal's lower limit there caps the load that can leave; so
-        at most the k lightest fit. Likewise the upper limits cap what a broker below the band can
-        receive. Fewer than the broker's distance to the band: all or nothing ends in nothing.
-        """
-        upper, lower = self.limits(model)
-        count = model.load[:, self.dim]
-        over = np.flatnonzero(count > upper + _EPS)
-        under = np.flatnonzero((count < lower - _EPS) & model.dest_ok)
-        if not len(over) and not len(under):
-            return False
-        limits = [
-            (g.dim, *g.limits(model))
-            for g in optimized
-            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
-        ]
-        leaders = self.dim == NLEAD
-        # What one replica (leadership) takes off its broker, per dimension it carries.
-        carried = (OUT, LBIN) if leaders else (IN, DISK)
-        for b in over.tolist():
-            ps = model.partitions_on(b)
-            ps = ps[model.movable[ps] & (model.rf[ps] > 1)] if leaders else ps[model.movable[ps]]
-            if leaders:
-                ps = ps[model.leader[ps] == b]
-            need = math.ceil(count[b] - upper[b] - 1e-9)
-            for dim, _, low in limits:
-                if dim not in carried or not np.isfinite(low[b]):
-                    continue
-                room = model.load[b, dim] - (low[b] - _EPS * max(1.0, abs(low[b]))) * model.cap[b, dim]
-                if _lightest_within(self._carried(model, ps, dim), room) < need:
-                    return True
-        for b in under.tolist():
-            if leaders:
-                ps = model.partitions_on(b)
-                ps = ps[model.movable[ps] & (model.leader[ps] != b)]
-            else:
-                ps = np.flatnonzero(model.movable)
-            need = math.ceil(lower[b] - count[b] - 1e-9)
-            for dim, up, _ in limits:
-                if dim not in carried or not np.isfinite(up[b]):
-                    continue
-                room = (up[b] + _EPS * max(1.0, abs(up[b]))) * model.cap[b, dim] - model.load[b, dim]
-                if _lightest_within(self._carried(model, ps, dim), room) < need:
-                    return True
+    def out_of_reach(self, model: ClusterModel, optimized: Sequence[Goal]) -> bool:
+        """Some broker outside the band cannot get inside it whatever the search does (an all or
+        nothing goal then makes no move). By default never known."""
         return False
-
-    @staticmethod
-    def _carried(model: ClusterModel, ps: np.ndarray, dim: int) -> np.ndarray:
-        """The load a replica (a leadership, for OUT and LBIN) of each of ``ps`` carries on ``dim``."""
-        return {IN: model.bytes_in, DISK: model.size, OUT: model.leader_out, LBIN: model.bytes_in}[dim][ps]
 
     def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         """The band whose violation makes this goal act (wider than the band it optimizes to)."""
@@ -1444,8 +1460,6 @@ class DistributionGoal(ResourceGoal):
         return bool((u > upper + tol).any() or (u < lower - tol).any())
 
     def slack(self, model: ClusterModel) -> float:
-        if self.dim in (NREP, NLEAD):
-            return _EPS
         # Noise: not worth a move. Never more than half the gap between the target band and the
         # trigger band (the same 0.005 at the default 1.10; 0.00225 at 1.045), so that a broker
         # left within slack of its target is still inside the threshold.
@@ -1453,40 +1467,23 @@ class DistributionGoal(ResourceGoal):
         return share * model.cluster_util(self.dim)
 
     def min_gain(self, model: ClusterModel, excess: float) -> float:
-        if self.dim in (NREP, NLEAD):
-            return 0.5  # counts: every whole replica/leadership counts
         if excess < self.slack(model):
             return math.inf  # within noise of the target band: leave it
         return _EPS * 1e-3
 
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
-        if self.dim in (NREP, NLEAD):
-            return np.full(len(excess), 0.5)
         return np.where(excess < self.slack(model), math.inf, _EPS * 1e-3)
 
     def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Measured (noisy) loads: optimize to 1 +- margin x (threshold - 1) of the cluster's
+        utilization; act only outside 1 +- (threshold - 1)."""
         n = model.n_brokers
         d = self.dim
-        # Optimize to 1 +- margin x (threshold - 1); act only outside 1 +- (threshold - 1).
         spread = (self.threshold - 1.0) * (1.0 if trigger else BALANCE_MARGIN)
-        if d in (NREP, NLEAD):
-            # Counts are exact (no measurement noise): one integer band for both.
-            avg = model.load[:, d].sum() / int(model.live.sum() or n)
-            upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
-            lower = np.full(
-                n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf
-            )
-            if d == NREP:
-                # With RF >= racks every rack holds a replica of each partition: a small rack's
-                # brokers cannot get down to the cluster average (nor a big rack's up to it).
-                upper = np.maximum(upper, np.ceil(model.rack_floor(d) - 1e-9))
-                lower = np.minimum(lower, np.floor(model.rack_ceiling(d) + 1e-9))
-            lower[model.drained] = -np.inf  # a drained broker ends empty
-            return upper, lower
         avg = model.cluster_util(d)
         # Where one partition alone, or the broker's rack, forces more than the threshold,
         # aim just above that bound instead (other racks still get the threshold)...
-        biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[d]
+        biggest = self.per_replica(model, slice(None))
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
         bound = np.maximum(part_bound, model.rack_floor(d))
         if trigger:
@@ -1507,7 +1504,7 @@ class DistributionGoal(ResourceGoal):
             # lower limit follows what is left for them; otherwise the goal stays violated for
             # good and every replan moves a little more.
             big = int(np.argmax(biggest))
-            k = 1 if d in (OUT, LBIN) else int(model.rf[big])
+            k = 1 if self.leader_borne else int(model.rf[big])
             caps = np.sort(model.cap[:, d])[::-1]
             pinned = float(biggest[big]) * k
             if k < n and pinned / caps[:k].sum() > avg:
@@ -1519,7 +1516,7 @@ class DistributionGoal(ResourceGoal):
         return upper, lower
 
 
-class NetworkInDistributionGoal(DistributionGoal):
+class NetworkInDistributionGoal(NetworkInGoal, DistributionGoal):
     """Soft: network_in within the threshold of the cluster average, on both sides.
 
     An action is accepted if its destination_broker's network_in stays under the upper limit and
@@ -1529,14 +1526,13 @@ class NetworkInDistributionGoal(DistributionGoal):
     target: the disk goal runs later and would otherwise move the same bytes again.
     """
 
+    name = "network_in_distribution"
+    guards = (OUT,)
     prefers_disk_room = True
     covers = True  # an under-loaded broker is lifted by the smallest replica that does it alone
 
-    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
-        super().__init__(IN, threshold, lower=True, low_utilization=low_utilization)
 
-
-class NetworkOutDistributionGoal(DistributionGoal):
+class NetworkOutDistributionGoal(NetworkOutGoal, DistributionGoal):
     """Soft: network_out (leaders serve it) within the threshold of the cluster average, both sides.
 
     An action is accepted if its destination_broker's network_out stays under the upper limit and
@@ -1544,21 +1540,32 @@ class NetworkOutDistributionGoal(DistributionGoal):
     transfers, then replica moves and swaps.
     """
 
-    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
-        super().__init__(OUT, threshold, lower=True, low_utilization=low_utilization)
+    name = "network_out_distribution"
 
 
 class LeaderBytesInDistributionGoal(DistributionGoal):
     """Soft, all or nothing: leaders' bytes in under the threshold (no lower limit).
 
     An action is accepted if its destination_broker's leader bytes-in stays under the upper limit.
+    Acts by leadership transfers and replica moves, no swaps. Its moves are kept only if they bring
+    every broker within the band: it runs squeezed between every traffic limit, where a partial fix
+    depends on which moves this window's noise happens to allow.
     """
 
-    def __init__(self, threshold: float) -> None:
-        super().__init__(LBIN, threshold, lower=False)
+    name = "leader_bytes_in_distribution"
+    dim = LBIN
+    lower = False
+    leader_borne = True
+    leadership = True
+    swaps = False
+    sheds_best_fit = True
+    all_or_nothing = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.bytes_in[ps]
 
 
-class DiskDistributionGoal(DistributionGoal):
+class DiskDistributionGoal(DiskGoal, DistributionGoal):
     """Soft: disk under the threshold of the cluster average (no lower limit: filling a broker
     with data that carries no traffic costs bytes and relieves nothing).
 
@@ -1567,34 +1574,143 @@ class DiskDistributionGoal(DistributionGoal):
     first (most bytes per unit of traffic). Idle below ``low_utilization``.
     """
 
+    name = "disk_distribution"
+    lower = False
     # Every byte moved relieves one byte of disk: the smallest replica that finishes a broker
     # is the least data, where the biggest cold one would overshoot by up to its whole size.
     covers = True
 
-    def __init__(self, threshold: float, *, low_utilization: float = 0.0) -> None:
-        super().__init__(DISK, threshold, lower=False, low_utilization=low_utilization)
+
+class CountDistributionGoal(DistributionGoal):
+    """Soft, all or nothing: a count per broker (exact, no measurement noise) within one integer
+    band around the average, the same band for acting and for optimizing.
+
+    An action is accepted if its destination_broker stays at or under the band's top and its
+    source_broker at or over its bottom. Every whole unit counts as a gain. No swaps (a swap
+    leaves counts as they are). Its moves are kept only if they bring every broker within the
+    band, and none is made when ``out_of_reach`` shows they could not.
+    """
+
+    swaps = False
+    all_or_nothing = True
+    # The dimensions one unit of the count carries along, whose other goals' limits cap how many
+    # units a broker can give away or take.
+    carries: tuple[int, ...] = ()
+
+    def slack(self, model: ClusterModel) -> float:
+        return _EPS
+
+    def min_gain(self, model: ClusterModel, excess: float) -> float:
+        return 0.5  # counts: every whole replica/leadership counts
+
+    def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
+        return np.full(len(excess), 0.5)
+
+    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+        return model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return np.ones(len(ps) if isinstance(ps, np.ndarray) else model.n_partitions)
+
+    def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
+        n = model.n_brokers
+        d = self.dim
+        avg = model.load[:, d].sum() / int(model.live.sum() or n)
+        upper = np.full(n, float(math.ceil(avg * self.threshold - 1e-9)))
+        lower = np.full(n, float(math.floor(avg * (2 - self.threshold) + 1e-9)) if self.lower else -np.inf)
+        lower[model.drained] = -np.inf  # a drained broker ends empty
+        return upper, lower
+
+    def out_of_reach(self, model: ClusterModel, optimized: Sequence[Goal]) -> bool:
+        """In this goal's search a broker above the band only gives units away and one below only
+        receives them: destinations must stay within the band, and the fill takes from brokers
+        above the average. Each unit that leaves takes its load off the broker, and every optimized
+        goal's lower limit there caps the load that can leave; so at most the k lightest fit.
+        Likewise the upper limits cap what a broker below the band can receive. Fewer than the
+        broker's distance to the band: all or nothing ends in nothing.
+        """
+        upper, lower = self.limits(model)
+        count = model.load[:, self.dim]
+        over = np.flatnonzero(count > upper + _EPS)
+        under = np.flatnonzero((count < lower - _EPS) & model.dest_ok)
+        if not len(over) and not len(under):
+            return False
+        limits = [
+            (g.dim, *g.limits(model))
+            for g in optimized
+            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
+        ]
+        leaders = self.leader_borne
+        carried = self.carries
+        for b in over.tolist():
+            ps = model.partitions_on(b)
+            ps = ps[model.movable[ps] & (model.rf[ps] > 1)] if leaders else ps[model.movable[ps]]
+            if leaders:
+                ps = ps[model.leader[ps] == b]
+            need = math.ceil(count[b] - upper[b] - 1e-9)
+            for dim, _, low in limits:
+                if dim not in carried or not np.isfinite(low[b]):
+                    continue
+                room = model.load[b, dim] - (low[b] - _EPS * max(1.0, abs(low[b]))) * model.cap[b, dim]
+                if _lightest_within(_carried(model, ps, dim), room) < need:
+                    return True
+        for b in under.tolist():
+            if leaders:
+                ps = model.partitions_on(b)
+                ps = ps[model.movable[ps] & (model.leader[ps] != b)]
+            else:
+                ps = np.flatnonzero(model.movable)
+            need = math.ceil(lower[b] - count[b] - 1e-9)
+            for dim, up, _ in limits:
+                if dim not in carried or not np.isfinite(up[b]):
+                    continue
+                room = (up[b] + _EPS * max(1.0, abs(up[b]))) * model.cap[b, dim] - model.load[b, dim]
+                if _lightest_within(_carried(model, ps, dim), room) < need:
+                    return True
+        return False
 
 
-class ReplicaCountDistributionGoal(DistributionGoal):
+def _carried(model: ClusterModel, ps: np.ndarray, dim: int) -> np.ndarray:
+    """The load a replica (a leadership, for OUT and LBIN) of each of ``ps`` carries on ``dim``."""
+    return {IN: model.bytes_in, DISK: model.size, OUT: model.leader_out, LBIN: model.bytes_in}[dim][ps]
+
+
+class ReplicaCountDistributionGoal(CountDistributionGoal):
     """Soft, all or nothing: replicas per broker within an integer band around the average.
 
     An action is accepted if its destination_broker stays at or under the band's top and its
-    source_broker at or over its bottom. Smallest partitions first.
+    source_broker at or over its bottom. Replica moves only, the smallest partitions first.
     """
 
-    def __init__(self, threshold: float) -> None:
-        super().__init__(NREP, threshold, lower=True)
+    name = "replicas_distribution"
+    dim = NREP
+    carries = (IN, DISK)
+
+    def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
+        upper, lower = super()._band(model, trigger=trigger)
+        # With RF >= racks every rack holds a replica of each partition: a small rack's brokers
+        # cannot get down to the cluster average (nor a big rack's up to it).
+        upper = np.maximum(upper, np.ceil(model.rack_floor(self.dim) - 1e-9))
+        lower = np.minimum(lower, np.floor(model.rack_ceiling(self.dim) + 1e-9))
+        return upper, lower
 
 
-class LeaderCountDistributionGoal(DistributionGoal):
+class LeaderCountDistributionGoal(CountDistributionGoal):
     """Soft, all or nothing: leaderships per broker within an integer band around the average.
 
     An action is accepted if its destination_broker stays at or under the band's top and its
-    source_broker at or over its bottom. Leadership transfers only.
+    source_broker at or over its bottom. Leadership transfers only, the least traffic first.
     """
 
-    def __init__(self, threshold: float) -> None:
-        super().__init__(NLEAD, threshold, lower=True)
+    name = "leaders_distribution"
+    dim = NLEAD
+    carries = (OUT, LBIN)
+    leader_borne = True
+    leadership = True
+    moves = False
+
+    def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
+        return model.leader_out[ps]  # least traffic disturbed first
 
 
 def _measured(
@@ -1631,7 +1747,7 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         DistinctBrokersGoal(),
         RackAwareGoal(),
         DrainGoal(),
-        CapacityGoal(IN, ct),
-        CapacityGoal(OUT, ct),
-        CapacityGoal(DISK, ct),
+        NetworkInCapacityGoal(ct),
+        NetworkOutCapacityGoal(ct),
+        DiskCapacityGoal(ct),
     ] + [SOFT_GOAL_REGISTRY[name](options) for name in names]
