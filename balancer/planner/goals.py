@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Self
 
 import numpy as np
@@ -324,6 +325,51 @@ class DrainGoal(Goal):
         return "every destination would break a hard goal (capacity)"
 
 
+@dataclass
+class SearchContext:
+    """What one resource goal's search works with, for one ``optimize``: the model, the goals that
+    judge its moves, the limits that screen them, and the search's own state."""
+
+    model: ClusterModel
+    goal: ResourceGoal  # the goal searching
+    optimized: tuple[Goal, ...]  # goals already optimized: each must accept every move
+    checks: tuple[Goal, ...]  # ``optimized`` and the goal searching
+    # Resource goals whose limits screen candidate moves: the optimized ones not idle (under its
+    # low-utilization threshold a goal vetoes nothing) and the goal searching.
+    res_goals: tuple[ResourceGoal, ...]
+    rack: RackAwareGoal | None  # the rack goal, if optimized: destinations must keep racks
+    options: PlannerOptions
+    # Disk a take-back, or a move that prefers disk room, may leave on a broker: the disk goal's
+    # target band (that goal runs later and would move the bytes again).
+    disk_line: float
+    # Swap partners that gave no exchange, by how many searches: passed over after _BARREN_AFTER.
+    barren: dict[int, int] = field(default_factory=dict)
+    # Guard ceiling / cluster utilization while a figure-setting broker is shed again; None: the
+    # goal's threshold.
+    guard_ratio: float | None = None
+
+    @classmethod
+    def start(
+        cls, goal: ResourceGoal, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> SearchContext:
+        optimized = tuple(optimized_goals)
+        res_goals = tuple(
+            g
+            for g in optimized
+            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
+        ) + (goal,)
+        return cls(
+            model=model,
+            goal=goal,
+            optimized=optimized,
+            checks=optimized + (goal,),
+            res_goals=res_goals,
+            rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
+            options=options,
+            disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
+        )
+
+
 class ResourceGoal(Goal):
     """Keeps each broker's utilization of one dimension within [lower, upper] limits.
 
@@ -361,8 +407,6 @@ class ResourceGoal(Goal):
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._disk_line = math.inf  # set per optimize (take-back)
-        self._barren: dict[int, int] = {}  # per optimize: partner -> swap searches that found nothing
         self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._idle_memo: tuple[int, bool] | None = None
 
@@ -438,18 +482,18 @@ class ResourceGoal(Goal):
         return np.full(len(excess), self.min_gain(model, 0.0))
 
     guards: tuple[int, ...] = ()  # dimensions optimized later that this goal must not unbalance
-    _guard_ratio: float | None = None  # guard ceiling / cluster utilization; None: the threshold
 
-    def wants(self, move: Move, model: ClusterModel) -> bool:
-        """Improves this goal, and pushes no broker past the threshold on a guarded dimension.
+    def wants(self, move: Move, model: ClusterModel, guard_ratio: float | None = None) -> bool:
+        """Improves this goal, and pushes no broker past ``guard_ratio`` x the cluster utilization
+        (default: the threshold) on a guarded dimension.
 
         network_in moves may carry leadership along; without the guard they could make
         network_out worse than before (network_out is optimized only afterwards).
         """
-        return self.improves(move, model) and self._guard_ok(move, model)
+        return self.improves(move, model) and self._guard_ok(move, model, guard_ratio)
 
-    def _guard_ok(self, move: Move, model: ClusterModel) -> bool:
-        """``move`` pushes no broker past the threshold on a guarded dimension (see ``wants``)."""
+    def _guard_ok(self, move: Move, model: ClusterModel, guard_ratio: float | None) -> bool:
+        """``move`` pushes no broker past the guard ceiling on a guarded dimension (see ``wants``)."""
         if not self.guards:
             return True
         vec = model.delta(move)
@@ -458,7 +502,7 @@ class ResourceGoal(Goal):
             if v == 0:
                 continue
             gain = move.dst if v > 0 else move.src
-            ratio = self._guard_ratio if self._guard_ratio is not None else self.threshold
+            ratio = guard_ratio if guard_ratio is not None else self.threshold
             if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + _EPS:
                 return False
         return True
@@ -487,25 +531,16 @@ class ResourceGoal(Goal):
 
     # ---- search --------------------------------------------------------------------------
     def optimize(self, model, optimized_goals, options) -> None:
-        optimized = tuple(optimized_goals)
-        # A goal whose resource is under its low-utilization threshold vetoes nothing.
-        res_goals = tuple(
-            g
-            for g in optimized
-            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
-        ) + (self,)
-        rack = next((g for g in optimized if isinstance(g, RackAwareGoal)), None)
-        # Disk a take-back may leave on a broker: the disk goal's target band (it runs later).
-        self._disk_line = model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
-        self._barren = {}
+        ctx = SearchContext.start(self, model, optimized_goals, options)
         for _ in range(_OPTIMIZE_PASSES):
             before = model.moves_applied
-            self._shed_all(model, optimized, res_goals, rack)
-            self._fill_all(model, optimized, res_goals, rack)
+            self._shed_all(ctx)
+            self._fill_all(ctx)
             if model.moves_applied == before:
                 break
 
-    def _shed_all(self, model, optimized, res_goals, rack) -> None:
+    def _shed_all(self, ctx: SearchContext) -> None:
+        model = ctx.model
         upper, _ = self.limits(model)
         stuck: set[int] = set()
         while True:
@@ -518,15 +553,15 @@ class ResourceGoal(Goal):
             if not over:
                 return
             a = over[0]
-            self._shed(a, model, optimized, res_goals, rack)
+            self._shed(a, ctx)
             if self.guards and self._over(model, a) and self._sets_figure(model, a):
                 # ``a`` defines this resource's figure and the guard held it back: let guarded
                 # resources rise up to a's level, which leaves max(in, out) no worse.
-                self._guard_ratio = model.util(self.dim)[a] / model.cluster_util(self.dim)
+                ctx.guard_ratio = model.util(self.dim)[a] / model.cluster_util(self.dim)
                 try:
-                    self._shed(a, model, optimized, res_goals, rack)
+                    self._shed(a, ctx)
                 finally:
-                    self._guard_ratio = None
+                    ctx.guard_ratio = None
             stuck.add(a)  # everything movable off ``a`` was tried
 
     def _sets_figure(self, model, a) -> bool:
@@ -541,8 +576,8 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
 
-    def _shed(self, a, model, optimized, res_goals, rack) -> None:  # noqa: C901 - the shed search; moving to planner/search/ (issue 25)
-        checks = optimized + (self,)
+    def _shed(self, a: int, ctx: SearchContext) -> None:  # noqa: C901 - the shed search; moving to planner/search/ (issue 25)
+        model = ctx.model
         if self.leadership:
             ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
             # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
@@ -556,7 +591,7 @@ class ResourceGoal(Goal):
                     return
                 if misses >= _SCREEN_FIRST and (not self.chains_leadership or chains >= _CHAIN_TRIES):
                     # A leadership none of whose followers passes the screen is refused by the
-                    # scalar checks too, and (no chain left to try) changes nothing: skip it.
+                    # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
                     chunk = max(chunk, _SCREEN_FIRST)
                     cand = ps[i : i + chunk]
                     rows = model.replicas[cand]
@@ -569,7 +604,7 @@ class ResourceGoal(Goal):
                         1.0,
                     )
                     passed = np.zeros(len(cand), dtype=bool)
-                    passed[kk[self._screen(model, np.full(len(kk), a), rows[kk, jj], vec, res_goals)]] = True
+                    passed[kk[self._screen(ctx, np.full(len(kk), a), rows[kk, jj], vec)]] = True
                     hits = np.flatnonzero(passed)
                     if not len(hits):
                         chains += len(cand)
@@ -591,8 +626,8 @@ class ResourceGoal(Goal):
                     move = Move(LEADERSHIP, p, a, f)
                     if (
                         self._fits(move, model)
-                        and self.wants(move, model)
-                        and self.try_move(move, model, checks)
+                        and self.wants(move, model, ctx.guard_ratio)
+                        and self.try_move(move, model, ctx.checks)
                     ):
                         util = model.util(self.dim)
                         misses, chunk = 0, 0
@@ -602,7 +637,7 @@ class ResourceGoal(Goal):
                     if (
                         self.chains_leadership
                         and chains < _CHAIN_TRIES
-                        and self._chain_leadership(p, a, followers, model, checks, led)
+                        and self._chain_leadership(p, a, followers, led, ctx)
                     ):
                         util = model.util(self.dim)
                         misses, chunk = 0, 0
@@ -617,7 +652,7 @@ class ResourceGoal(Goal):
             order = np.argsort(key, kind="stable")
             ps, relief, key = ps[order], relief[order], key[order]
             if self.sheds_best_fit:
-                self._best_fit_out(a, ps, relief, np.floor(-key), model, checks, res_goals, rack)
+                self._best_fit_out(a, ps, relief, np.floor(-key), ctx)
             else:
                 moved: list[Move] = []
                 tried = np.zeros(len(ps), dtype=bool)
@@ -628,7 +663,7 @@ class ResourceGoal(Goal):
                         break
                     if self.covers and covered_at != model.moves_applied:
                         covered_at = model.moves_applied
-                        if self._cover(a, ps, relief, tried, moved, model, checks, res_goals, rack):
+                        if self._cover(a, ps, relief, tried, moved, ctx):
                             continue
                     if tried[i]:
                         i += 1
@@ -638,9 +673,7 @@ class ResourceGoal(Goal):
                         # limit fail ``_source_ok`` and change nothing: skipped in one step.
                         chunk = max(chunk, _SCREEN_FIRST)
                         cand = ps[i : i + chunk]
-                        hits = np.flatnonzero(
-                            self._source_ok_many(a, model.contrib_matrix(cand, a), model, res_goals)
-                        )
+                        hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), ctx))
                         if not len(hits):
                             i += len(cand)
                             chunk = min(4 * chunk, _SCREEN_CHUNK)
@@ -655,23 +688,24 @@ class ResourceGoal(Goal):
                     tried[i] = True
                     i += 1
                     mark = len(model.log)
-                    if self._move_out(p, a, model, checks, res_goals, rack):
+                    if self._move_out(p, a, ctx):
                         misses, chunk = 0, 0
                         if len(model.log) == mark + 1:
                             moved.append(model.log[-1])
                     else:
                         misses += 1
-                self._take_back(a, moved, model, checks)
+                self._take_back(a, moved, ctx)
         if self.swaps and self._over(model, a):
-            self._swap_out(a, model, checks, res_goals, rack)
+            self._swap_out(a, ctx)
         if self.leadership and self._over(model, a):
-            self._swap_leadership(a, model, checks)
+            self._swap_leadership(a, ctx)
 
-    def _cover(self, src, ps, relief, tried, moved, model, checks, res_goals, rack) -> bool:
+    def _cover(self, src, ps, relief, tried, moved, ctx: SearchContext) -> bool:
         """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
         relief alone covers src's remaining excess, the smallest data that the other goals' lower
         limits let go, up to _DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
         take-back)."""
+        model = ctx.model
         upper, _ = self.limits(model)
         dim = self.dim
         need = model.load[src, dim] - upper[src] * model.cap[src, dim]
@@ -679,17 +713,17 @@ class ResourceGoal(Goal):
         if not len(covering):
             return False
         covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
-        free = self._source_ok_many(src, model.contrib_matrix(ps[covering], src), model, res_goals)
+        free = self._source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
         for pick in covering[free][:_DEST_TRIES].tolist():
             tried[pick] = True
             mark = len(model.log)
-            if self._move_out(int(ps[pick]), src, model, checks, res_goals, rack):
+            if self._move_out(int(ps[pick]), src, ctx):
                 if len(model.log) == mark + 1:
                     moved.append(model.log[-1])
                 return True
         return False
 
-    def _chain_leadership(self, p, a, followers, model, checks, led) -> bool:
+    def _chain_leadership(self, p, a, followers, led, ctx: SearchContext) -> bool:
         """Hand ``p``'s leadership to a follower ``f`` that lacks room for it, after ``f`` hands
         one of its own leaderships (the lightest that makes the room) on to a broker with room.
 
@@ -697,6 +731,7 @@ class ResourceGoal(Goal):
         broker mostly have hot followers, and without this only its many light ones could go
         (thousands of transfers where a few dozen pairs do). Undone unless both pass every goal.
         """
+        model = ctx.model
         d = self.dim
         upper, lower = self.limits(model)
         lo_p = float(self.relief(model, np.array([p]), a)[0])
@@ -737,17 +772,24 @@ class ResourceGoal(Goal):
             _, q, g = best
             # f may dip under this goal's lower limit between the two transfers (not after them:
             # see ``ok``), so the first one answers to the other goals only.
-            if not self.try_move(Move(LEADERSHIP, q, f, g), model, tuple(c for c in checks if c is not self)):
+            if not self.try_move(
+                Move(LEADERSHIP, q, f, g), model, tuple(c for c in ctx.checks if c is not self)
+            ):
                 continue
             move = Move(LEADERSHIP, p, a, f)
-            if self._fits(move, model) and self.wants(move, model) and self.try_move(move, model, checks):
+            if (
+                self._fits(move, model)
+                and self.wants(move, model, ctx.guard_ratio)
+                and self.try_move(move, model, ctx.checks)
+            ):
                 return True
             model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
         return False
 
-    def _best_fit_out(self, a, ps, relief, bucket, model, checks, res_goals, rack) -> None:
+    def _best_fit_out(self, a, ps, relief, bucket, ctx: SearchContext) -> None:
         """Greedy by relief per byte, but within the best buckets take the smallest replica that
         alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
+        model = ctx.model
         upper, _ = self.limits(model)
         d = self.dim
         left = list(range(len(ps)))
@@ -760,19 +802,17 @@ class ResourceGoal(Goal):
             pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
             left.remove(pick)
             mark = len(model.log)
-            if (
-                self._move_out(int(ps[pick]), a, model, checks, res_goals, rack)
-                and len(model.log) == mark + 1
-            ):
+            if self._move_out(int(ps[pick]), a, ctx) and len(model.log) == mark + 1:
                 moved.append(model.log[-1])
-        self._take_back(a, moved, model, checks)
+        self._take_back(a, moved, ctx)
 
-    def _take_back(self, a, moved, model, checks) -> None:
+    def _take_back(self, a, moved, ctx: SearchContext) -> None:
         """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
 
         The last picks of a shed can overshoot the limit by more than some earlier, smaller
         moves carried: those go back (fewer moves, less data, ``a`` still within its limit).
         """
+        model = ctx.model
         if len(moved) < 2:
             return
         upper, _ = self.limits(model)
@@ -784,22 +824,24 @@ class ResourceGoal(Goal):
             room = upper[a] * model.cap[a, d] - model.load[a, d]
             if room <= 0:
                 return
-            if 0 < model.delta(back)[d] <= room and self._keeps_disk(back, model):
-                self.try_move(back, model, checks)
+            if 0 < model.delta(back)[d] <= room and self._keeps_disk(back, ctx):
+                self.try_move(back, model, ctx.checks)
 
-    def _keeps_disk(self, move: Move, model: ClusterModel) -> bool:
+    def _keeps_disk(self, move: Move, ctx: SearchContext) -> bool:
         """``move`` leaves its receiver's disk within the disk goal's target, or gives it no disk:
         taking data back onto a broker must not make work for the disk goal (it runs later)."""
+        model = ctx.model
         d = model.delta(move)[DISK]
         gain = move.dst if d > 0 else move.src
-        return d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= self._disk_line + _EPS
+        return d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + _EPS
 
-    def _swap_leadership(self, a, model, checks) -> None:
+    def _swap_leadership(self, a: int, ctx: SearchContext) -> None:
         """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
 
         Applied as two transfers, each checked by every optimized goal; undone if the second
         is vetoed, so only the pair's net effect ever stays.
         """
+        model = ctx.model
         upper, _ = self.limits(model)
         d = self.dim
         ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
@@ -830,9 +872,11 @@ class ResourceGoal(Goal):
                 after = self._term(model, a, model.load[a, d] - net[k]) + self._term(
                     model, f, model.load[f, d] + net[k]
                 )
-                if before - after < self.min_gain(model, before) or not self.try_move(first, model, checks):
+                if before - after < self.min_gain(model, before) or not self.try_move(
+                    first, model, ctx.checks
+                ):
                     continue
-                if self.try_move(second, model, checks):
+                if self.try_move(second, model, ctx.checks):
                     break
                 model.apply(Move(LEADERSHIP, p, f, a))  # undo the first half
 
@@ -843,23 +887,25 @@ class ResourceGoal(Goal):
         b = move.dst if d > 0 else move.src
         return (model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + _EPS
 
-    def _dest_mask(self, p, a, vec, model, res_goals, rack) -> np.ndarray:
+    def _dest_mask(self, p, a, vec, ctx: SearchContext) -> np.ndarray:
+        model = ctx.model
         mask = model.dest_ok.copy()
         row = model.replicas[p]
         mask[row[row >= 0]] = False
-        for g in res_goals:
+        for g in ctx.res_goals:
             v = vec[g.dim]
             if v > 0:
                 upper, _ = g.limits(model)
                 mask &= (model.load[:, g.dim] + v) <= (upper + _EPS) * model.cap[:, g.dim]
-        if rack is not None:
-            rm = rack.dest_mask(model, p, a)
+        if ctx.rack is not None:
+            rm = ctx.rack.dest_mask(model, p, a)
             if rm is not None:
                 mask &= rm
         return mask
 
-    def _source_ok(self, a, vec, model, res_goals) -> bool:
-        for g in res_goals:
+    def _source_ok(self, a, vec, ctx: SearchContext) -> bool:
+        model = ctx.model
+        for g in ctx.res_goals:
             v = vec[g.dim]
             if v > 0:
                 _, lower = g.limits(model)
@@ -867,11 +913,12 @@ class ResourceGoal(Goal):
                     return False
         return True
 
-    def _source_ok_many(self, a, vecs, model, res_goals) -> np.ndarray:
+    def _source_ok_many(self, a, vecs, ctx: SearchContext) -> np.ndarray:
         """``_source_ok`` for many replicas on ``a`` (rows of ``vecs``), its limits loosened by
         _SCREEN_SLACK: False only where ``_source_ok`` is False too."""
+        model = ctx.model
         ok = np.ones(len(vecs), dtype=bool)
-        for g in res_goals:
+        for g in ctx.res_goals:
             if g is self:
                 continue
             v = vecs[:, g.dim]
@@ -881,13 +928,14 @@ class ResourceGoal(Goal):
             )
         return ok
 
-    def _move_out(self, part, src, model, checks, res_goals, rack) -> bool:
+    def _move_out(self, part, src, ctx: SearchContext) -> bool:
         """Move partition ``part``'s replica off ``src`` to the first of the _DEST_TRIES coldest
         destinations that every limit admits and every goal accepts. True if it moved."""
+        model = ctx.model
         vec = model.contrib(part, src)
-        if not self._source_ok(src, vec, model, res_goals):
+        if not self._source_ok(src, vec, ctx):
             return False
-        mask = self._dest_mask(part, src, vec, model, res_goals, rack)
+        mask = self._dest_mask(part, src, vec, ctx)
         dests = np.nonzero(mask)[0]
         if not len(dests):
             return False
@@ -896,23 +944,24 @@ class ResourceGoal(Goal):
             # Destinations whose disk stays within the disk goal's target first (that goal runs
             # later and would move the bytes again), the coldest on this goal's dimension in each.
             disk_after = (model.load[dests, DISK] + vec[DISK]) / model.cap[dests, DISK]
-            dests = dests[np.lexsort((util, disk_after > self._disk_line + _EPS))][:_DEST_TRIES]
+            dests = dests[np.lexsort((util, disk_after > ctx.disk_line + _EPS))][:_DEST_TRIES]
         else:
             dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
         for dst in dests.tolist():
             move = Move(REPLICA_MOVE, part, src, dst)
-            if self.wants(move, model) and self.try_move(move, model, checks):
+            if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
                 return True
         if self.guards and model.leader[part] == src:
             for dst in dests.tolist():
-                if self._move_with_handback(Move(REPLICA_MOVE, part, src, dst), model, checks):
+                if self._move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
                     return True
         return False
 
-    def _move_with_handback(self, move: Move, model: ClusterModel, checks) -> bool:
+    def _move_with_handback(self, move: Move, ctx: SearchContext) -> bool:
         """Move a leader replica whose network_out would overload ``dst``, handing ``src`` a
         leadership of ``dst``'s in exchange (no data): ``src`` just lost that much network_out.
         """
+        model = ctx.model
         if not self.improves(move, model):
             return False
         a, dst, d = move.src, move.dst, OUT
@@ -929,14 +978,14 @@ class ResourceGoal(Goal):
         if not fits.any():
             return False
         q = int(qs[fits][np.argmin(lo_q[fits])])
-        if not self.try_move(Move(LEADERSHIP, q, dst, a), model, checks):
+        if not self.try_move(Move(LEADERSHIP, q, dst, a), model, ctx.checks):
             return False
-        if self.wants(move, model) and self.try_move(move, model, checks):
+        if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
             return True
         model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
         return False
 
-    def _swap_out(self, src, model, checks, res_goals, rack) -> None:
+    def _swap_out(self, src, ctx: SearchContext) -> None:
         """Exchange a heavy replica on ``src`` (over this goal's limit) for a lighter one on a cold
         partner broker.
 
@@ -944,6 +993,7 @@ class ResourceGoal(Goal):
         against the limits of every optimized resource goal, so only exchanges that can pass
         are tried; the full ``accept`` chain (racks included) still decides.
         """
+        model = ctx.model
         if not model.dest_ok[src]:
             return  # an excluded broker takes nothing back
         dim = self.dim
@@ -954,7 +1004,7 @@ class ResourceGoal(Goal):
         # Every replica carries network_in and disk: where ``src`` may not lose one of them (under
         # that goal's lower limit), a partner under the same limit may not lose it either, so only
         # exchanges of exactly equal load would pass. Such partners are skipped.
-        for goal in res_goals:
+        for goal in ctx.res_goals:
             if goal is not self and goal.carried_by_every_replica and goal.dim != dim:
                 _, lower = goal.limits(model)
                 if model.load[src, goal.dim] < lower[src] * model.cap[src, goal.dim]:
@@ -962,7 +1012,7 @@ class ResourceGoal(Goal):
         # A partner that gave no exchange _BARREN_AFTER times in this optimize is passed over (e.g. a
         # cold broker pinned under another goal's lower limit): its slot goes to the next coldest.
         cold = [partner for partner in np.argsort(util, kind="stable").tolist() if eligible[partner]]
-        cold = [partner for partner in cold if self._barren.get(partner, 0) < _BARREN_AFTER]
+        cold = [partner for partner in cold if ctx.barren.get(partner, 0) < _BARREN_AFTER]
         cold = cold[:_SWAP_PARTNERS]
         offers, version = None, -1
         for partner in cold:
@@ -980,13 +1030,14 @@ class ResourceGoal(Goal):
                 first = np.argsort(key, kind="stable")[:50]
                 offers, version = (offered[first], offered_load[first]), model.moves_applied
             assert offers is not None
-            self._swap_with(src, partner, offers, model, checks, res_goals, upper)
+            self._swap_with(src, partner, offers, upper, ctx)
             if model.moves_applied == version:
-                self._barren[partner] = self._barren.get(partner, 0) + 1
+                ctx.barren[partner] = ctx.barren.get(partner, 0) + 1
 
-    def _swap_with(self, src, partner, offers, model, checks, res_goals, upper) -> None:
+    def _swap_with(self, src, partner, offers, upper, ctx: SearchContext) -> None:
         """Swaps between ``src`` and one ``partner``: each of ``offers`` (replicas on ``src`` and
         their contributions, in the order tried) against every replica on ``partner``."""
+        model = ctx.model
         dim = self.dim
         offered, offered_load = offers
         free = ~(model.replicas[offered] == partner).any(axis=1)
@@ -1008,14 +1059,14 @@ class ResourceGoal(Goal):
             # widened), a cheap cut; the exact per-goal screen runs on what is left.
             net_d = offered_load[offer, dim] - held_load[:, dim]
             ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
-            for other, (lo, hi) in self._swap_windows(src, partner, model, res_goals).items():
+            for other, (lo, hi) in self._swap_windows(src, partner, ctx).items():
                 net_other = offered_load[offer, other] - held_load[:, other]
                 ok &= (net_other <= hi) & (net_other >= lo)
             passing = np.flatnonzero(ok)
             if len(passing):
                 net_passing = offered_load[offer][None, :] - held_load[passing]
                 exact = np.ones(len(passing), dtype=bool)
-                for goal in res_goals:
+                for goal in ctx.res_goals:
                     exact &= self._swap_screen(goal, net_passing[:, goal.dim], src, partner, model)
                 ok[passing[~exact]] = False
             if not ok.any():
@@ -1026,18 +1077,19 @@ class ResourceGoal(Goal):
             cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:3]
             for pick in cand.tolist():
                 move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
-                if self.wants(move, model) and self.try_move(move, model, checks):
+                if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
                     # Only the two swapped partitions changed: the partner holds the offer instead.
                     held[pick] = offered[offer]
                     held_load[pick] = model.contrib(int(offered[offer]), partner)
                     break
 
     @staticmethod
-    def _swap_windows(a: int, b: int, model: ClusterModel, res_goals) -> dict[int, tuple[float, float]]:
+    def _swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, float]]:
         """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
         goal's ``_swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
+        model = ctx.model
         windows: dict[int, list[float]] = {}
-        for g in res_goals:
+        for g in ctx.res_goals:
             upper, lower = g.limits(model)
             dim = g.dim
             load, cap = model.load[:, dim], model.cap[:, dim]
@@ -1071,11 +1123,11 @@ class ResourceGoal(Goal):
         to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
         return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
 
-    def _fill_all(self, model, optimized, res_goals, rack) -> None:
+    def _fill_all(self, ctx: SearchContext) -> None:
+        model = ctx.model
         _, lower = self.limits(model)
         if not np.isfinite(lower).any():
             return
-        checks = optimized + (self,)
         util = model.util(self.dim)
         under = [
             b
@@ -1106,7 +1158,7 @@ class ResourceGoal(Goal):
                             model.bytes_in[cand],
                             1.0,
                         )
-                        hits = np.flatnonzero(self._screen(model, model.leader[cand], b, vec, res_goals))
+                        hits = np.flatnonzero(self._screen(ctx, model.leader[cand], b, vec))
                         if not len(hits):
                             i += len(cand)
                             chunk = min(4 * chunk, _SCREEN_CHUNK)
@@ -1119,8 +1171,8 @@ class ResourceGoal(Goal):
                     move = Move(LEADERSHIP, p, int(model.leader[p]), b)
                     if (
                         self._fits(move, model)
-                        and self.wants(move, model)
-                        and self.try_move(move, model, checks)
+                        and self.wants(move, model, ctx.guard_ratio)
+                        and self.try_move(move, model, ctx.checks)
                     ):
                         misses, chunk = 0, 0
                     else:
@@ -1129,15 +1181,14 @@ class ResourceGoal(Goal):
                 continue
             if pool is None:
                 pool = self._fill_pool(model, avg)
-            if self.covers and self._fill_cover(b, pool, model, checks, rack):
+            if self.covers and self._fill_cover(b, pool, ctx):
                 continue
-            self._fill_from_pool(
-                b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, model, checks, res_goals, rack
-            )
+            self._fill_from_pool(b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, ctx)
 
-    def _fill_cover(self, dst, pool, model, checks, rack) -> bool:
+    def _fill_cover(self, dst, pool, ctx: SearchContext) -> bool:
         """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
         lifts ``dst`` to its lower limit, the smallest data first, up to _DEST_TRIES that pass."""
+        model = ctx.model
         _, lower = self.limits(model)
         dim = self.dim
         need = lower[dst] * model.cap[dst, dim] - model.load[dst, dim]
@@ -1151,16 +1202,16 @@ class ResourceGoal(Goal):
         refused = 0
         for pick in covering[np.argsort(model.size[pool_p[covering]], kind="stable")].tolist():
             move = Move(REPLICA_MOVE, int(pool_p[pick]), int(pool_src[pick]), dst)
-            if not (self._fits(move, model) and self.wants(move, model)):
+            if not (self._fits(move, model) and self.wants(move, model, ctx.guard_ratio)):
                 continue
-            if (rack is None or rack.accept(move, model)) and self.try_move(move, model, checks):
+            if (ctx.rack is None or ctx.rack.accept(move, model)) and self.try_move(move, model, ctx.checks):
                 return True
             refused += 1
             if refused >= _DEST_TRIES:
                 break
         return False
 
-    def _fill_from_pool(self, b, pool, limit, model, checks, res_goals, rack) -> None:
+    def _fill_from_pool(self, b, pool, limit, ctx: SearchContext) -> None:
         """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
         trying at most ``limit`` candidates that could go to ``b`` at all.
 
@@ -1168,6 +1219,7 @@ class ResourceGoal(Goal):
         vectorized screen skips the candidates it rejects at the current loads, counted as tried:
         rejecting one changes nothing, so the result is the one-by-one loop's.
         """
+        model = ctx.model
         pool_p, pool_a = pool
         leader_only = self.leader_borne
         tries, i, n, misses, chunk = 0, 0, len(pool_p), 0, 0
@@ -1201,7 +1253,7 @@ class ResourceGoal(Goal):
                     vec[:, IN] * ledf,
                     ledf,
                 )
-                hits = np.flatnonzero(valid[:end] & self._screen(model, srcs[:end], b, vec, res_goals))
+                hits = np.flatnonzero(valid[:end] & self._screen(ctx, srcs[:end], b, vec))
                 if not len(hits):
                     tries += int(valid[:end].sum())
                     if end < len(ps):
@@ -1218,26 +1270,27 @@ class ResourceGoal(Goal):
             move = Move(REPLICA_MOVE, p, a, b)
             if (
                 self._fits(move, model)
-                and self.wants(move, model)
-                and (rack is None or rack.accept(move, model))
-                and self.try_move(move, model, checks)
+                and self.wants(move, model, ctx.guard_ratio)
+                and (ctx.rack is None or ctx.rack.accept(move, model))
+                and self.try_move(move, model, ctx.checks)
             ):
                 misses, chunk = 0, 0
             else:
                 misses += 1
 
-    def _screen(self, model, src, dst, vec, res_goals) -> np.ndarray:
+    def _screen(self, ctx: SearchContext, src, dst, vec) -> np.ndarray:
         """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst`` (one
         broker, or one per candidate): False
         only where ``_fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
 
-        The same arithmetic as the scalar checks, with limits loosened by _SCREEN_SLACK, so a
-        candidate it rejects is one the scalar checks reject: skipping it cannot change a plan.
+        The same arithmetic as the scalar ctx.checks, with limits loosened by _SCREEN_SLACK, so a
+        candidate it rejects is one the scalar ctx.checks reject: skipping it cannot change a plan.
         """
+        model = ctx.model
         load, cap, d = model.load, model.cap, self.dim
         src = np.asarray(src)
         ok = np.ones(len(vec), dtype=bool)
-        for g in res_goals:
+        for g in ctx.res_goals:
             v = vec[:, g.dim]
             upper, lower = g.limits(model)
             tol = _EPS * np.maximum(1.0, np.abs(upper[dst])) - g.margin + _SCREEN_SLACK
