@@ -576,72 +576,78 @@ class ResourceGoal(Goal):
         upper, _ = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
 
-    def _shed(self, a: int, ctx: SearchContext) -> None:  # noqa: C901 - the shed search; moving to planner/search/ (issue 25)
+    def _shed_leaderships(self, a: int, ctx: SearchContext) -> None:
+        """Hand leaderships off ``a`` while it is over its limit: to a follower with room, else (where
+        the goal chains) by a chain of two transfers."""
+        model = ctx.model
+        ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+        # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
+        ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
+        util = model.util(self.dim)
+        chains = 0
+        led: dict[int, np.ndarray] = {}
+        i, n, misses, chunk = 0, len(ps), 0, 0
+        while i < n:
+            if not self._over(model, a):
+                return
+            if misses >= _SCREEN_FIRST and (not self.chains_leadership or chains >= _CHAIN_TRIES):
+                # A leadership none of whose followers passes the screen is refused by the
+                # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
+                chunk = max(chunk, _SCREEN_FIRST)
+                cand = ps[i : i + chunk]
+                rows = model.replicas[cand]
+                follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
+                kk, jj = np.nonzero(follower)
+                vec = np.zeros((len(kk), model.load.shape[1]))
+                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                    model.leader_out[cand[kk]],
+                    model.bytes_in[cand[kk]],
+                    1.0,
+                )
+                passed = np.zeros(len(cand), dtype=bool)
+                passed[kk[self._screen(ctx, np.full(len(kk), a), rows[kk, jj], vec)]] = True
+                hits = np.flatnonzero(passed)
+                if not len(hits):
+                    chains += len(cand)
+                    i += len(cand)
+                    chunk = min(4 * chunk, _SCREEN_CHUNK)
+                    continue
+                if hits[0] < _SCREEN_FIRST // 4:
+                    misses, chunk = 0, 0  # not skipping much here: one by one again
+                chains += int(hits[0])
+                i += int(hits[0])
+            p = int(ps[i])
+            i += 1
+            row = model.replicas[p]
+            followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
+            # The preferred replica first: handing leadership back needs only an election.
+            preferred = model.orig_replicas[p, 0]
+            followers.sort(key=lambda b: (b != preferred, util[b], b))
+            for f in followers:
+                move = Move(LEADERSHIP, p, a, f)
+                if (
+                    self._fits(move, model)
+                    and self.wants(move, model, ctx.guard_ratio)
+                    and self.try_move(move, model, ctx.checks)
+                ):
+                    util = model.util(self.dim)
+                    misses, chunk = 0, 0
+                    break
+            else:
+                misses += 1
+                if (
+                    self.chains_leadership
+                    and chains < _CHAIN_TRIES
+                    and self._chain_leadership(p, a, followers, led, ctx)
+                ):
+                    util = model.util(self.dim)
+                    misses, chunk = 0, 0
+                chains += 1
+
+    def _shed(self, a: int, ctx: SearchContext) -> None:
         model = ctx.model
         if self.leadership:
-            ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
-            # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
-            ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
-            util = model.util(self.dim)
-            chains = 0
-            led: dict[int, np.ndarray] = {}
-            i, n, misses, chunk = 0, len(ps), 0, 0
-            while i < n:
-                if not self._over(model, a):
-                    return
-                if misses >= _SCREEN_FIRST and (not self.chains_leadership or chains >= _CHAIN_TRIES):
-                    # A leadership none of whose followers passes the screen is refused by the
-                    # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
-                    chunk = max(chunk, _SCREEN_FIRST)
-                    cand = ps[i : i + chunk]
-                    rows = model.replicas[cand]
-                    follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
-                    kk, jj = np.nonzero(follower)
-                    vec = np.zeros((len(kk), model.load.shape[1]))
-                    vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
-                        model.leader_out[cand[kk]],
-                        model.bytes_in[cand[kk]],
-                        1.0,
-                    )
-                    passed = np.zeros(len(cand), dtype=bool)
-                    passed[kk[self._screen(ctx, np.full(len(kk), a), rows[kk, jj], vec)]] = True
-                    hits = np.flatnonzero(passed)
-                    if not len(hits):
-                        chains += len(cand)
-                        i += len(cand)
-                        chunk = min(4 * chunk, _SCREEN_CHUNK)
-                        continue
-                    if hits[0] < _SCREEN_FIRST // 4:
-                        misses, chunk = 0, 0  # not skipping much here: one by one again
-                    chains += int(hits[0])
-                    i += int(hits[0])
-                p = int(ps[i])
-                i += 1
-                row = model.replicas[p]
-                followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
-                # The preferred replica first: handing leadership back needs only an election.
-                preferred = model.orig_replicas[p, 0]
-                followers.sort(key=lambda b: (b != preferred, util[b], b))
-                for f in followers:
-                    move = Move(LEADERSHIP, p, a, f)
-                    if (
-                        self._fits(move, model)
-                        and self.wants(move, model, ctx.guard_ratio)
-                        and self.try_move(move, model, ctx.checks)
-                    ):
-                        util = model.util(self.dim)
-                        misses, chunk = 0, 0
-                        break
-                else:
-                    misses += 1
-                    if (
-                        self.chains_leadership
-                        and chains < _CHAIN_TRIES
-                        and self._chain_leadership(p, a, followers, led, ctx)
-                    ):
-                        util = model.util(self.dim)
-                        misses, chunk = 0, 0
-                    chains += 1
+            self._shed_leaderships(a, ctx)
         if self.moves and self._over(model, a):
             ps = model.partitions_on(a)
             ps = ps[model.movable[ps]]
@@ -654,51 +660,58 @@ class ResourceGoal(Goal):
             if self.sheds_best_fit:
                 self._best_fit_out(a, ps, relief, np.floor(-key), ctx)
             else:
-                moved: list[Move] = []
-                tried = np.zeros(len(ps), dtype=bool)
-                covered_at = -1
-                i, n, misses, chunk = 0, len(ps), 0, 0
-                while i < n:
-                    if not self._over(model, a):
-                        break
-                    if self.covers and covered_at != model.moves_applied:
-                        covered_at = model.moves_applied
-                        if self._cover(a, ps, relief, tried, moved, ctx):
-                            continue
-                    if tried[i]:
-                        i += 1
-                        continue
-                    if misses >= _SCREEN_FIRST:
-                        # Candidates whose leaving would take ``a`` under another goal's lower
-                        # limit fail ``_source_ok`` and change nothing: skipped in one step.
-                        chunk = max(chunk, _SCREEN_FIRST)
-                        cand = ps[i : i + chunk]
-                        hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), ctx))
-                        if not len(hits):
-                            i += len(cand)
-                            chunk = min(4 * chunk, _SCREEN_CHUNK)
-                            continue
-                        if hits[0] < _SCREEN_FIRST // 4:
-                            misses, chunk = 0, 0
-                        i += int(hits[0])
-                    if tried[i]:
-                        i += 1
-                        continue
-                    p = int(ps[i])
-                    tried[i] = True
-                    i += 1
-                    mark = len(model.log)
-                    if self._move_out(p, a, ctx):
-                        misses, chunk = 0, 0
-                        if len(model.log) == mark + 1:
-                            moved.append(model.log[-1])
-                    else:
-                        misses += 1
-                self._take_back(a, moved, ctx)
+                self._shed_in_order(a, ps, relief, ctx)
         if self.swaps and self._over(model, a):
             self._swap_out(a, ctx)
         if self.leadership and self._over(model, a):
             self._swap_leadership(a, ctx)
+
+    def _shed_in_order(self, a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
+        """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
+        one replica that alone covers the excess first), then take back what the overshoot does
+        not need."""
+        model = ctx.model
+        moved: list[Move] = []
+        tried = np.zeros(len(ps), dtype=bool)
+        covered_at = -1
+        i, n, misses, chunk = 0, len(ps), 0, 0
+        while i < n:
+            if not self._over(model, a):
+                break
+            if self.covers and covered_at != model.moves_applied:
+                covered_at = model.moves_applied
+                if self._cover(a, ps, relief, tried, moved, ctx):
+                    continue
+            if tried[i]:
+                i += 1
+                continue
+            if misses >= _SCREEN_FIRST:
+                # Candidates whose leaving would take ``a`` under another goal's lower
+                # limit fail ``_source_ok`` and change nothing: skipped in one step.
+                chunk = max(chunk, _SCREEN_FIRST)
+                cand = ps[i : i + chunk]
+                hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), ctx))
+                if not len(hits):
+                    i += len(cand)
+                    chunk = min(4 * chunk, _SCREEN_CHUNK)
+                    continue
+                if hits[0] < _SCREEN_FIRST // 4:
+                    misses, chunk = 0, 0
+                i += int(hits[0])
+            if tried[i]:
+                i += 1
+                continue
+            p = int(ps[i])
+            tried[i] = True
+            i += 1
+            mark = len(model.log)
+            if self._move_out(p, a, ctx):
+                misses, chunk = 0, 0
+                if len(model.log) == mark + 1:
+                    moved.append(model.log[-1])
+            else:
+                misses += 1
+        self._take_back(a, moved, ctx)
 
     def _cover(self, src, ps, relief, tried, moved, ctx: SearchContext) -> bool:
         """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
@@ -1004,11 +1017,11 @@ class ResourceGoal(Goal):
         # Every replica carries network_in and disk: where ``src`` may not lose one of them (under
         # that goal's lower limit), a partner under the same limit may not lose it either, so only
         # exchanges of exactly equal load would pass. Such partners are skipped.
-        for goal in ctx.res_goals:
-            if goal is not self and goal.carried_by_every_replica and goal.dim != dim:
-                _, lower = goal.limits(model)
-                if model.load[src, goal.dim] < lower[src] * model.cap[src, goal.dim]:
-                    eligible &= model.load[:, goal.dim] > lower * model.cap[:, goal.dim]
+        for other in ctx.res_goals:
+            if other is not self and other.carried_by_every_replica and other.dim != dim:
+                _, lower = other.limits(model)
+                if model.load[src, other.dim] < lower[src] * model.cap[src, other.dim]:
+                    eligible &= model.load[:, other.dim] > lower * model.cap[:, other.dim]
         # A partner that gave no exchange _BARREN_AFTER times in this optimize is passed over (e.g. a
         # cold broker pinned under another goal's lower limit): its slot goes to the next coldest.
         cold = [partner for partner in np.argsort(util, kind="stable").tolist() if eligible[partner]]
@@ -1066,8 +1079,8 @@ class ResourceGoal(Goal):
             if len(passing):
                 net_passing = offered_load[offer][None, :] - held_load[passing]
                 exact = np.ones(len(passing), dtype=bool)
-                for goal in ctx.res_goals:
-                    exact &= self._swap_screen(goal, net_passing[:, goal.dim], src, partner, model)
+                for g in ctx.res_goals:
+                    exact &= self._swap_screen(g, net_passing[:, g.dim], src, partner, model)
                 ok[passing[~exact]] = False
             if not ok.any():
                 continue
@@ -1123,6 +1136,47 @@ class ResourceGoal(Goal):
         to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
         return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
 
+    def _fill_leaderships(self, b: int, ctx: SearchContext) -> None:
+        """Take leaderships onto ``b`` while it is under its lower limit."""
+        model = ctx.model
+        ps = model.partitions_on(b)
+        ps = ps[(model.leader[ps] != b) & model.movable[ps]]
+        # Partitions preferring b first (election only), then by this goal's key.
+        ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
+        # In order, each candidate that passes ``_fits``, ``wants`` and every goal's accept
+        # is applied. A rejected candidate changes nothing, so the ones the vectorized
+        # screen rejects at the current loads are skipped in one step.
+        i, n, misses, chunk = 0, len(ps), 0, 0
+        while i < n and self._under(model, b):
+            if misses >= _SCREEN_FIRST:
+                chunk = max(chunk, _SCREEN_FIRST)
+                cand = ps[i : i + chunk]
+                vec = np.zeros((len(cand), model.load.shape[1]))
+                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                    model.leader_out[cand],
+                    model.bytes_in[cand],
+                    1.0,
+                )
+                hits = np.flatnonzero(self._screen(ctx, model.leader[cand], b, vec))
+                if not len(hits):
+                    i += len(cand)
+                    chunk = min(4 * chunk, _SCREEN_CHUNK)
+                    continue
+                if hits[0] < _SCREEN_FIRST // 4:
+                    misses, chunk = 0, 0  # not skipping much here: one by one again
+                i += int(hits[0])
+            p = int(ps[i])
+            i += 1
+            move = Move(LEADERSHIP, p, int(model.leader[p]), b)
+            if (
+                self._fits(move, model)
+                and self.wants(move, model, ctx.guard_ratio)
+                and self.try_move(move, model, ctx.checks)
+            ):
+                misses, chunk = 0, 0
+            else:
+                misses += 1
+
     def _fill_all(self, ctx: SearchContext) -> None:
         model = ctx.model
         _, lower = self.limits(model)
@@ -1140,43 +1194,7 @@ class ResourceGoal(Goal):
         pool = None
         for b in under:
             if self.leadership:
-                ps = model.partitions_on(b)
-                ps = ps[(model.leader[ps] != b) & model.movable[ps]]
-                # Partitions preferring b first (election only), then by this goal's key.
-                ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
-                # In order, each candidate that passes ``_fits``, ``wants`` and every goal's accept
-                # is applied. A rejected candidate changes nothing, so the ones the vectorized
-                # screen rejects at the current loads are skipped in one step.
-                i, n, misses, chunk = 0, len(ps), 0, 0
-                while i < n and self._under(model, b):
-                    if misses >= _SCREEN_FIRST:
-                        chunk = max(chunk, _SCREEN_FIRST)
-                        cand = ps[i : i + chunk]
-                        vec = np.zeros((len(cand), model.load.shape[1]))
-                        vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
-                            model.leader_out[cand],
-                            model.bytes_in[cand],
-                            1.0,
-                        )
-                        hits = np.flatnonzero(self._screen(ctx, model.leader[cand], b, vec))
-                        if not len(hits):
-                            i += len(cand)
-                            chunk = min(4 * chunk, _SCREEN_CHUNK)
-                            continue
-                        if hits[0] < _SCREEN_FIRST // 4:
-                            misses, chunk = 0, 0  # not skipping much here: one by one again
-                        i += int(hits[0])
-                    p = int(ps[i])
-                    i += 1
-                    move = Move(LEADERSHIP, p, int(model.leader[p]), b)
-                    if (
-                        self._fits(move, model)
-                        and self.wants(move, model, ctx.guard_ratio)
-                        and self.try_move(move, model, ctx.checks)
-                    ):
-                        misses, chunk = 0, 0
-                    else:
-                        misses += 1
+                self._fill_leaderships(b, ctx)
             if not self.moves or not self._under(model, b):
                 continue
             if pool is None:
