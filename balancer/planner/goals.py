@@ -11,33 +11,20 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Self
 
 import numpy as np
 
-from balancer.vocabulary import SOFT_GOALS, ActionKind
+from balancer.vocabulary import SOFT_GOALS
 
 from .actions import Move
 from .model import DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from .options import PlannerOptions
 from .result import GoalReport
+from .search import SearchContext
+from .search import optimize as search
+from .search.constants import DEST_TRIES, EPS, LEADERSHIP, REPLICA_MOVE, SWAP
 
-# Local names for the hot loops (a global load, not an attribute lookup per move).
-LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
-
-_EPS = 1e-9
-_DEST_TRIES = 4  # coldest feasible destinations tried per candidate
-_SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
-_BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
-_OPTIMIZE_PASSES = 6  # shed-then-fill passes per optimize (another only after one that moved something)
-_FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
-_CHAIN_TRIES = 256  # network_out leaderships per shed that may go on by a chain of two transfers
-# Candidates screened with numpy at once (ResourceGoal._screen): none while candidates keep
-# passing; after _SCREEN_FIRST rejections in a row, chunks of _SCREEN_FIRST growing 4x per empty one.
-_SCREEN_FIRST = 16
-_SCREEN_CHUNK = 1024
-_SCREEN_SLACK = 1e-12  # utilization by which the screen's limits are looser than the scalar checks'
 # Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
 # only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
 # where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
@@ -83,7 +70,7 @@ class Goal:
 
     def violated(self, model: ClusterModel) -> bool:
         """The goal has work to do (soft goals: some broker is outside the band that triggers a plan)."""
-        return self.metric(model) > _EPS
+        return self.metric(model) > EPS
 
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         return None
@@ -103,7 +90,7 @@ class Goal:
             # otherwise the moves that noise happens to allow creep in, a few every window.
             model.undo_to(mark, swapped)
             after, moves = self.metric(model), model.moves_applied
-        if after > before + _EPS * max(1.0, abs(before)):
+        if after > before + EPS * max(1.0, abs(before)):
             raise GoalError(f"goal {self.name} made its own metric worse: {before:.6g} -> {after:.6g}")
         return GoalReport(self.name, self.hard, before, after, violated, model.moves_applied - moves)
 
@@ -265,7 +252,7 @@ class DrainGoal(Goal):
         ps = np.nonzero(on.any(axis=1))[0]
         # Biggest first: the big replicas get the destinations with the most room.
         ps = ps[np.argsort(-model.size[ps], kind="stable")]
-        avg = {d: max(model.cluster_util(d), _EPS) for d in (IN, OUT, DISK)}
+        avg = {d: max(model.cluster_util(d), EPS) for d in (IN, OUT, DISK)}
         stuck: dict[str, int] = {}
         for p in ps.tolist():
             if not model.movable[p]:
@@ -304,7 +291,7 @@ class DrainGoal(Goal):
             # A rack the partition lacks first: the drained copy may have been its only one there.
             others = row[(row >= 0) & (row != src)]
             score = score + 1e3 * np.isin(model.rack[dests], model.rack[others])
-        for dst in dests[np.argsort(score, kind="stable")][: _DEST_TRIES * 4].tolist():
+        for dst in dests[np.argsort(score, kind="stable")][: DEST_TRIES * 4].tolist():
             if self.try_move(Move(REPLICA_MOVE, p, src, dst), model, checks):
                 return True
         return False
@@ -325,51 +312,6 @@ class DrainGoal(Goal):
         return "every destination would break a hard goal (capacity)"
 
 
-@dataclass
-class SearchContext:
-    """What one resource goal's search works with, for one ``optimize``: the model, the goals that
-    judge its moves, the limits that screen them, and the search's own state."""
-
-    model: ClusterModel
-    goal: ResourceGoal  # the goal searching
-    optimized: tuple[Goal, ...]  # goals already optimized: each must accept every move
-    checks: tuple[Goal, ...]  # ``optimized`` and the goal searching
-    # Resource goals whose limits screen candidate moves: the optimized ones not idle (under its
-    # low-utilization threshold a goal vetoes nothing) and the goal searching.
-    res_goals: tuple[ResourceGoal, ...]
-    rack: RackAwareGoal | None  # the rack goal, if optimized: destinations must keep racks
-    options: PlannerOptions
-    # Disk a take-back, or a move that prefers disk room, may leave on a broker: the disk goal's
-    # target band (that goal runs later and would move the bytes again).
-    disk_line: float
-    # Swap partners that gave no exchange, by how many searches: passed over after _BARREN_AFTER.
-    barren: dict[int, int] = field(default_factory=dict)
-    # Guard ceiling / cluster utilization while a figure-setting broker is shed again; None: the
-    # goal's threshold.
-    guard_ratio: float | None = None
-
-    @classmethod
-    def start(
-        cls, goal: ResourceGoal, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
-    ) -> SearchContext:
-        optimized = tuple(optimized_goals)
-        res_goals = tuple(
-            g
-            for g in optimized
-            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
-        ) + (goal,)
-        return cls(
-            model=model,
-            goal=goal,
-            optimized=optimized,
-            checks=optimized + (goal,),
-            res_goals=res_goals,
-            rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
-            options=options,
-            disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
-        )
-
-
 class ResourceGoal(Goal):
     """Keeps each broker's utilization of one dimension within [lower, upper] limits.
 
@@ -377,7 +319,8 @@ class ResourceGoal(Goal):
     source_broker at or over its lower limit on this goal's dimension (a swap: both ways). The
     metric is the total distance outside the limits.
 
-    Hooks a resource goal sets or overrides (the search in ``optimize`` is shared):
+    Hooks a resource goal sets or overrides (its search, shared by every resource goal, is
+    ``balancer.planner.search``, which reads these hooks and changes no goal):
 
     * ``dim``: the resource (a column of ``ClusterModel.load``) and ``per_replica(model, ps)``, what
       one replica of each partition carries of it (``leader_borne``: only the leader's replica);
@@ -430,7 +373,7 @@ class ResourceGoal(Goal):
         u = model.util(self.dim)
         return float(np.maximum(u - upper, 0).sum() + np.maximum(lower - u, 0).sum())
 
-    def _term(self, model: ClusterModel, b: int, load: float) -> float:
+    def term(self, model: ClusterModel, b: int, load: float) -> float:
         upper, lower = self.limits(model)
         u = load / model.cap[b, self.dim]
         return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
@@ -452,7 +395,7 @@ class ResourceGoal(Goal):
         gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
         d = abs(d)
         cap = model.cap[:, self.dim]
-        tol = _EPS * max(1.0, abs(upper[gain])) - self.margin
+        tol = EPS * max(1.0, abs(upper[gain])) - self.margin
         return bool(
             (model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
             and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol
@@ -464,18 +407,18 @@ class ResourceGoal(Goal):
             return False
         s, t = move.src, move.dst
         ls, lt = model.load[s, self.dim], model.load[t, self.dim]
-        before = self._term(model, s, ls) + self._term(model, t, lt)
-        after = self._term(model, s, ls - d) + self._term(model, t, lt + d)
+        before = self.term(model, s, ls) + self.term(model, t, lt)
+        after = self.term(model, s, ls - d) + self.term(model, t, lt + d)
         return bool(before - after >= self.min_gain(model, before))
 
     def slack(self, model: ClusterModel) -> float:
         """How far outside its limits a broker may stay without this goal working on it."""
-        return _EPS
+        return EPS
 
     def min_gain(self, model: ClusterModel, excess: float) -> float:
         """Least cut of this goal's excess (utilization units) a move must bring, given the two
         brokers' ``excess`` outside the limits before it."""
-        return _EPS * 1e-3
+        return EPS * 1e-3
 
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
         """``min_gain`` for many excesses at once."""
@@ -503,7 +446,7 @@ class ResourceGoal(Goal):
                 continue
             gain = move.dst if v > 0 else move.src
             ratio = guard_ratio if guard_ratio is not None else self.threshold
-            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + _EPS:
+            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + EPS:
                 return False
         return True
 
@@ -531,828 +474,52 @@ class ResourceGoal(Goal):
 
     # ---- search --------------------------------------------------------------------------
     def optimize(self, model, optimized_goals, options) -> None:
-        ctx = SearchContext.start(self, model, optimized_goals, options)
-        for _ in range(_OPTIMIZE_PASSES):
-            before = model.moves_applied
-            self._shed_all(ctx)
-            self._fill_all(ctx)
-            if model.moves_applied == before:
-                break
+        search(self.search_context(model, optimized_goals, options))
 
-    def _shed_all(self, ctx: SearchContext) -> None:
-        model = ctx.model
-        upper, _ = self.limits(model)
-        stuck: set[int] = set()
-        while True:
-            excess = model.util(self.dim) - upper
-            over = [
-                b
-                for b in np.argsort(-excess, kind="stable").tolist()
-                if excess[b] > self.slack(model) and b not in stuck
-            ]
-            if not over:
-                return
-            a = over[0]
-            self._shed(a, ctx)
-            if self.guards and self._over(model, a) and self._sets_figure(model, a):
-                # ``a`` defines this resource's figure and the guard held it back: let guarded
-                # resources rise up to a's level, which leaves max(in, out) no worse.
-                ctx.guard_ratio = model.util(self.dim)[a] / model.cluster_util(self.dim)
-                try:
-                    self._shed(a, ctx)
-                finally:
-                    ctx.guard_ratio = None
-            stuck.add(a)  # everything movable off ``a`` was tried
+    def search_context(
+        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> SearchContext:
+        """The context of this goal's search: the goals already optimized judge its moves; the
+        resource goals among them that are not idle (an idle goal vetoes nothing) screen them."""
+        optimized = tuple(optimized_goals)
+        res_goals = tuple(
+            g
+            for g in optimized
+            if isinstance(g, ResourceGoal) and not (isinstance(g, DistributionGoal) and g.idle(model))
+        ) + (self,)
+        return SearchContext(
+            model=model,
+            goal=self,
+            optimized=optimized,
+            checks=optimized + (self,),
+            res_goals=res_goals,
+            rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
+            options=options,
+            disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
+        )
 
-    def _sets_figure(self, model, a) -> bool:
+    def sets_figure(self, model, a) -> bool:
         """``a`` is the hottest broker and more than 2% above the bound."""
         util = model.util(self.dim)
         return bool(
-            util[a] >= util.max() - _EPS
+            util[a] >= util.max() - EPS
             and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim)
         )
 
-    def _over(self, model, b) -> bool:
+    def over(self, model, b) -> bool:
         upper, _ = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
 
-    def _shed_leaderships(self, a: int, ctx: SearchContext) -> None:
-        """Hand leaderships off ``a`` while it is over its limit: to a follower with room, else (where
-        the goal chains) by a chain of two transfers."""
-        model = ctx.model
-        ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
-        # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
-        ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
-        util = model.util(self.dim)
-        chains = 0
-        led: dict[int, np.ndarray] = {}
-        i, n, misses, chunk = 0, len(ps), 0, 0
-        while i < n:
-            if not self._over(model, a):
-                return
-            if misses >= _SCREEN_FIRST and (not self.chains_leadership or chains >= _CHAIN_TRIES):
-                # A leadership none of whose followers passes the screen is refused by the
-                # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
-                chunk = max(chunk, _SCREEN_FIRST)
-                cand = ps[i : i + chunk]
-                rows = model.replicas[cand]
-                follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
-                kk, jj = np.nonzero(follower)
-                vec = np.zeros((len(kk), model.load.shape[1]))
-                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
-                    model.leader_out[cand[kk]],
-                    model.bytes_in[cand[kk]],
-                    1.0,
-                )
-                passed = np.zeros(len(cand), dtype=bool)
-                passed[kk[self._screen(ctx, np.full(len(kk), a), rows[kk, jj], vec)]] = True
-                hits = np.flatnonzero(passed)
-                if not len(hits):
-                    chains += len(cand)
-                    i += len(cand)
-                    chunk = min(4 * chunk, _SCREEN_CHUNK)
-                    continue
-                if hits[0] < _SCREEN_FIRST // 4:
-                    misses, chunk = 0, 0  # not skipping much here: one by one again
-                chains += int(hits[0])
-                i += int(hits[0])
-            p = int(ps[i])
-            i += 1
-            row = model.replicas[p]
-            followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
-            # The preferred replica first: handing leadership back needs only an election.
-            preferred = model.orig_replicas[p, 0]
-            followers.sort(key=lambda b: (b != preferred, util[b], b))
-            for f in followers:
-                move = Move(LEADERSHIP, p, a, f)
-                if (
-                    self._fits(move, model)
-                    and self.wants(move, model, ctx.guard_ratio)
-                    and self.try_move(move, model, ctx.checks)
-                ):
-                    util = model.util(self.dim)
-                    misses, chunk = 0, 0
-                    break
-            else:
-                misses += 1
-                if (
-                    self.chains_leadership
-                    and chains < _CHAIN_TRIES
-                    and self._chain_leadership(p, a, followers, led, ctx)
-                ):
-                    util = model.util(self.dim)
-                    misses, chunk = 0, 0
-                chains += 1
-
-    def _shed(self, a: int, ctx: SearchContext) -> None:
-        model = ctx.model
-        if self.leadership:
-            self._shed_leaderships(a, ctx)
-        if self.moves and self._over(model, a):
-            ps = model.partitions_on(a)
-            ps = ps[model.movable[ps]]
-            relief = self.relief(model, ps, a)
-            keep = relief > 0
-            ps, relief = ps[keep], relief[keep]
-            key = self.move_key(model, ps, relief, a)
-            order = np.argsort(key, kind="stable")
-            ps, relief, key = ps[order], relief[order], key[order]
-            if self.sheds_best_fit:
-                self._best_fit_out(a, ps, relief, np.floor(-key), ctx)
-            else:
-                self._shed_in_order(a, ps, relief, ctx)
-        if self.swaps and self._over(model, a):
-            self._swap_out(a, ctx)
-        if self.leadership and self._over(model, a):
-            self._swap_leadership(a, ctx)
-
-    def _shed_in_order(self, a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
-        """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
-        one replica that alone covers the excess first), then take back what the overshoot does
-        not need."""
-        model = ctx.model
-        moved: list[Move] = []
-        tried = np.zeros(len(ps), dtype=bool)
-        covered_at = -1
-        i, n, misses, chunk = 0, len(ps), 0, 0
-        while i < n:
-            if not self._over(model, a):
-                break
-            if self.covers and covered_at != model.moves_applied:
-                covered_at = model.moves_applied
-                if self._cover(a, ps, relief, tried, moved, ctx):
-                    continue
-            if tried[i]:
-                i += 1
-                continue
-            if misses >= _SCREEN_FIRST:
-                # Candidates whose leaving would take ``a`` under another goal's lower
-                # limit fail ``_source_ok`` and change nothing: skipped in one step.
-                chunk = max(chunk, _SCREEN_FIRST)
-                cand = ps[i : i + chunk]
-                hits = np.flatnonzero(self._source_ok_many(a, model.contrib_matrix(cand, a), ctx))
-                if not len(hits):
-                    i += len(cand)
-                    chunk = min(4 * chunk, _SCREEN_CHUNK)
-                    continue
-                if hits[0] < _SCREEN_FIRST // 4:
-                    misses, chunk = 0, 0
-                i += int(hits[0])
-            if tried[i]:
-                i += 1
-                continue
-            p = int(ps[i])
-            tried[i] = True
-            i += 1
-            mark = len(model.log)
-            if self._move_out(p, a, ctx):
-                misses, chunk = 0, 0
-                if len(model.log) == mark + 1:
-                    moved.append(model.log[-1])
-            else:
-                misses += 1
-        self._take_back(a, moved, ctx)
-
-    def _cover(self, src, ps, relief, tried, moved, ctx: SearchContext) -> bool:
-        """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
-        relief alone covers src's remaining excess, the smallest data that the other goals' lower
-        limits let go, up to _DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
-        take-back)."""
-        model = ctx.model
-        upper, _ = self.limits(model)
-        dim = self.dim
-        need = model.load[src, dim] - upper[src] * model.cap[src, dim]
-        covering = np.flatnonzero(~tried & (relief >= need))
-        if not len(covering):
-            return False
-        covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
-        free = self._source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
-        for pick in covering[free][:_DEST_TRIES].tolist():
-            tried[pick] = True
-            mark = len(model.log)
-            if self._move_out(int(ps[pick]), src, ctx):
-                if len(model.log) == mark + 1:
-                    moved.append(model.log[-1])
-                return True
-        return False
-
-    def _chain_leadership(self, p, a, followers, led, ctx: SearchContext) -> bool:
-        """Hand ``p``'s leadership to a follower ``f`` that lacks room for it, after ``f`` hands
-        one of its own leaderships (the lightest that makes the room) on to a broker with room.
-
-        Two transfers, no data: on a heavy-tailed cluster the heavy leaderships of the hottest
-        broker mostly have hot followers, and without this only its many light ones could go
-        (thousands of transfers where a few dozen pairs do). Undone unless both pass every goal.
-        """
-        model = ctx.model
-        d = self.dim
-        upper, lower = self.limits(model)
-        lo_p = float(self.relief(model, np.array([p]), a)[0])
-        for f in followers:
-            overflow = model.load[f, d] + lo_p - upper[f] * model.cap[f, d]
-            if overflow <= 0:
-                continue  # a plain transfer was refused for another reason
-            if f not in led:
-                led[f] = np.nonzero((model.leader == f) & model.movable & (model.rf > 1))[0]
-            qs = led[f]
-            qs = qs[(model.leader[qs] == f) & (qs != p)]
-            if not len(qs):
-                continue
-            lo_q = self.relief(model, qs, f)
-            best = None
-            for j in range(model.replicas.shape[1]):
-                g = model.replicas[qs, j]
-                gi = np.maximum(g, 0)
-                ok = (
-                    (g >= 0)
-                    & (g != f)
-                    & (g != a)
-                    & model.dest_ok[gi]
-                    & (lo_q >= overflow)
-                    & (model.load[gi, d] + lo_q <= upper[gi] * model.cap[gi, d])
-                    & (model.load[f, d] + lo_p - lo_q >= lower[f] * model.cap[f, d])
-                )
-                if ok.any():
-                    # A receiver under its lower limit first (the transfer fills it too), then the
-                    # lightest leadership that makes the room.
-                    warm = (model.load[gi, d] >= lower[gi] * model.cap[gi, d]).astype(np.float64)
-                    k = int(np.lexsort((lo_q, warm, ~ok))[0])
-                    rank = (warm[k], float(lo_q[k]))
-                    if best is None or rank < best[0]:
-                        best = (rank, int(qs[k]), int(g[k]))
-            if best is None:
-                continue
-            _, q, g = best
-            # f may dip under this goal's lower limit between the two transfers (not after them:
-            # see ``ok``), so the first one answers to the other goals only.
-            if not self.try_move(
-                Move(LEADERSHIP, q, f, g), model, tuple(c for c in ctx.checks if c is not self)
-            ):
-                continue
-            move = Move(LEADERSHIP, p, a, f)
-            if (
-                self._fits(move, model)
-                and self.wants(move, model, ctx.guard_ratio)
-                and self.try_move(move, model, ctx.checks)
-            ):
-                return True
-            model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
-        return False
-
-    def _best_fit_out(self, a, ps, relief, bucket, ctx: SearchContext) -> None:
-        """Greedy by relief per byte, but within the best buckets take the smallest replica that
-        alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
-        model = ctx.model
-        upper, _ = self.limits(model)
-        d = self.dim
-        left = list(range(len(ps)))
-        moved: list[Move] = []
-        while left and self._over(model, a):
-            need = model.load[a, d] - upper[a] * model.cap[a, d]
-            top = bucket[left[0]]
-            window = [i for i in left[:256] if bucket[i] >= top - 1]
-            covering = [i for i in window if relief[i] >= need]
-            pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
-            left.remove(pick)
-            mark = len(model.log)
-            if self._move_out(int(ps[pick]), a, ctx) and len(model.log) == mark + 1:
-                moved.append(model.log[-1])
-        self._take_back(a, moved, ctx)
-
-    def _take_back(self, a, moved, ctx: SearchContext) -> None:
-        """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
-
-        The last picks of a shed can overshoot the limit by more than some earlier, smaller
-        moves carried: those go back (fewer moves, less data, ``a`` still within its limit).
-        """
-        model = ctx.model
-        if len(moved) < 2:
-            return
-        upper, _ = self.limits(model)
-        d = self.dim
-        for move in sorted(moved, key=lambda m: (-model.size[m.p], m.p)):
-            back = Move(REPLICA_MOVE, move.p, move.dst, a)
-            if not model.holds(move.p, move.dst) or model.holds(move.p, a):
-                continue
-            room = upper[a] * model.cap[a, d] - model.load[a, d]
-            if room <= 0:
-                return
-            if 0 < model.delta(back)[d] <= room and self._keeps_disk(back, ctx):
-                self.try_move(back, model, ctx.checks)
-
-    def _keeps_disk(self, move: Move, ctx: SearchContext) -> bool:
-        """``move`` leaves its receiver's disk within the disk goal's target, or gives it no disk:
-        taking data back onto a broker must not make work for the disk goal (it runs later)."""
-        model = ctx.model
-        d = model.delta(move)[DISK]
-        gain = move.dst if d > 0 else move.src
-        return d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + _EPS
-
-    def _swap_leadership(self, a: int, ctx: SearchContext) -> None:
-        """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
-
-        Applied as two transfers, each checked by every optimized goal; undone if the second
-        is vetoed, so only the pair's net effect ever stays.
-        """
-        model = ctx.model
-        upper, _ = self.limits(model)
-        d = self.dim
-        ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
-        load_p = self.relief(model, ps, a)
-        ps = ps[np.argsort(-load_p, kind="stable")][:50]
-        on_a = model.partitions_on(a)  # leadership transfers leave it as it is
-        for p in ps.tolist():
-            if not self._over(model, a):
-                return
-            row = model.replicas[p]
-            for f in [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]:
-                qs = on_a[(model.leader[on_a] == f) & model.movable[on_a]]
-                if not len(qs):
-                    continue
-                lp = float(self.relief(model, np.array([p]), a)[0])
-                lq = self.relief(model, qs, f)
-                room = upper[f] * model.cap[f, d] - model.load[f, d]
-                need = model.load[a, d] - upper[a] * model.cap[a, d]
-                want = min(max((model.load[a, d] - model.load[f, d]) / 2, need), room)
-                net = lp - lq
-                ok = (net > 0) & (net <= room)
-                if not ok.any():
-                    continue
-                k = int(np.argmin(np.where(ok, np.abs(net - want), np.inf)))
-                q = int(qs[k])
-                first, second = Move(LEADERSHIP, p, a, f), Move(LEADERSHIP, q, f, a)
-                before = self._term(model, a, model.load[a, d]) + self._term(model, f, model.load[f, d])
-                after = self._term(model, a, model.load[a, d] - net[k]) + self._term(
-                    model, f, model.load[f, d] + net[k]
-                )
-                if before - after < self.min_gain(model, before) or not self.try_move(
-                    first, model, ctx.checks
-                ):
-                    continue
-                if self.try_move(second, model, ctx.checks):
-                    break
-                model.apply(Move(LEADERSHIP, p, f, a))  # undo the first half
-
-    def _fits(self, move: Move, model: ClusterModel) -> bool:
+    def fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
         upper, _ = self.limits(model)
         d = model.delta(move)[self.dim]
         b = move.dst if d > 0 else move.src
-        return (model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + _EPS
+        return (model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS
 
-    def _dest_mask(self, p, a, vec, ctx: SearchContext) -> np.ndarray:
-        model = ctx.model
-        mask = model.dest_ok.copy()
-        row = model.replicas[p]
-        mask[row[row >= 0]] = False
-        for g in ctx.res_goals:
-            v = vec[g.dim]
-            if v > 0:
-                upper, _ = g.limits(model)
-                mask &= (model.load[:, g.dim] + v) <= (upper + _EPS) * model.cap[:, g.dim]
-        if ctx.rack is not None:
-            rm = ctx.rack.dest_mask(model, p, a)
-            if rm is not None:
-                mask &= rm
-        return mask
-
-    def _source_ok(self, a, vec, ctx: SearchContext) -> bool:
-        model = ctx.model
-        for g in ctx.res_goals:
-            v = vec[g.dim]
-            if v > 0:
-                _, lower = g.limits(model)
-                if (model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS and g is not self:
-                    return False
-        return True
-
-    def _source_ok_many(self, a, vecs, ctx: SearchContext) -> np.ndarray:
-        """``_source_ok`` for many replicas on ``a`` (rows of ``vecs``), its limits loosened by
-        _SCREEN_SLACK: False only where ``_source_ok`` is False too."""
-        model = ctx.model
-        ok = np.ones(len(vecs), dtype=bool)
-        for g in ctx.res_goals:
-            if g is self:
-                continue
-            v = vecs[:, g.dim]
-            _, lower = g.limits(model)
-            ok &= ~(
-                (v > 0) & ((model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - _EPS - _SCREEN_SLACK)
-            )
-        return ok
-
-    def _move_out(self, part, src, ctx: SearchContext) -> bool:
-        """Move partition ``part``'s replica off ``src`` to the first of the _DEST_TRIES coldest
-        destinations that every limit admits and every goal accepts. True if it moved."""
-        model = ctx.model
-        vec = model.contrib(part, src)
-        if not self._source_ok(src, vec, ctx):
-            return False
-        mask = self._dest_mask(part, src, vec, ctx)
-        dests = np.nonzero(mask)[0]
-        if not len(dests):
-            return False
-        util = model.util(self.dim)[dests]
-        if self.prefers_disk_room:
-            # Destinations whose disk stays within the disk goal's target first (that goal runs
-            # later and would move the bytes again), the coldest on this goal's dimension in each.
-            disk_after = (model.load[dests, DISK] + vec[DISK]) / model.cap[dests, DISK]
-            dests = dests[np.lexsort((util, disk_after > ctx.disk_line + _EPS))][:_DEST_TRIES]
-        else:
-            dests = dests[np.argsort(util, kind="stable")][:_DEST_TRIES]
-        for dst in dests.tolist():
-            move = Move(REPLICA_MOVE, part, src, dst)
-            if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
-                return True
-        if self.guards and model.leader[part] == src:
-            for dst in dests.tolist():
-                if self._move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
-                    return True
-        return False
-
-    def _move_with_handback(self, move: Move, ctx: SearchContext) -> bool:
-        """Move a leader replica whose network_out would overload ``dst``, handing ``src`` a
-        leadership of ``dst``'s in exchange (no data): ``src`` just lost that much network_out.
-        """
-        model = ctx.model
-        if not self.improves(move, model):
-            return False
-        a, dst, d = move.src, move.dst, OUT
-        limit = self.threshold * model.cluster_util(d)
-        lo_p = model.leader_out[move.p]
-        excess = model.load[dst, d] + lo_p - limit * model.cap[dst, d]
-        if excess <= 0:
-            return False
-        on_a = model.partitions_on(a)
-        qs = on_a[(model.leader[on_a] == dst) & model.movable[on_a]]
-        qs = qs[qs != move.p]
-        lo_q = model.leader_out[qs]
-        fits = (lo_q >= excess) & (model.load[a, d] - lo_p + lo_q <= limit * model.cap[a, d])
-        if not fits.any():
-            return False
-        q = int(qs[fits][np.argmin(lo_q[fits])])
-        if not self.try_move(Move(LEADERSHIP, q, dst, a), model, ctx.checks):
-            return False
-        if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
-            return True
-        model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
-        return False
-
-    def _swap_out(self, src, ctx: SearchContext) -> None:
-        """Exchange a heavy replica on ``src`` (over this goal's limit) for a lighter one on a cold
-        partner broker.
-
-        For each offered replica, every replica on the partner is screened at once (numpy)
-        against the limits of every optimized resource goal, so only exchanges that can pass
-        are tried; the full ``accept`` chain (racks included) still decides.
-        """
-        model = ctx.model
-        if not model.dest_ok[src]:
-            return  # an excluded broker takes nothing back
-        dim = self.dim
-        upper, _ = self.limits(model)
-        util = model.util(dim)
-        eligible = model.dest_ok.copy()
-        eligible[src] = False
-        # Every replica carries network_in and disk: where ``src`` may not lose one of them (under
-        # that goal's lower limit), a partner under the same limit may not lose it either, so only
-        # exchanges of exactly equal load would pass. Such partners are skipped.
-        for other in ctx.res_goals:
-            if other is not self and other.carried_by_every_replica and other.dim != dim:
-                _, lower = other.limits(model)
-                if model.load[src, other.dim] < lower[src] * model.cap[src, other.dim]:
-                    eligible &= model.load[:, other.dim] > lower * model.cap[:, other.dim]
-        # A partner that gave no exchange _BARREN_AFTER times in this optimize is passed over (e.g. a
-        # cold broker pinned under another goal's lower limit): its slot goes to the next coldest.
-        cold = [partner for partner in np.argsort(util, kind="stable").tolist() if eligible[partner]]
-        cold = [partner for partner in cold if ctx.barren.get(partner, 0) < _BARREN_AFTER]
-        cold = cold[:_SWAP_PARTNERS]
-        offers, version = None, -1
-        for partner in cold:
-            if not self._over(model, src):
-                return
-            if version != model.moves_applied:
-                # The 50 replicas on ``src`` it would give first (this goal's order): recomputed
-                # only after a swap changed what ``src`` holds.
-                offered = model.partitions_on(src)
-                offered = offered[model.movable[offered]]
-                offered_load = model.contrib_matrix(offered, src)
-                keep = offered_load[:, dim] > 0
-                offered, offered_load = offered[keep], offered_load[keep]
-                key = self.move_key(model, offered, offered_load[:, dim], src)
-                first = np.argsort(key, kind="stable")[:50]
-                offers, version = (offered[first], offered_load[first]), model.moves_applied
-            assert offers is not None
-            self._swap_with(src, partner, offers, upper, ctx)
-            if model.moves_applied == version:
-                ctx.barren[partner] = ctx.barren.get(partner, 0) + 1
-
-    def _swap_with(self, src, partner, offers, upper, ctx: SearchContext) -> None:
-        """Swaps between ``src`` and one ``partner``: each of ``offers`` (replicas on ``src`` and
-        their contributions, in the order tried) against every replica on ``partner``."""
-        model = ctx.model
-        dim = self.dim
-        offered, offered_load = offers
-        free = ~(model.replicas[offered] == partner).any(axis=1)
-        offered, offered_load = offered[free], offered_load[free]
-        held = model.partitions_on(partner)
-        held = held[model.movable[held] & ~(model.replicas[held] == src).any(axis=1)]
-        if not len(offered) or not len(held):
-            return
-        held_load = model.contrib_matrix(held, partner)
-        for offer in range(len(offered)):
-            if not self._over(model, src):
-                return
-            room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
-            need = model.load[src, dim] - upper[src] * model.cap[src, dim]
-            if room <= 0:
-                break
-            # Every replica on the partner against this offer, at today's loads: the transfer on this
-            # goal's dimension first, then per dimension the tightest goal's window (slightly
-            # widened), a cheap cut; the exact per-goal screen runs on what is left.
-            net_d = offered_load[offer, dim] - held_load[:, dim]
-            ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
-            for other, (lo, hi) in self._swap_windows(src, partner, ctx).items():
-                net_other = offered_load[offer, other] - held_load[:, other]
-                ok &= (net_other <= hi) & (net_other >= lo)
-            passing = np.flatnonzero(ok)
-            if len(passing):
-                net_passing = offered_load[offer][None, :] - held_load[passing]
-                exact = np.ones(len(passing), dtype=bool)
-                for g in ctx.res_goals:
-                    exact &= self._swap_screen(g, net_passing[:, g.dim], src, partner, model)
-                ok[passing[~exact]] = False
-            if not ok.any():
-                continue
-            # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
-            want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
-            cand = np.nonzero(ok)[0]
-            cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:3]
-            for pick in cand.tolist():
-                move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
-                if self.wants(move, model, ctx.guard_ratio) and self.try_move(move, model, ctx.checks):
-                    # Only the two swapped partitions changed: the partner holds the offer instead.
-                    held[pick] = offered[offer]
-                    held_load[pick] = model.contrib(int(offered[offer]), partner)
-                    break
-
-    @staticmethod
-    def _swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, float]]:
-        """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
-        goal's ``_swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
-        model = ctx.model
-        windows: dict[int, list[float]] = {}
-        for g in ctx.res_goals:
-            upper, lower = g.limits(model)
-            dim = g.dim
-            load, cap = model.load[:, dim], model.cap[:, dim]
-            tol = _EPS
-            hi = min((upper[b] + tol) * cap[b] - load[b], load[a] - (lower[a] - tol) * cap[a])
-            lo = -min((upper[a] + tol) * cap[a] - load[a], load[b] - (lower[b] - tol) * cap[b])
-            w = windows.setdefault(dim, [-math.inf, math.inf])
-            w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
-        out = {}
-        for dim, (lo, hi) in windows.items():
-            widen = (
-                1e-9
-                * (
-                    abs(model.load[a, dim])
-                    + abs(model.load[b, dim])
-                    + abs(lo if math.isfinite(lo) else 0)
-                    + abs(hi if math.isfinite(hi) else 0)
-                )
-                + 1e-300
-            )
-            out[dim] = (lo - widen, hi + widen)
-        return out
-
-    @staticmethod
-    def _swap_screen(g: ResourceGoal, n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
-        """Per candidate: transferring ``n`` from a to b keeps goal g's limits (vectorized accept)."""
-        upper, lower = g.limits(model)
-        load, cap = model.load[:, g.dim], model.cap[:, g.dim]
-        tol = _EPS
-        to_b = (load[b] + n <= (upper[b] + tol) * cap[b]) & (load[a] - n >= (lower[a] - tol) * cap[a])
-        to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
-        return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
-
-    def _fill_leaderships(self, b: int, ctx: SearchContext) -> None:
-        """Take leaderships onto ``b`` while it is under its lower limit."""
-        model = ctx.model
-        ps = model.partitions_on(b)
-        ps = ps[(model.leader[ps] != b) & model.movable[ps]]
-        # Partitions preferring b first (election only), then by this goal's key.
-        ps = ps[np.lexsort((self.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
-        # In order, each candidate that passes ``_fits``, ``wants`` and every goal's accept
-        # is applied. A rejected candidate changes nothing, so the ones the vectorized
-        # screen rejects at the current loads are skipped in one step.
-        i, n, misses, chunk = 0, len(ps), 0, 0
-        while i < n and self._under(model, b):
-            if misses >= _SCREEN_FIRST:
-                chunk = max(chunk, _SCREEN_FIRST)
-                cand = ps[i : i + chunk]
-                vec = np.zeros((len(cand), model.load.shape[1]))
-                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
-                    model.leader_out[cand],
-                    model.bytes_in[cand],
-                    1.0,
-                )
-                hits = np.flatnonzero(self._screen(ctx, model.leader[cand], b, vec))
-                if not len(hits):
-                    i += len(cand)
-                    chunk = min(4 * chunk, _SCREEN_CHUNK)
-                    continue
-                if hits[0] < _SCREEN_FIRST // 4:
-                    misses, chunk = 0, 0  # not skipping much here: one by one again
-                i += int(hits[0])
-            p = int(ps[i])
-            i += 1
-            move = Move(LEADERSHIP, p, int(model.leader[p]), b)
-            if (
-                self._fits(move, model)
-                and self.wants(move, model, ctx.guard_ratio)
-                and self.try_move(move, model, ctx.checks)
-            ):
-                misses, chunk = 0, 0
-            else:
-                misses += 1
-
-    def _fill_all(self, ctx: SearchContext) -> None:
-        model = ctx.model
-        _, lower = self.limits(model)
-        if not np.isfinite(lower).any():
-            return
-        util = model.util(self.dim)
-        under = [
-            b
-            for b in np.argsort(util, kind="stable").tolist()
-            if util[b] < lower[b] - self.slack(model) and model.dest_ok[b]
-        ]
-        if not under:
-            return
-        avg = model.cluster_util(self.dim)
-        pool = None
-        for b in under:
-            if self.leadership:
-                self._fill_leaderships(b, ctx)
-            if not self.moves or not self._under(model, b):
-                continue
-            if pool is None:
-                pool = self._fill_pool(model, avg)
-            if self.covers and self._fill_cover(b, pool, ctx):
-                continue
-            self._fill_from_pool(b, pool, 4 * _FILL_CANDIDATES // max(1, len(under)) + 200, ctx)
-
-    def _fill_cover(self, dst, pool, ctx: SearchContext) -> bool:
-        """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
-        lifts ``dst`` to its lower limit, the smallest data first, up to _DEST_TRIES that pass."""
-        model = ctx.model
-        _, lower = self.limits(model)
-        dim = self.dim
-        need = lower[dst] * model.cap[dst, dim] - model.load[dst, dim]
-        pool_p, pool_src = pool
-        held = (model.replicas[pool_p] == pool_src[:, None]).any(axis=1)
-        on_dst = (model.replicas[pool_p] == dst).any(axis=1)
-        relief = self.relief(model, pool_p, pool_src)
-        covering = np.flatnonzero(held & ~on_dst & (relief >= need))
-        if not len(covering) or not model.dest_ok[dst]:
-            return False
-        refused = 0
-        for pick in covering[np.argsort(model.size[pool_p[covering]], kind="stable")].tolist():
-            move = Move(REPLICA_MOVE, int(pool_p[pick]), int(pool_src[pick]), dst)
-            if not (self._fits(move, model) and self.wants(move, model, ctx.guard_ratio)):
-                continue
-            if (ctx.rack is None or ctx.rack.accept(move, model)) and self.try_move(move, model, ctx.checks):
-                return True
-            refused += 1
-            if refused >= _DEST_TRIES:
-                break
-        return False
-
-    def _fill_from_pool(self, b, pool, limit, ctx: SearchContext) -> None:
-        """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
-        trying at most ``limit`` candidates that could go to ``b`` at all.
-
-        One by one while candidates keep passing; after _SCREEN_FIRST rejections in a row, the
-        vectorized screen skips the candidates it rejects at the current loads, counted as tried:
-        rejecting one changes nothing, so the result is the one-by-one loop's.
-        """
-        model = ctx.model
-        pool_p, pool_a = pool
-        leader_only = self.leader_borne
-        tries, i, n, misses, chunk = 0, 0, len(pool_p), 0, 0
-        while i < n and self._under(model, b) and tries <= limit:
-            if misses < _SCREEN_FIRST:
-                p, a = int(pool_p[i]), int(pool_a[i])
-                i += 1
-                if leader_only and model.leader[p] != a:
-                    continue
-                if not model.holds(p, a) or model.holds(p, b) or not model.dest_ok[b]:
-                    continue
-                tries += 1
-            else:
-                chunk = max(chunk, _SCREEN_FIRST)
-                ps, srcs = pool_p[i : i + chunk], pool_a[i : i + chunk]
-                rows = model.replicas[ps]
-                led = model.leader[ps] == srcs
-                valid = (
-                    (rows == srcs[:, None]).any(axis=1) & ~(rows == b).any(axis=1) & bool(model.dest_ok[b])
-                )
-                if leader_only:
-                    valid &= led
-                # The loop stops at the first candidate met with more than ``limit`` tried before it.
-                before = tries + np.cumsum(valid) - valid
-                stop = np.flatnonzero(before > limit)
-                end = int(stop[0]) if len(stop) else len(ps)
-                vec = model.contrib_matrix(ps[:end], -1)
-                ledf = led[:end].astype(np.float64)
-                vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
-                    model.leader_out[ps[:end]] * ledf,
-                    vec[:, IN] * ledf,
-                    ledf,
-                )
-                hits = np.flatnonzero(valid[:end] & self._screen(ctx, srcs[:end], b, vec))
-                if not len(hits):
-                    tries += int(valid[:end].sum())
-                    if end < len(ps):
-                        return
-                    i += len(ps)
-                    chunk = min(4 * chunk, _SCREEN_CHUNK)
-                    continue
-                k = int(hits[0])
-                if k < _SCREEN_FIRST // 4:
-                    misses, chunk = 0, 0  # the screen is not skipping much here: one by one again
-                tries += int(valid[:k].sum()) + 1
-                i += k + 1
-                p, a = int(ps[k]), int(srcs[k])
-            move = Move(REPLICA_MOVE, p, a, b)
-            if (
-                self._fits(move, model)
-                and self.wants(move, model, ctx.guard_ratio)
-                and (ctx.rack is None or ctx.rack.accept(move, model))
-                and self.try_move(move, model, ctx.checks)
-            ):
-                misses, chunk = 0, 0
-            else:
-                misses += 1
-
-    def _screen(self, ctx: SearchContext, src, dst, vec) -> np.ndarray:
-        """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst`` (one
-        broker, or one per candidate): False
-        only where ``_fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
-
-        The same arithmetic as the scalar ctx.checks, with limits loosened by _SCREEN_SLACK, so a
-        candidate it rejects is one the scalar ctx.checks reject: skipping it cannot change a plan.
-        """
-        model = ctx.model
-        load, cap, d = model.load, model.cap, self.dim
-        src = np.asarray(src)
-        ok = np.ones(len(vec), dtype=bool)
-        for g in ctx.res_goals:
-            v = vec[:, g.dim]
-            upper, lower = g.limits(model)
-            tol = _EPS * np.maximum(1.0, np.abs(upper[dst])) - g.margin + _SCREEN_SLACK
-            ok &= (v == 0) | (
-                ((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
-                & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol)
-            )
-        v = vec[:, d]
-        upper, lower = self.limits(model)
-        fit_b = np.where(v > 0, dst, src)
-        ok &= (load[fit_b, d] + v) / cap[fit_b, d] <= upper[fit_b] + _EPS + _SCREEN_SLACK
-        ls, lt = load[src, d], load[dst, d]
-
-        def term(b, x):
-            u = x / cap[b, d]
-            return np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
-
-        before = term(src, ls) + term(dst, lt)
-        after = term(src, ls - v) + term(dst, lt + v)
-        ok &= (v != 0) & (before - after >= self.min_gain_array(model, before) - _SCREEN_SLACK)
-        return ok
-
-    def _under(self, model, b) -> bool:
+    def under(self, model, b) -> bool:
         _, lower = self.limits(model)
         return model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model)
-
-    def _fill_pool(self, model, avg) -> tuple[np.ndarray, np.ndarray]:
-        """Replicas on brokers above average, best relief per byte first: (partitions, brokers)."""
-        util = model.util(self.dim)
-        flat = model.replicas.ravel()
-        ps = np.repeat(np.arange(model.n_partitions), model.replicas.shape[1])
-        ok = flat >= 0
-        ps, bs = ps[ok], flat[ok]
-        hot = (util[bs] > avg) & model.movable[ps]
-        ps, bs = ps[hot], bs[hot]
-        relief = self.relief(model, ps, bs)
-        keep = relief > 0
-        ps, bs, relief = ps[keep], bs[keep], relief[keep]
-        key = self.move_key(model, ps, relief, bs)
-        if len(key) > _FILL_CANDIDATES:
-            top = np.argpartition(key, _FILL_CANDIDATES)[:_FILL_CANDIDATES]
-            ps, bs, key = ps[top], bs[top], key[top]
-        order = np.lexsort((bs, ps, key))
-        return ps[order], bs[order]
 
 
 def _lightest_within(loads: np.ndarray, room: float) -> int:
@@ -1527,7 +694,7 @@ class DistributionGoal(ResourceGoal):
             return False
         upper, lower = self.trigger_limits(model)
         u = model.util(self.dim)
-        tol = _EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
+        tol = EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
         return bool((u > upper + tol).any() or (u < lower - tol).any())
 
     def slack(self, model: ClusterModel) -> float:
@@ -1540,10 +707,10 @@ class DistributionGoal(ResourceGoal):
     def min_gain(self, model: ClusterModel, excess: float) -> float:
         if excess < self.slack(model):
             return math.inf  # within noise of the target band: leave it
-        return _EPS * 1e-3
+        return EPS * 1e-3
 
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
-        return np.where(excess < self.slack(model), math.inf, _EPS * 1e-3)
+        return np.where(excess < self.slack(model), math.inf, EPS * 1e-3)
 
     def _band(self, model: ClusterModel, *, trigger: bool) -> tuple[np.ndarray, np.ndarray]:
         """Measured (noisy) loads: optimize to 1 +- margin x (threshold - 1) of the cluster's
@@ -1669,7 +836,7 @@ class CountDistributionGoal(DistributionGoal):
     carries: tuple[int, ...] = ()
 
     def slack(self, model: ClusterModel) -> float:
-        return _EPS
+        return EPS
 
     def min_gain(self, model: ClusterModel, excess: float) -> float:
         return 0.5  # counts: every whole replica/leadership counts
@@ -1702,8 +869,8 @@ class CountDistributionGoal(DistributionGoal):
         """
         upper, lower = self.limits(model)
         count = model.load[:, self.dim]
-        over = np.flatnonzero(count > upper + _EPS)
-        under = np.flatnonzero((count < lower - _EPS) & model.dest_ok)
+        over = np.flatnonzero(count > upper + EPS)
+        under = np.flatnonzero((count < lower - EPS) & model.dest_ok)
         if not len(over) and not len(under):
             return False
         limits = [
@@ -1722,7 +889,7 @@ class CountDistributionGoal(DistributionGoal):
             for dim, _, low in limits:
                 if dim not in carried or not np.isfinite(low[b]):
                     continue
-                room = model.load[b, dim] - (low[b] - _EPS * max(1.0, abs(low[b]))) * model.cap[b, dim]
+                room = model.load[b, dim] - (low[b] - EPS * max(1.0, abs(low[b]))) * model.cap[b, dim]
                 if _lightest_within(_carried(model, ps, dim), room) < need:
                     return True
         for b in under.tolist():
@@ -1735,7 +902,7 @@ class CountDistributionGoal(DistributionGoal):
             for dim, up, _ in limits:
                 if dim not in carried or not np.isfinite(up[b]):
                     continue
-                room = (up[b] + _EPS * max(1.0, abs(up[b]))) * model.cap[b, dim] - model.load[b, dim]
+                room = (up[b] + EPS * max(1.0, abs(up[b]))) * model.cap[b, dim] - model.load[b, dim]
                 if _lightest_within(_carried(model, ps, dim), room) < need:
                     return True
         return False
