@@ -188,7 +188,7 @@ class RackAwareGoal(Goal):
         new_distinct = len(other_racks) + ~np.isin(model.rack, other_racks)
         return new_distinct >= min(before, model.rack_target(p))
 
-    def optimize(self, model, optimized_goals, options) -> None:
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         checks = tuple(optimized_goals) + (self,)
         for p in model.rack_violations().tolist():
             if not model.movable[p]:
@@ -243,7 +243,7 @@ class DrainGoal(Goal):
         on = model.drained[np.maximum(model.replicas, 0)] & (model.replicas >= 0)
         return float(on.sum())
 
-    def optimize(self, model, optimized_goals, options) -> None:
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         checks = tuple(optimized_goals) + (self,)
         rack = next((g for g in optimized_goals if isinstance(g, RackAwareGoal)), None)
         self.why_not = []
@@ -272,7 +272,15 @@ class DrainGoal(Goal):
         for reason, n in sorted(stuck.items()):
             self.why_not.append(f"{n} replica(s) left on drained brokers: {reason}")
 
-    def _move_off(self, p, src, model, checks, rack, avg) -> bool:
+    def _move_off(
+        self,
+        p: int,
+        src: int,
+        model: ClusterModel,
+        checks: tuple[Goal, ...],
+        rack: RackAwareGoal | None,
+        avg: dict[int, float],
+    ) -> bool:
         mask = model.dest_ok.copy()
         row = model.replicas[p]
         mask[row[row >= 0]] = False
@@ -297,7 +305,7 @@ class DrainGoal(Goal):
         return False
 
     @staticmethod
-    def _reason(p, src, model, rack) -> str:
+    def _reason(p: int, src: int, model: ClusterModel, rack: RackAwareGoal | None) -> str:
         row = model.replicas[p]
         free = model.dest_ok.copy()
         free[row[row >= 0]] = False
@@ -376,7 +384,7 @@ class ResourceGoal(Goal):
     def term(self, model: ClusterModel, b: int, load: float) -> float:
         upper, lower = self.limits(model)
         u = load / model.cap[b, self.dim]
-        return max(u - upper[b], 0.0) + max(lower[b] - u, 0.0)
+        return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
 
     margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
 
@@ -460,10 +468,13 @@ class ResourceGoal(Goal):
         """What moving each partition's replica off its broker takes from this dimension."""
         carried = self.per_replica(model, ps)
         if self.leader_borne:
-            return carried * (model.leader[ps] == brokers).astype(np.float64)
+            led: np.ndarray = carried * (model.leader[ps] == brokers).astype(np.float64)
+            return led
         return carried
 
-    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
         """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``: the most
         relief per byte moved first, a fixed cost per move counted as bytes."""
         return -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
@@ -473,7 +484,7 @@ class ResourceGoal(Goal):
         return -self.relief(model, ps, model.leader[ps])
 
     # ---- search --------------------------------------------------------------------------
-    def optimize(self, model, optimized_goals, options) -> None:
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         search(self.search_context(model, optimized_goals, options))
 
     def search_context(
@@ -498,7 +509,7 @@ class ResourceGoal(Goal):
             disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
         )
 
-    def sets_figure(self, model, a) -> bool:
+    def sets_figure(self, model: ClusterModel, a: int) -> bool:
         """``a`` is the hottest broker and more than 2% above the bound."""
         util = model.util(self.dim)
         return bool(
@@ -506,20 +517,20 @@ class ResourceGoal(Goal):
             and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim)
         )
 
-    def over(self, model, b) -> bool:
+    def over(self, model: ClusterModel, b: int) -> bool:
         upper, _ = self.limits(model)
-        return model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model)
+        return bool(model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model))
 
     def fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
         upper, _ = self.limits(model)
         d = model.delta(move)[self.dim]
         b = move.dst if d > 0 else move.src
-        return (model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS
+        return bool((model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS)
 
-    def under(self, model, b) -> bool:
+    def under(self, model: ClusterModel, b: int) -> bool:
         _, lower = self.limits(model)
-        return model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model)
+        return bool(model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model))
 
 
 def _lightest_within(loads: np.ndarray, room: float) -> int:
@@ -539,7 +550,8 @@ def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
         return ratio
     bucket = np.floor(np.log(np.maximum(ratio, 1e-300)) / np.log(1.1))
     top = relief.max()
-    return bucket + (relief / top * 0.999 if top > 0 else 0.0)
+    key: np.ndarray = bucket + (relief / top * 0.999 if top > 0 else 0.0)
+    return key
 
 
 class NetworkInGoal(ResourceGoal):
@@ -552,9 +564,12 @@ class NetworkInGoal(ResourceGoal):
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.bytes_in[ps]
 
-    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
         # Followers first within a bucket: moving a leader replica drags its network_out along.
-        return super().move_key(model, ps, relief, brokers) + 0.5 * (model.leader[ps] == brokers)
+        key: np.ndarray = super().move_key(model, ps, relief, brokers) + 0.5 * (model.leader[ps] == brokers)
+        return key
 
 
 class NetworkOutGoal(ResourceGoal):
@@ -580,7 +595,9 @@ class DiskGoal(ResourceGoal):
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.size[ps]
 
-    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
         # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
         # traffic balance, already settled, undisturbed; the biggest first within 10% of
         # coldness. Measured rates carry noise: an exact ratio would order a retention class by
@@ -601,7 +618,7 @@ class CapacityGoal(ResourceGoal):
         super().__init__()
         self.threshold = threshold
 
-    def compute_limits(self, model):
+    def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         n = model.n_brokers
         return np.full(n, self.threshold), np.full(n, -np.inf)
 
@@ -645,10 +662,10 @@ class DistributionGoal(ResourceGoal):
         # low.utilization.threshold): the goal neither acts nor vetoes other goals' moves.
         self.low_utilization = low_utilization
 
-    def compute_limits(self, model):
+    def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         return self._band(model, trigger=False)
 
-    def optimize(self, model, optimized_goals, options) -> None:
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         if not self.all_or_nothing:
             return super().optimize(model, optimized_goals, options)
         # The goals squeezed between the traffic limits (all or nothing) keep their moves a noise
@@ -844,8 +861,11 @@ class CountDistributionGoal(DistributionGoal):
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
         return np.full(len(excess), 0.5)
 
-    def move_key(self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers) -> np.ndarray:
-        return model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
+        key: np.ndarray = model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
+        return key
 
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return np.ones(len(ps) if isinstance(ps, np.ndarray) else model.n_partitions)
@@ -910,7 +930,9 @@ class CountDistributionGoal(DistributionGoal):
 
 def _carried(model: ClusterModel, ps: np.ndarray, dim: int) -> np.ndarray:
     """The load a replica (a leadership, for OUT and LBIN) of each of ``ps`` carries on ``dim``."""
-    return {IN: model.bytes_in, DISK: model.size, OUT: model.leader_out, LBIN: model.bytes_in}[dim][ps]
+    per_partition = {IN: model.bytes_in, DISK: model.size, OUT: model.leader_out, LBIN: model.bytes_in}[dim]
+    carried: np.ndarray = per_partition[ps]
+    return carried
 
 
 class ReplicaCountDistributionGoal(CountDistributionGoal):
@@ -948,7 +970,8 @@ class LeaderCountDistributionGoal(CountDistributionGoal):
     moves = False
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
-        return model.leader_out[ps]  # least traffic disturbed first
+        key: np.ndarray = model.leader_out[ps]  # least traffic disturbed first
+        return key
 
 
 def _measured(

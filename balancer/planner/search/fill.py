@@ -39,7 +39,7 @@ def fill_all(ctx: SearchContext) -> None:
         fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
 
 
-def fill_cover(dst, pool, ctx: SearchContext) -> bool:
+def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
     """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
     lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass."""
     model, goal = ctx.model, ctx.goal
@@ -66,7 +66,7 @@ def fill_cover(dst, pool, ctx: SearchContext) -> bool:
     return False
 
 
-def fill_from_pool(b, pool, limit, ctx: SearchContext) -> None:
+def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx: SearchContext) -> None:
     """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
     trying at most ``limit`` candidates that could go to ``b`` at all.
 

@@ -80,7 +80,9 @@ def shed_leaderships(a: int, ctx: SearchContext) -> None:
             chains += 1
 
 
-def chain_leadership(p, a, followers, led, ctx: SearchContext) -> bool:
+def chain_leadership(
+    p: int, a: int, followers: list[int], led: dict[int, np.ndarray], ctx: SearchContext
+) -> bool:
     """Hand ``p``'s leadership to a follower ``f`` that lacks room for it, after ``f`` hands
     one of its own leaderships (the lightest that makes the room) on to a broker with room.
 

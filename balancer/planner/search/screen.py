@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..goals import ResourceGoal
 
 
-def dest_mask(p, a, vec, ctx: SearchContext) -> np.ndarray:
+def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray:
     model = ctx.model
     mask = model.dest_ok.copy()
     row = model.replicas[p]
@@ -39,7 +39,7 @@ def dest_mask(p, a, vec, ctx: SearchContext) -> np.ndarray:
     return mask
 
 
-def source_ok(a, vec, ctx: SearchContext) -> bool:
+def source_ok(a: int, vec: np.ndarray, ctx: SearchContext) -> bool:
     """Moving a replica that carries ``vec`` off ``a`` takes ``a`` under no other resource goal's
     lower limit."""
     model, goal = ctx.model, ctx.goal
@@ -52,7 +52,7 @@ def source_ok(a, vec, ctx: SearchContext) -> bool:
     return True
 
 
-def source_ok_many(a, vecs, ctx: SearchContext) -> np.ndarray:
+def source_ok_many(a: int, vecs: np.ndarray, ctx: SearchContext) -> np.ndarray:
     """``source_ok`` for many replicas on ``a`` (rows of ``vecs``), its limits loosened by
     SCREEN_SLACK: False only where ``source_ok`` is False too."""
     model, goal = ctx.model, ctx.goal
@@ -106,7 +106,7 @@ def swap_screen(g: ResourceGoal, n: np.ndarray, a: int, b: int, model: ClusterMo
     return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
 
 
-def screen(ctx: SearchContext, src, dst, vec) -> np.ndarray:
+def screen(ctx: SearchContext, src: np.ndarray | int, dst: np.ndarray | int, vec: np.ndarray) -> np.ndarray:
     """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst`` (one
     broker, or one per candidate): False
     only where ``fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
@@ -132,9 +132,10 @@ def screen(ctx: SearchContext, src, dst, vec) -> np.ndarray:
     ok &= (load[fit_b, d] + v) / cap[fit_b, d] <= upper[fit_b] + EPS + SCREEN_SLACK
     ls, lt = load[src, d], load[dst, d]
 
-    def term(b, x):
+    def term(b: np.ndarray | int, x: np.ndarray) -> np.ndarray:
         u = x / cap[b, d]
-        return np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
+        excess: np.ndarray = np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
+        return excess
 
     before = term(src, ls) + term(dst, lt)
     after = term(src, ls - v) + term(dst, lt + v)

@@ -110,7 +110,9 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
     take_back(a, moved, ctx)
 
 
-def cover(src, ps, relief, tried, moved, ctx: SearchContext) -> bool:
+def cover(
+    src: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, moved: list[Move], ctx: SearchContext
+) -> bool:
     """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
     relief alone covers src's remaining excess, the smallest data that the other goals' lower
     limits let go, up to DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
@@ -134,7 +136,7 @@ def cover(src, ps, relief, tried, moved, ctx: SearchContext) -> bool:
     return False
 
 
-def best_fit_out(a, ps, relief, bucket, ctx: SearchContext) -> None:
+def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
     alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
     model, goal = ctx.model, ctx.goal
@@ -155,7 +157,7 @@ def best_fit_out(a, ps, relief, bucket, ctx: SearchContext) -> None:
     take_back(a, moved, ctx)
 
 
-def take_back(a, moved, ctx: SearchContext) -> None:
+def take_back(a: int, moved: list[Move], ctx: SearchContext) -> None:
     """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
 
     The last picks of a shed can overshoot the limit by more than some earlier, smaller
@@ -183,10 +185,10 @@ def keeps_disk(move: Move, ctx: SearchContext) -> bool:
     model = ctx.model
     d = model.delta(move)[DISK]
     gain = move.dst if d > 0 else move.src
-    return d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + EPS
+    return bool(d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + EPS)
 
 
-def move_out(part, src, ctx: SearchContext) -> bool:
+def move_out(part: int, src: int, ctx: SearchContext) -> bool:
     """Move partition ``part``'s replica off ``src`` to the first of the DEST_TRIES coldest
     destinations that every limit admits and every goal accepts. True if it moved."""
     model, goal = ctx.model, ctx.goal

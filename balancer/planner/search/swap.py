@@ -10,7 +10,7 @@ from .context import SearchContext
 from .screen import swap_screen, swap_windows
 
 
-def swap_out(src, ctx: SearchContext) -> None:
+def swap_out(src: int, ctx: SearchContext) -> None:
     """Exchange a heavy replica on ``src`` (over this goal's limit) for a lighter one on a cold
     partner broker.
 
@@ -60,7 +60,9 @@ def swap_out(src, ctx: SearchContext) -> None:
             ctx.barren[partner] = ctx.barren.get(partner, 0) + 1
 
 
-def swap_with(src, partner, offers, upper, ctx: SearchContext) -> None:
+def swap_with(
+    src: int, partner: int, offers: tuple[np.ndarray, np.ndarray], upper: np.ndarray, ctx: SearchContext
+) -> None:
     """Swaps between ``src`` and one ``partner``: each of ``offers`` (replicas on ``src`` and
     their contributions, in the order tried) against every replica on ``partner``."""
     model, goal = ctx.model, ctx.goal
