@@ -116,7 +116,7 @@ def plan(
     unsatisfied = tuple(
         f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )
-    notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
+    notes = tuple(n for g in goals for n in g.notes())
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
         notes += (
             f"the drained brokers hold every broker of {model.n_racks - model.n_live_racks} rack(s): "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
@@ -74,6 +74,10 @@ class Goal:
 
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         return None
+
+    def notes(self) -> tuple[str, ...]:
+        """Why the goal could not do all it was asked in its last ``optimize`` (for ``Plan.notes``)."""
+        return ()
 
     def run(
         self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
@@ -231,6 +235,9 @@ class DrainGoal(Goal):
 
     def __init__(self) -> None:
         self.why_not: list[str] = []
+
+    def notes(self) -> tuple[str, ...]:
+        return tuple(self.why_not)
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         if model.drained[move.dst]:
@@ -662,6 +669,15 @@ class DistributionGoal(ResourceGoal):
         # low.utilization.threshold): the goal neither acts nor vetoes other goals' moves.
         self.low_utilization = low_utilization
 
+    # The options' name of the resource whose threshold and low-utilization threshold this goal
+    # takes (PlannerOptions.threshold, low_utilization_of).
+    resource = ""
+
+    @classmethod
+    def from_options(cls, options: PlannerOptions) -> Self:
+        """This goal with its resource's balance threshold and low-utilization threshold."""
+        return cls(options.threshold(cls.resource), low_utilization=options.low_utilization_of(cls.resource))
+
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         return self._band(model, trigger=False)
 
@@ -782,6 +798,7 @@ class NetworkInDistributionGoal(NetworkInGoal, DistributionGoal):
     """
 
     name = "network_in_distribution"
+    resource = "network_in"
     guards = (OUT,)
     prefers_disk_room = True
     covers = True  # an under-loaded broker is lifted by the smallest replica that does it alone
@@ -796,6 +813,7 @@ class NetworkOutDistributionGoal(NetworkOutGoal, DistributionGoal):
     """
 
     name = "network_out_distribution"
+    resource = "network_out"
 
 
 class LeaderBytesInDistributionGoal(DistributionGoal):
@@ -808,6 +826,12 @@ class LeaderBytesInDistributionGoal(DistributionGoal):
     """
 
     name = "leader_bytes_in_distribution"
+
+    @classmethod
+    def from_options(cls, options: PlannerOptions) -> Self:
+        """Leader bytes-in follows the general balance threshold and is never idle."""
+        return cls(options.balance_threshold)
+
     dim = LBIN
     lower = False
     leader_borne = True
@@ -830,6 +854,7 @@ class DiskDistributionGoal(DiskGoal, DistributionGoal):
     """
 
     name = "disk_distribution"
+    resource = "disk"
     lower = False
     # Every byte moved relieves one byte of disk: the smallest replica that finishes a broker
     # is the least data, where the biggest cold one would overshoot by up to its whole size.
@@ -848,6 +873,13 @@ class CountDistributionGoal(DistributionGoal):
 
     swaps = False
     all_or_nothing = True
+    resource: str  # the options' name of the count (PlannerOptions.threshold)
+
+    @classmethod
+    def from_options(cls, options: PlannerOptions) -> Self:
+        """This goal with its count's balance threshold (counts are never idle)."""
+        return cls(options.threshold(cls.resource))
+
     # The dimensions one unit of the count carries along, whose other goals' limits cap how many
     # units a broker can give away or take.
     carries: tuple[int, ...] = ()
@@ -943,6 +975,7 @@ class ReplicaCountDistributionGoal(CountDistributionGoal):
     """
 
     name = "replicas_distribution"
+    resource = "replicas"
     dim = NREP
     carries = (IN, DISK)
 
@@ -963,6 +996,7 @@ class LeaderCountDistributionGoal(CountDistributionGoal):
     """
 
     name = "leaders_distribution"
+    resource = "leaders"
     dim = NLEAD
     carries = (OUT, LBIN)
     leader_borne = True
@@ -974,25 +1008,18 @@ class LeaderCountDistributionGoal(CountDistributionGoal):
         return key
 
 
-def _measured(
-    cls: Callable[..., DistributionGoal], resource: str
-) -> Callable[[PlannerOptions], DistributionGoal]:
-    return lambda options: cls(
-        options.threshold(resource), low_utilization=options.low_utilization_of(resource)
-    )
-
-
-# The one registry of soft goals, by the names config and options accept (balancer.vocabulary's
-# SOFT_GOALS, in their default priority order): each built from the options with its thresholds.
-SOFT_GOAL_REGISTRY: dict[str, Callable[[PlannerOptions], DistributionGoal]] = {
-    "network_in_distribution": _measured(NetworkInDistributionGoal, "network_in"),
-    "network_out_distribution": _measured(NetworkOutDistributionGoal, "network_out"),
-    # Leader bytes-in follows the general threshold.
-    "leader_bytes_in_distribution": lambda options: LeaderBytesInDistributionGoal(options.balance_threshold),
-    "disk_distribution": _measured(DiskDistributionGoal, "disk"),
-    "replicas_distribution": lambda options: ReplicaCountDistributionGoal(options.threshold("replicas")),
-    "leaders_distribution": lambda options: LeaderCountDistributionGoal(options.threshold("leaders")),
-}
+# The one registry of soft goals: their classes, by the names config and options accept
+# (balancer.vocabulary's SOFT_GOALS, in their default priority order). Each builds itself from the
+# options (``DistributionGoal.from_options``).
+SOFT_GOAL_CLASSES: tuple[type[DistributionGoal], ...] = (
+    NetworkInDistributionGoal,
+    NetworkOutDistributionGoal,
+    LeaderBytesInDistributionGoal,
+    DiskDistributionGoal,
+    ReplicaCountDistributionGoal,
+    LeaderCountDistributionGoal,
+)
+SOFT_GOAL_REGISTRY: dict[str, type[DistributionGoal]] = {cls.name: cls for cls in SOFT_GOAL_CLASSES}
 if tuple(SOFT_GOAL_REGISTRY) != SOFT_GOALS:
     raise ImportError("SOFT_GOAL_REGISTRY must name balancer.vocabulary.SOFT_GOALS, in their order")
 
@@ -1011,4 +1038,4 @@ def default_goals(options: PlannerOptions) -> list[Goal]:
         NetworkInCapacityGoal(ct),
         NetworkOutCapacityGoal(ct),
         DiskCapacityGoal(ct),
-    ] + [SOFT_GOAL_REGISTRY[name](options) for name in names]
+    ] + [SOFT_GOAL_REGISTRY[name].from_options(options) for name in names]
