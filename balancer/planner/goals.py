@@ -389,6 +389,7 @@ class ResourceGoal(Goal):
         return float(np.maximum(u - upper, 0).sum() + np.maximum(lower - u, 0).sum())
 
     def term(self, model: ClusterModel, b: int, load: float) -> float:
+        """Broker ``b``'s distance outside this goal's limits if it carried ``load``."""
         upper, lower = self.limits(model)
         u = load / model.cap[b, self.dim]
         return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
@@ -525,6 +526,7 @@ class ResourceGoal(Goal):
         )
 
     def over(self, model: ClusterModel, b: int) -> bool:
+        """Broker ``b`` is above its upper limit by more than the slack: the search sheds it."""
         upper, _ = self.limits(model)
         return bool(model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model))
 
@@ -536,6 +538,7 @@ class ResourceGoal(Goal):
         return bool((model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS)
 
     def under(self, model: ClusterModel, b: int) -> bool:
+        """Broker ``b`` is below its lower limit by more than the slack: the search fills it."""
         _, lower = self.limits(model)
         return bool(model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model))
 

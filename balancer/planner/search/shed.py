@@ -14,6 +14,8 @@ from .swap import swap_out
 
 
 def shed_all(ctx: SearchContext) -> None:
+    """Shed each broker over the goal's upper limit (by more than its slack), the hottest first,
+    each once: what is left on one after its shed is all the goal's checks allow."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     stuck: set[int] = set()
@@ -40,6 +42,8 @@ def shed_all(ctx: SearchContext) -> None:
 
 
 def shed(a: int, ctx: SearchContext) -> None:
+    """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
+    transfers (no data), then replica moves, then swaps, then swaps of two leaderships."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
