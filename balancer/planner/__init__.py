@@ -19,6 +19,7 @@ from balancer.vocabulary import RESOURCES, ActionKind
 from .actions import Action, Move
 from .goals import (
     CapacityGoal,
+    DiskCapacityGoal,
     DiskDistributionGoal,
     DistinctBrokersGoal,
     DistributionGoal,
@@ -27,7 +28,9 @@ from .goals import (
     GoalError,
     LeaderBytesInDistributionGoal,
     LeaderCountDistributionGoal,
+    NetworkInCapacityGoal,
     NetworkInDistributionGoal,
+    NetworkOutCapacityGoal,
     NetworkOutDistributionGoal,
     RackAwareGoal,
     ReplicaCountDistributionGoal,
@@ -45,6 +48,7 @@ __all__ = [
     "Action",
     "CapacityGoal",
     "ClusterModel",
+    "DiskCapacityGoal",
     "DiskDistributionGoal",
     "DistinctBrokersGoal",
     "DistributionGoal",
@@ -55,7 +59,9 @@ __all__ = [
     "LeaderBytesInDistributionGoal",
     "LeaderCountDistributionGoal",
     "Move",
+    "NetworkInCapacityGoal",
     "NetworkInDistributionGoal",
+    "NetworkOutCapacityGoal",
     "NetworkOutDistributionGoal",
     "Plan",
     "PlannerOptions",
@@ -110,7 +116,7 @@ def plan(
     unsatisfied = tuple(
         f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )
-    notes = tuple(n for g in goals for n in getattr(g, "why_not", ()))
+    notes = tuple(n for g in goals for n in g.notes())
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
         notes += (
             f"the drained brokers hold every broker of {model.n_racks - model.n_live_racks} rack(s): "

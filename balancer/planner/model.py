@@ -385,7 +385,7 @@ class ClusterModel:
         self.bytes_in = bin_
         self.bytes_out = bout
         self.size = size
-        self.leader_out = bout + bin_ * (rf - 1)  # network_out a leader serves
+        self.leader_out: np.ndarray = bout + bin_ * (rf - 1)  # network_out a leader serves
         # Fixed cost charged per replica move when ranking candidates (not in bytes_to_move):
         # without it, "relief per byte" prefers hundreds of tiny moves to a few useful ones.
         self.move_overhead = MOVE_OVERHEAD_SHARE * float(size.mean()) + 1.0 if n else 1.0

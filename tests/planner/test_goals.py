@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 
 from balancer.planner import (
-    CapacityGoal,
     ClusterModel,
     DiskDistributionGoal,
     DistinctBrokersGoal,
-    DistributionGoal,
     Goal,
     GoalError,
     Move,
+    NetworkInCapacityGoal,
     NetworkInDistributionGoal,
+    NetworkOutDistributionGoal,
     PlannerOptions,
     RackAwareGoal,
     ReplicationFactorGoal,
     plan,
 )
-from balancer.planner.model import DISK, IN, OUT
+from balancer.planner.goals import CountDistributionGoal
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
 
@@ -61,7 +61,7 @@ def test_structural_goals_veto_broken_moves():
 
 def test_capacity_goal_vetoes_filling_a_broker_past_the_threshold():
     model = ClusterModel(snapshot([([0, 2], 50, 10, 1), ([1, 3], 40, 10, 1)]))
-    goal = CapacityGoal(IN, 0.8)
+    goal = NetworkInCapacityGoal(0.8)
     assert not goal.accept(Move("replica_move", 0, 0, 1), model)  # broker 1 would reach 90%
     assert goal.accept(Move("replica_move", 1, 1, 0), model) is False  # broker 0 would reach 90% too
     small = ClusterModel(snapshot([([0, 2], 30, 10, 1), ([1, 3], 40, 10, 1)]))
@@ -72,13 +72,11 @@ def test_distribution_goal_vetoes_pushing_a_broker_over_its_limit():
     model = ClusterModel(
         snapshot([([0, 2], 10, 40, 1), ([1, 3], 10, 40, 1), ([2, 0], 10, 40, 1), ([3, 1], 10, 40, 1)])
     )
-    goal = DistributionGoal(OUT, 1.10, lower=True)
+    goal = NetworkOutDistributionGoal(1.10)
     # Every broker leads one partition: moving a leadership doubles one broker's network_out.
     assert goal.metric(model) == pytest.approx(0.0)
     assert not goal.accept(Move("leadership", 0, 0, 2), model)
-    assert DistributionGoal(IN, 1.10, lower=True).accept(
-        Move("leadership", 0, 0, 2), model
-    )  # no network_in change
+    assert NetworkInDistributionGoal(1.10).accept(Move("leadership", 0, 0, 2), model)  # no network_in change
 
 
 def test_optimized_goals_veto_later_goals():
@@ -113,7 +111,7 @@ def test_base_class_catches_a_goal_that_worsens_its_own_metric():
 
 def test_goal_run_reports_metric_before_and_after():
     model = ClusterModel(snapshot([([0, 2], 1, 1, 500), ([1, 3], 1, 1, 10), ([0, 3], 1, 1, 500)]))
-    goal = DistributionGoal(DISK, 1.10, lower=False)
+    goal = DiskDistributionGoal(1.10)
     report = goal.run(
         model, (ReplicationFactorGoal(), DistinctBrokersGoal(), RackAwareGoal()), PlannerOptions()
     )
@@ -135,7 +133,7 @@ def test_swap_when_no_single_move_fits():
         [([0], 45, 0, 45), ([0], 35, 0, 35), ([1], 25, 0, 25), ([1], 15, 0, 15)], brokers=2, racks=("a", "b")
     )
     result = plan(
-        snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DistributionGoal(IN, 1.10, lower=True)]
+        snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
     )
     kinds = sorted(a.kind for a in result.actions)
     assert kinds == ["swap", "swap"]
@@ -147,7 +145,11 @@ def test_network_in_moves_do_not_unbalance_network_out():
     # Broker 0 is hot on network_in only through the replicas it leads; moving either would
     # carry ~51 B/s of network_out onto a broker, past 1.10 x the network_out average.
     model = ClusterModel(snapshot([([0, 2], 50, 1, 1), ([1, 3], 1, 1, 1), ([0, 3], 50, 1, 1)]))
-    goal = DistributionGoal(IN, 1.10, lower=False)
+
+    class UpperOnly(NetworkInDistributionGoal):
+        lower = False
+
+    goal = UpperOnly(1.10)
     assert goal.improves(Move("replica_move", 0, 0, 1), model)
     assert not goal.wants(Move("replica_move", 0, 0, 1), model)
     assert goal.wants(Move("replica_move", 0, 2, 1), model) is False  # broker 2 is not hot: no gain
@@ -186,11 +188,11 @@ def _linkedin_like(seed):
 def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
     # A small LinkedIn-like cluster (heavy-tailed traffic, RF 2, no racks) planned at 1.045: the
     # moves a shed's overshoot does not need go back (fewer moves, less data, same targets met).
-    from balancer.planner import goals
+    from balancer.planner.search import shed
 
     snap, options = _linkedin_like(seed), PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10)
     with_ = plan(snap, options)
-    monkeypatch.setattr(goals.ResourceGoal, "_take_back", lambda *args: None)
+    monkeypatch.setattr(shed, "take_back", lambda *args: None)
     without = plan(snap, options)
     assert with_.replica_moves < without.replica_moves
     assert with_.bytes_to_move < without.bytes_to_move
@@ -284,16 +286,16 @@ def test_count_goal_out_of_reach_plans_what_searching_and_undoing_would(spec, mo
 
     snap = generate(ScenarioSpec(**spec))
     fired = []
-    check = DistributionGoal._out_of_reach
+    check = CountDistributionGoal.out_of_reach
 
     def spy(self, model, optimized):
         fired.append(check(self, model, optimized))
         return fired[-1]
 
-    monkeypatch.setattr(DistributionGoal, "_out_of_reach", spy)
+    monkeypatch.setattr(CountDistributionGoal, "out_of_reach", spy)
     skipped = plan(snap)
     assert any(fired)
-    monkeypatch.setattr(DistributionGoal, "_out_of_reach", lambda self, model, optimized: False)
+    monkeypatch.setattr(CountDistributionGoal, "out_of_reach", lambda self, model, optimized: False)
     searched = plan(snap)
     assert skipped.actions == searched.actions
     assert skipped.after == searched.after

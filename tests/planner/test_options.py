@@ -62,4 +62,6 @@ def test_each_registered_soft_goal_carries_the_name_it_is_registered_under():
     from balancer.planner.goals import SOFT_GOAL_REGISTRY
     from balancer.vocabulary import SOFT_GOALS
 
-    assert [SOFT_GOAL_REGISTRY[name](PlannerOptions()).name for name in SOFT_GOALS] == list(SOFT_GOALS)
+    assert [SOFT_GOAL_REGISTRY[name].from_options(PlannerOptions()).name for name in SOFT_GOALS] == list(
+        SOFT_GOALS
+    )

@@ -1,0 +1,365 @@
+"""Resource goals: each keeps one resource's utilization per broker within limits.
+
+``ResourceGoal`` holds the hooks the shared search (``balancer.planner.search``) reads; the resource
+goals (network in and out, disk) state what a replica carries and the order it is moved in; the
+capacity goals put a hard ceiling on each.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Self
+
+import numpy as np
+
+from ..actions import Move
+from ..model import DISK, IN, OUT, ClusterModel
+from ..options import PlannerOptions
+from ..search import SearchContext
+from ..search import optimize as search
+from ..search.constants import EPS
+from .base import Goal
+from .hard import RackAwareGoal
+
+# Hysteresis (Cruise Control's balance margin and violation threshold): a distribution goal acts
+# only when a broker is outside balance_threshold (or more than BOUND_TOLERANCE above the bound
+# where the bound is higher), and then optimizes to the tighter band 1 +- BALANCE_MARGIN x
+# (threshold - 1). A freshly balanced cluster thus sits ~1% inside the band that triggers a plan,
+# and re-measuring it with a few % noise per partition does not trigger another one.
+BALANCE_MARGIN = 0.9
+BOUND_TOLERANCE = 0.02
+# Minimum excess: a traffic/disk distribution goal moves nothing for a pair of brokers whose
+# combined distance outside the target band is below MIN_GAIN_SHARE of the cluster's average
+# utilization (measurement noise), e.g. a leadership handed over to lift a broker from 0.908 to the
+# 0.91 target. Above that, any move that cuts the excess counts, however small: with ~4,900
+# replicas per broker (270 brokers, 1.3M replicas) one replica carries ~0.02% of a broker's load, so a
+# minimum gain per move (say 0.5% of the average) would reject nearly every single move there and
+# leave network_out far above its target.
+MIN_GAIN_SHARE = 0.005
+# Fixed cost charged per replica move when ranking by relief per byte, as a multiple of the
+# model's move_overhead (half the mean partition size): 2 mean partitions per move. Fewer, bigger
+# moves disturb later goals less and spare operators a long tail of small moves: on the 7-broker
+# LinkedIn-like benchmark scenario 4x takes 179 replica moves (2.37% of data) where 1x takes 624
+# (2.03%) down the small short-retention partitions. Above 4x, replanning an executed plan starts
+# to move replicas again (the demo cluster's stability test).
+MOVE_OVERHEAD_SCALE = 4.0
+
+
+class ResourceGoal(Goal):
+    """Keeps each broker's utilization of one dimension within [lower, upper] limits.
+
+    An action is accepted if its destination_broker stays at or under its upper limit and its
+    source_broker at or over its lower limit on this goal's dimension (a swap: both ways). The
+    metric is the total distance outside the limits.
+
+    Hooks a resource goal sets or overrides (its search, shared by every resource goal, is
+    ``balancer.planner.search``, which reads these hooks and changes no goal):
+
+    * ``dim``: the resource (a column of ``ClusterModel.load``) and ``per_replica(model, ps)``, what
+      one replica of each partition carries of it (``leader_borne``: only the leader's replica);
+    * ``compute_limits(model) -> (upper, lower)``: per-broker utilization limits (required);
+    * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
+    * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
+    * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership``: how a broker over its limit is shed;
+    * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
+    * ``guards``: dimensions optimized later that its moves must not push past the threshold.
+    """
+
+    dim: int  # the resource this goal keeps within its limits (model.IN, OUT, DISK, ...)
+
+    threshold: float  # CapacityGoal: the utilization ceiling; DistributionGoal: max / average
+    leadership = False  # may transfer leadership (no data moves)
+    covers = False  # sheds by best fit: one replica that alone covers the excess, least data first
+    prefers_disk_room = False  # replica moves go where disk stays within the disk goal's target first
+    moves = True  # may move replicas
+    swaps = True  # may swap two replicas when no plain move helps
+    leader_borne = False  # only a partition's leader replica carries the resource (moves with leadership)
+    # Every replica carries some of the resource, in amounts that differ: a broker under this goal's
+    # lower limit can give a replica away only for one that carries exactly as much.
+    carried_by_every_replica = False
+    sheds_best_fit = False  # sheds by relief per byte, the smallest replica that covers the excess first
+    chains_leadership = False  # a leadership whose follower lacks room may go on by a chain of two transfers
+
+    def __init__(self) -> None:
+        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._idle_memo: tuple[int, bool] | None = None
+
+    def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def idle(self, model: ClusterModel) -> bool:
+        """The goal neither acts nor vetoes other goals' moves on this model (see DistributionGoal)."""
+        return False
+
+    def reset(self) -> None:
+        self._cache = None
+        self._trigger_cache = None
+        self._idle_memo = None
+
+    def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        # Totals per dimension never change under moves, so limits are fixed for a model.
+        if self._cache is None or self._cache[0] != id(model):
+            upper, lower = self.compute_limits(model)
+            self._cache = (id(model), upper, lower)
+        return self._cache[1], self._cache[2]
+
+    def metric(self, model: ClusterModel) -> float:
+        upper, lower = self.limits(model)
+        u = model.util(self.dim)
+        return float(np.maximum(u - upper, 0).sum() + np.maximum(lower - u, 0).sum())
+
+    def term(self, model: ClusterModel, b: int, load: float) -> float:
+        """Broker ``b``'s distance outside this goal's limits if it carried ``load``."""
+        upper, lower = self.limits(model)
+        u = load / model.cap[b, self.dim]
+        return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
+
+    margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
+
+    def held_clear(self, margin: float) -> Self:
+        """This goal as a check that accepts a move only if it keeps ``margin`` of utilization clear of
+        the limits: a copy, so that the goal itself is left as it is."""
+        held = copy.copy(self)
+        held.margin = margin
+        return held
+
+    def accept(self, move: Move, model: ClusterModel) -> bool:
+        d = model.delta(move)[self.dim]
+        if d == 0:
+            return True
+        upper, lower = self.limits(model)
+        gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
+        d = abs(d)
+        cap = model.cap[:, self.dim]
+        tol = EPS * max(1.0, abs(upper[gain])) - self.margin
+        return bool(
+            (model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
+            and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol
+        )
+
+    def improves(self, move: Move, model: ClusterModel) -> bool:
+        d = model.delta(move)[self.dim]
+        if d == 0:
+            return False
+        s, t = move.src, move.dst
+        ls, lt = model.load[s, self.dim], model.load[t, self.dim]
+        before = self.term(model, s, ls) + self.term(model, t, lt)
+        after = self.term(model, s, ls - d) + self.term(model, t, lt + d)
+        return bool(before - after >= self.min_gain(model, before))
+
+    def slack(self, model: ClusterModel) -> float:
+        """How far outside its limits a broker may stay without this goal working on it."""
+        return EPS
+
+    def min_gain(self, model: ClusterModel, excess: float) -> float:
+        """Least cut of this goal's excess (utilization units) a move must bring, given the two
+        brokers' ``excess`` outside the limits before it."""
+        return EPS * 1e-3
+
+    def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
+        """``min_gain`` for many excesses at once."""
+        return np.full(len(excess), self.min_gain(model, 0.0))
+
+    guards: tuple[int, ...] = ()  # dimensions optimized later that this goal must not unbalance
+
+    def wants(self, move: Move, model: ClusterModel, guard_ratio: float | None = None) -> bool:
+        """Improves this goal, and pushes no broker past ``guard_ratio`` x the cluster utilization
+        (default: the threshold) on a guarded dimension.
+
+        network_in moves may carry leadership along; without the guard they could make
+        network_out worse than before (network_out is optimized only afterwards).
+        """
+        return self.improves(move, model) and self._guard_ok(move, model, guard_ratio)
+
+    def _guard_ok(self, move: Move, model: ClusterModel, guard_ratio: float | None) -> bool:
+        """``move`` pushes no broker past the guard ceiling on a guarded dimension (see ``wants``)."""
+        if not self.guards:
+            return True
+        vec = model.delta(move)
+        for g in self.guards:
+            v = vec[g]
+            if v == 0:
+                continue
+            gain = move.dst if v > 0 else move.src
+            ratio = guard_ratio if guard_ratio is not None else self.threshold
+            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + EPS:
+                return False
+        return True
+
+    # ---- candidate ordering --------------------------------------------------------------
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        """What one replica of each of partitions ``ps`` carries of this goal's resource (for a
+        ``leader_borne`` resource: the leader's replica)."""
+        raise NotImplementedError
+
+    def relief(self, model: ClusterModel, ps: np.ndarray, brokers: np.ndarray | int) -> np.ndarray:
+        """What moving each partition's replica off its broker takes from this dimension."""
+        carried = self.per_replica(model, ps)
+        if self.leader_borne:
+            led: np.ndarray = carried * (model.leader[ps] == brokers).astype(np.float64)
+            return led
+        return carried
+
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
+        """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``: the most
+        relief per byte moved first, a fixed cost per move counted as bytes."""
+        return -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
+
+    def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
+        """Sort key (ascending = tried first) for handing ``ps``' leaderships on: the most relief first."""
+        return -self.relief(model, ps, model.leader[ps])
+
+    # ---- search --------------------------------------------------------------------------
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
+        search(self.search_context(model, optimized_goals, options))
+
+    def search_context(
+        self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions
+    ) -> SearchContext:
+        """The context of this goal's search: the goals already optimized judge its moves; the
+        resource goals among them that are not idle (an idle goal vetoes nothing) screen them."""
+        optimized = tuple(optimized_goals)
+        res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal) and not g.idle(model)) + (self,)
+        return SearchContext(
+            model=model,
+            goal=self,
+            optimized=optimized,
+            checks=optimized + (self,),
+            res_goals=res_goals,
+            rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
+            options=options,
+            disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
+        )
+
+    def sets_figure(self, model: ClusterModel, a: int) -> bool:
+        """``a`` is the hottest broker and more than 2% above the bound."""
+        util = model.util(self.dim)
+        return bool(
+            util[a] >= util.max() - EPS
+            and util[a] > 1.02 * model.lower_bound(self.dim) * model.cluster_util(self.dim)
+        )
+
+    def over(self, model: ClusterModel, b: int) -> bool:
+        """Broker ``b`` is above its upper limit by more than the slack: the search sheds it."""
+        upper, _ = self.limits(model)
+        return bool(model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model))
+
+    def fits(self, move: Move, model: ClusterModel) -> bool:
+        """The receiving broker stays within this goal's upper limit."""
+        upper, _ = self.limits(model)
+        d = model.delta(move)[self.dim]
+        b = move.dst if d > 0 else move.src
+        return bool((model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS)
+
+    def under(self, model: ClusterModel, b: int) -> bool:
+        """Broker ``b`` is below its lower limit by more than the slack: the search fills it."""
+        _, lower = self.limits(model)
+        return bool(model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model))
+
+
+def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
+    """Relief per byte in 10% buckets, then the bigger relief first within a bucket.
+
+    Exact ratios tie for a whole topic (same retention), which would favour its tiniest
+    partitions: many moves for the same bytes. Bucketing trades <=10% bytes for far fewer moves.
+    """
+    if not len(ratio):
+        return ratio
+    bucket = np.floor(np.log(np.maximum(ratio, 1e-300)) / np.log(1.1))
+    top = relief.max()
+    key: np.ndarray = bucket + (relief / top * 0.999 if top > 0 else 0.0)
+    return key
+
+
+class NetworkInGoal(ResourceGoal):
+    """A goal on network_in: every replica of a partition carries its bytes in (leader or not)."""
+
+    dim = IN
+    carried_by_every_replica = True
+    sheds_best_fit = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.bytes_in[ps]
+
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
+        # Followers first within a bucket: moving a leader replica drags its network_out along.
+        key: np.ndarray = super().move_key(model, ps, relief, brokers) + 0.5 * (model.leader[ps] == brokers)
+        return key
+
+
+class NetworkOutGoal(ResourceGoal):
+    """A goal on network_out: a partition's leader serves it (its consumers and its followers),
+    so leadership transfers move it without moving data."""
+
+    dim = OUT
+    leader_borne = True
+    leadership = True
+    sheds_best_fit = True
+    chains_leadership = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.leader_out[ps]
+
+
+class DiskGoal(ResourceGoal):
+    """A goal on disk: every replica of a partition holds its size."""
+
+    dim = DISK
+    carried_by_every_replica = True
+
+    def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
+        return model.size[ps]
+
+    def move_key(
+        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+    ) -> np.ndarray:
+        # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
+        # traffic balance, already settled, undisturbed; the biggest first within 10% of
+        # coldness. Measured rates carry noise: an exact ratio would order a retention class by
+        # noise, not size, and make many more, smaller moves (benchmarks/planning_bench.py).
+        return -_bucketed(model.size[ps] / (model.bytes_in[ps] + 1.0), relief)
+
+
+class CapacityGoal(ResourceGoal):
+    """Hard: every broker's utilization of the goal's resource <= capacity_threshold.
+
+    An action is accepted if the broker that gains load stays at or under the threshold. There is
+    no lower limit.
+    """
+
+    hard = True
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        n = model.n_brokers
+        return np.full(n, self.threshold), np.full(n, -np.inf)
+
+
+class NetworkInCapacityGoal(NetworkInGoal, CapacityGoal):
+    """Hard: network_in <= capacity_threshold on every broker. Acts by replica moves and swaps."""
+
+    name = "capacity_network_in"
+
+
+class NetworkOutCapacityGoal(NetworkOutGoal, CapacityGoal):
+    """Hard: network_out <= capacity_threshold on every broker. Acts by leadership transfers (and
+    chains of two), then replica moves and swaps."""
+
+    name = "capacity_network_out"
+
+
+class DiskCapacityGoal(DiskGoal, CapacityGoal):
+    """Hard: disk <= capacity_threshold on every broker. Acts by replica moves and swaps, the
+    coldest data first."""
+
+    name = "capacity_disk"

@@ -1,0 +1,26 @@
+"""Named constants of the resource goals' search: how far it looks, and how it screens."""
+
+from __future__ import annotations
+
+from balancer.vocabulary import ActionKind
+
+# Local names for the hot loops (a global load, not an attribute lookup per move).
+LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE, ActionKind.SWAP
+
+EPS = 1e-9  # utilization tolerance of every limit check
+OPTIMIZE_PASSES = 6  # shed-then-fill passes per optimize (another only after one that moved something)
+DEST_TRIES = 4  # coldest feasible destinations tried per candidate
+BEST_FIT_WINDOW = 256  # candidates, in order, among which a best-fit shed picks
+CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two transfers
+SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
+SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
+SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order
+SWAP_PICKS = 3  # exchanges tried per offer, those nearest the aimed transfer first
+BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
+FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
+FILL_TRIES_FLOOR = 200  # candidates each under-loaded broker may try, however many there are
+# Candidates screened with numpy at once (screen.screen): none while candidates keep passing;
+# after SCREEN_FIRST rejections in a row, chunks of SCREEN_FIRST growing 4x per empty one.
+SCREEN_FIRST = 16
+SCREEN_CHUNK = 1024
+SCREEN_SLACK = 1e-12  # utilization by which the screen's limits are looser than the scalar checks'

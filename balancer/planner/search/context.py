@@ -1,0 +1,37 @@
+"""The search context: what one resource goal's search works with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..model import ClusterModel
+from ..options import PlannerOptions
+
+if TYPE_CHECKING:
+    from ..goals import Goal, RackAwareGoal, ResourceGoal
+
+
+@dataclass
+class SearchContext:
+    """What one resource goal's search works with, for one ``optimize``: the model, the goals that
+    judge its moves, the limits that screen them, and the search's own state (``barren``,
+    ``guard_ratio``), which no goal object keeps."""
+
+    model: ClusterModel
+    goal: ResourceGoal  # the goal searching
+    optimized: tuple[Goal, ...]  # goals already optimized: each must accept every move
+    checks: tuple[Goal, ...]  # ``optimized`` and the goal searching
+    # Resource goals whose limits screen candidate moves: the optimized ones not idle (under its
+    # low-utilization threshold a goal vetoes nothing) and the goal searching.
+    res_goals: tuple[ResourceGoal, ...]
+    rack: RackAwareGoal | None  # the rack goal, if optimized: destinations must keep racks
+    options: PlannerOptions
+    # Disk a take-back, or a move that prefers disk room, may leave on a broker: the disk goal's
+    # target band (that goal runs later and would move the bytes again).
+    disk_line: float
+    # Swap partners that gave no exchange, by how many searches: passed over after BARREN_AFTER.
+    barren: dict[int, int] = field(default_factory=dict)
+    # Guard ceiling / cluster utilization while a figure-setting broker is shed again; None: the
+    # goal's threshold.
+    guard_ratio: float | None = None

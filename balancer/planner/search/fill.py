@@ -1,0 +1,153 @@
+"""Filling: moving load onto each broker under the goal's lower limit, the coldest first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..actions import Move
+from ..model import IN, LBIN, NLEAD, OUT
+from .constants import DEST_TRIES, FILL_CANDIDATES, FILL_TRIES_FLOOR, REPLICA_MOVE, SCREEN_CHUNK, SCREEN_FIRST
+from .context import SearchContext
+from .leadership import fill_leaderships
+from .screen import screen
+
+
+def fill_all(ctx: SearchContext) -> None:
+    model, goal = ctx.model, ctx.goal
+    _, lower = goal.limits(model)
+    if not np.isfinite(lower).any():
+        return
+    util = model.util(goal.dim)
+    under = [
+        b
+        for b in np.argsort(util, kind="stable").tolist()
+        if util[b] < lower[b] - goal.slack(model) and model.dest_ok[b]
+    ]
+    if not under:
+        return
+    avg = model.cluster_util(goal.dim)
+    pool = None
+    for b in under:
+        if goal.leadership:
+            fill_leaderships(b, ctx)
+        if not goal.moves or not goal.under(model, b):
+            continue
+        if pool is None:
+            pool = fill_pool(avg, ctx)
+        if goal.covers and fill_cover(b, pool, ctx):
+            continue
+        fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+
+
+def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
+    """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
+    lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass."""
+    model, goal = ctx.model, ctx.goal
+    _, lower = goal.limits(model)
+    dim = goal.dim
+    need = lower[dst] * model.cap[dst, dim] - model.load[dst, dim]
+    pool_p, pool_src = pool
+    held = (model.replicas[pool_p] == pool_src[:, None]).any(axis=1)
+    on_dst = (model.replicas[pool_p] == dst).any(axis=1)
+    relief = goal.relief(model, pool_p, pool_src)
+    covering = np.flatnonzero(held & ~on_dst & (relief >= need))
+    if not len(covering) or not model.dest_ok[dst]:
+        return False
+    refused = 0
+    for pick in covering[np.argsort(model.size[pool_p[covering]], kind="stable")].tolist():
+        move = Move(REPLICA_MOVE, int(pool_p[pick]), int(pool_src[pick]), dst)
+        if not (goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio)):
+            continue
+        if (ctx.rack is None or ctx.rack.accept(move, model)) and goal.try_move(move, model, ctx.checks):
+            return True
+        refused += 1
+        if refused >= DEST_TRIES:
+            break
+    return False
+
+
+def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx: SearchContext) -> None:
+    """Move replicas from the pool to ``b`` in pool order while ``b`` is under its lower limit,
+    trying at most ``limit`` candidates that could go to ``b`` at all.
+
+    One by one while candidates keep passing; after SCREEN_FIRST rejections in a row, the
+    vectorized screen skips the candidates it rejects at the current loads, counted as tried:
+    rejecting one changes nothing, so the result is the one-by-one loop's.
+    """
+    model, goal = ctx.model, ctx.goal
+    pool_p, pool_a = pool
+    leader_only = goal.leader_borne
+    tries, i, n, misses, chunk = 0, 0, len(pool_p), 0, 0
+    while i < n and goal.under(model, b) and tries <= limit:
+        if misses < SCREEN_FIRST:
+            p, a = int(pool_p[i]), int(pool_a[i])
+            i += 1
+            if leader_only and model.leader[p] != a:
+                continue
+            if not model.holds(p, a) or model.holds(p, b) or not model.dest_ok[b]:
+                continue
+            tries += 1
+        else:
+            chunk = max(chunk, SCREEN_FIRST)
+            ps, srcs = pool_p[i : i + chunk], pool_a[i : i + chunk]
+            rows = model.replicas[ps]
+            led = model.leader[ps] == srcs
+            valid = (rows == srcs[:, None]).any(axis=1) & ~(rows == b).any(axis=1) & bool(model.dest_ok[b])
+            if leader_only:
+                valid &= led
+            # The loop stops at the first candidate met with more than ``limit`` tried before it.
+            before = tries + np.cumsum(valid) - valid
+            stop = np.flatnonzero(before > limit)
+            end = int(stop[0]) if len(stop) else len(ps)
+            vec = model.contrib_matrix(ps[:end], -1)
+            ledf = led[:end].astype(np.float64)
+            vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                model.leader_out[ps[:end]] * ledf,
+                vec[:, IN] * ledf,
+                ledf,
+            )
+            hits = np.flatnonzero(valid[:end] & screen(ctx, srcs[:end], b, vec))
+            if not len(hits):
+                tries += int(valid[:end].sum())
+                if end < len(ps):
+                    return
+                i += len(ps)
+                chunk = min(4 * chunk, SCREEN_CHUNK)
+                continue
+            k = int(hits[0])
+            if k < SCREEN_FIRST // 4:
+                misses, chunk = 0, 0  # the screen is not skipping much here: one by one again
+            tries += int(valid[:k].sum()) + 1
+            i += k + 1
+            p, a = int(ps[k]), int(srcs[k])
+        move = Move(REPLICA_MOVE, p, a, b)
+        if (
+            goal.fits(move, model)
+            and goal.wants(move, model, ctx.guard_ratio)
+            and (ctx.rack is None or ctx.rack.accept(move, model))
+            and goal.try_move(move, model, ctx.checks)
+        ):
+            misses, chunk = 0, 0
+        else:
+            misses += 1
+
+
+def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
+    """Replicas on brokers above average, best relief per byte first: (partitions, brokers)."""
+    model, goal = ctx.model, ctx.goal
+    util = model.util(goal.dim)
+    flat = model.replicas.ravel()
+    ps = np.repeat(np.arange(model.n_partitions), model.replicas.shape[1])
+    ok = flat >= 0
+    ps, bs = ps[ok], flat[ok]
+    hot = (util[bs] > avg) & model.movable[ps]
+    ps, bs = ps[hot], bs[hot]
+    relief = goal.relief(model, ps, bs)
+    keep = relief > 0
+    ps, bs, relief = ps[keep], bs[keep], relief[keep]
+    key = goal.move_key(model, ps, relief, bs)
+    if len(key) > FILL_CANDIDATES:
+        top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
+        ps, bs, key = ps[top], bs[top], key[top]
+    order = np.lexsort((bs, ps, key))
+    return ps[order], bs[order]

@@ -1,0 +1,230 @@
+"""Leadership transfers: shedding and filling by leadership, chains of two transfers, swaps of two."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..actions import Move
+from ..model import LBIN, NLEAD, OUT
+from .constants import CHAIN_TRIES, LEADERSHIP, SCREEN_CHUNK, SCREEN_FIRST, SWAP_LEADERSHIPS
+from .context import SearchContext
+from .screen import screen
+
+
+def shed_leaderships(a: int, ctx: SearchContext) -> None:
+    """Hand leaderships off ``a`` while it is over its limit: to a follower with room, else (where
+    the goal chains) by a chain of two transfers."""
+    model, goal = ctx.model, ctx.goal
+    ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+    # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
+    ps = ps[np.lexsort((goal.leadership_key(model, ps), model.orig_replicas[ps, 0] == a))]
+    util = model.util(goal.dim)
+    chains = 0
+    led: dict[int, np.ndarray] = {}
+    i, n, misses, chunk = 0, len(ps), 0, 0
+    while i < n:
+        if not goal.over(model, a):
+            return
+        if misses >= SCREEN_FIRST and (not goal.chains_leadership or chains >= CHAIN_TRIES):
+            # A leadership none of whose followers passes the screen is refused by the
+            # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
+            chunk = max(chunk, SCREEN_FIRST)
+            cand = ps[i : i + chunk]
+            rows = model.replicas[cand]
+            follower = (rows >= 0) & (rows != a) & model.dest_ok[np.maximum(rows, 0)]
+            kk, jj = np.nonzero(follower)
+            vec = np.zeros((len(kk), model.load.shape[1]))
+            vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                model.leader_out[cand[kk]],
+                model.bytes_in[cand[kk]],
+                1.0,
+            )
+            passed = np.zeros(len(cand), dtype=bool)
+            passed[kk[screen(ctx, np.full(len(kk), a), rows[kk, jj], vec)]] = True
+            hits = np.flatnonzero(passed)
+            if not len(hits):
+                chains += len(cand)
+                i += len(cand)
+                chunk = min(4 * chunk, SCREEN_CHUNK)
+                continue
+            if hits[0] < SCREEN_FIRST // 4:
+                misses, chunk = 0, 0  # not skipping much here: one by one again
+            chains += int(hits[0])
+            i += int(hits[0])
+        p = int(ps[i])
+        i += 1
+        row = model.replicas[p]
+        followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
+        # The preferred replica first: handing leadership back needs only an election.
+        preferred = model.orig_replicas[p, 0]
+        followers.sort(key=lambda b: (b != preferred, util[b], b))
+        for f in followers:
+            move = Move(LEADERSHIP, p, a, f)
+            if (
+                goal.fits(move, model)
+                and goal.wants(move, model, ctx.guard_ratio)
+                and goal.try_move(move, model, ctx.checks)
+            ):
+                util = model.util(goal.dim)
+                misses, chunk = 0, 0
+                break
+        else:
+            misses += 1
+            if (
+                goal.chains_leadership
+                and chains < CHAIN_TRIES
+                and chain_leadership(p, a, followers, led, ctx)
+            ):
+                util = model.util(goal.dim)
+                misses, chunk = 0, 0
+            chains += 1
+
+
+def chain_leadership(
+    p: int, a: int, followers: list[int], led: dict[int, np.ndarray], ctx: SearchContext
+) -> bool:
+    """Hand ``p``'s leadership to a follower ``f`` that lacks room for it, after ``f`` hands
+    one of its own leaderships (the lightest that makes the room) on to a broker with room.
+
+    Two transfers, no data: on a heavy-tailed cluster the heavy leaderships of the hottest
+    broker mostly have hot followers, and without this only its many light ones could go
+    (thousands of transfers where a few dozen pairs do). Undone unless both pass every goal.
+    """
+    model, goal = ctx.model, ctx.goal
+    d = goal.dim
+    upper, lower = goal.limits(model)
+    lo_p = float(goal.relief(model, np.array([p]), a)[0])
+    for f in followers:
+        overflow = model.load[f, d] + lo_p - upper[f] * model.cap[f, d]
+        if overflow <= 0:
+            continue  # a plain transfer was refused for another reason
+        if f not in led:
+            led[f] = np.nonzero((model.leader == f) & model.movable & (model.rf > 1))[0]
+        qs = led[f]
+        qs = qs[(model.leader[qs] == f) & (qs != p)]
+        if not len(qs):
+            continue
+        lo_q = goal.relief(model, qs, f)
+        best = None
+        for j in range(model.replicas.shape[1]):
+            g = model.replicas[qs, j]
+            gi = np.maximum(g, 0)
+            ok = (
+                (g >= 0)
+                & (g != f)
+                & (g != a)
+                & model.dest_ok[gi]
+                & (lo_q >= overflow)
+                & (model.load[gi, d] + lo_q <= upper[gi] * model.cap[gi, d])
+                & (model.load[f, d] + lo_p - lo_q >= lower[f] * model.cap[f, d])
+            )
+            if ok.any():
+                # A receiver under its lower limit first (the transfer fills it too), then the
+                # lightest leadership that makes the room.
+                warm = (model.load[gi, d] >= lower[gi] * model.cap[gi, d]).astype(np.float64)
+                k = int(np.lexsort((lo_q, warm, ~ok))[0])
+                rank = (warm[k], float(lo_q[k]))
+                if best is None or rank < best[0]:
+                    best = (rank, int(qs[k]), int(g[k]))
+        if best is None:
+            continue
+        _, q, g = best
+        # f may dip under this goal's lower limit between the two transfers (not after them:
+        # see ``ok``), so the first one answers to the other goals only.
+        if not goal.try_move(Move(LEADERSHIP, q, f, g), model, tuple(c for c in ctx.checks if c is not goal)):
+            continue
+        move = Move(LEADERSHIP, p, a, f)
+        if (
+            goal.fits(move, model)
+            and goal.wants(move, model, ctx.guard_ratio)
+            and goal.try_move(move, model, ctx.checks)
+        ):
+            return True
+        model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
+    return False
+
+
+def swap_leadership(a: int, ctx: SearchContext) -> None:
+    """Trade a heavy leadership on ``a`` for a lighter one its follower leads: no data moves.
+
+    Applied as two transfers, each checked by every optimized goal; undone if the second
+    is vetoed, so only the pair's net effect ever stays.
+    """
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    d = goal.dim
+    ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+    load_p = goal.relief(model, ps, a)
+    ps = ps[np.argsort(-load_p, kind="stable")][:SWAP_LEADERSHIPS]
+    on_a = model.partitions_on(a)  # leadership transfers leave it as it is
+    for p in ps.tolist():
+        if not goal.over(model, a):
+            return
+        row = model.replicas[p]
+        for f in [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]:
+            qs = on_a[(model.leader[on_a] == f) & model.movable[on_a]]
+            if not len(qs):
+                continue
+            lp = float(goal.relief(model, np.array([p]), a)[0])
+            lq = goal.relief(model, qs, f)
+            room = upper[f] * model.cap[f, d] - model.load[f, d]
+            need = model.load[a, d] - upper[a] * model.cap[a, d]
+            want = min(max((model.load[a, d] - model.load[f, d]) / 2, need), room)
+            net = lp - lq
+            ok = (net > 0) & (net <= room)
+            if not ok.any():
+                continue
+            k = int(np.argmin(np.where(ok, np.abs(net - want), np.inf)))
+            q = int(qs[k])
+            first, second = Move(LEADERSHIP, p, a, f), Move(LEADERSHIP, q, f, a)
+            before = goal.term(model, a, model.load[a, d]) + goal.term(model, f, model.load[f, d])
+            after = goal.term(model, a, model.load[a, d] - net[k]) + goal.term(
+                model, f, model.load[f, d] + net[k]
+            )
+            if before - after < goal.min_gain(model, before) or not goal.try_move(first, model, ctx.checks):
+                continue
+            if goal.try_move(second, model, ctx.checks):
+                break
+            model.apply(Move(LEADERSHIP, p, f, a))  # undo the first half
+
+
+def fill_leaderships(b: int, ctx: SearchContext) -> None:
+    """Take leaderships onto ``b`` while it is under its lower limit."""
+    model, goal = ctx.model, ctx.goal
+    ps = model.partitions_on(b)
+    ps = ps[(model.leader[ps] != b) & model.movable[ps]]
+    # Partitions preferring b first (election only), then by this goal's key.
+    ps = ps[np.lexsort((goal.leadership_key(model, ps), model.orig_replicas[ps, 0] != b))]
+    # In order, each candidate that passes ``fits``, ``wants`` and every goal's accept
+    # is applied. A rejected candidate changes nothing, so the ones the vectorized
+    # screen rejects at the current loads are skipped in one step.
+    i, n, misses, chunk = 0, len(ps), 0, 0
+    while i < n and goal.under(model, b):
+        if misses >= SCREEN_FIRST:
+            chunk = max(chunk, SCREEN_FIRST)
+            cand = ps[i : i + chunk]
+            vec = np.zeros((len(cand), model.load.shape[1]))
+            vec[:, OUT], vec[:, LBIN], vec[:, NLEAD] = (
+                model.leader_out[cand],
+                model.bytes_in[cand],
+                1.0,
+            )
+            hits = np.flatnonzero(screen(ctx, model.leader[cand], b, vec))
+            if not len(hits):
+                i += len(cand)
+                chunk = min(4 * chunk, SCREEN_CHUNK)
+                continue
+            if hits[0] < SCREEN_FIRST // 4:
+                misses, chunk = 0, 0  # not skipping much here: one by one again
+            i += int(hits[0])
+        p = int(ps[i])
+        i += 1
+        move = Move(LEADERSHIP, p, int(model.leader[p]), b)
+        if (
+            goal.fits(move, model)
+            and goal.wants(move, model, ctx.guard_ratio)
+            and goal.try_move(move, model, ctx.checks)
+        ):
+            misses, chunk = 0, 0
+        else:
+            misses += 1

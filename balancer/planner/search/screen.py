@@ -1,0 +1,143 @@
+"""Vectorized screens: which candidate moves every limit of the optimized resource goals admits.
+
+Each screen uses the arithmetic of the scalar checks with its limits loosened by SCREEN_SLACK, so a
+candidate it rejects is one the scalar checks reject: skipping it cannot change a plan.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..model import ClusterModel
+from .constants import (
+    EPS,
+    SCREEN_SLACK,
+)
+from .context import SearchContext
+
+if TYPE_CHECKING:
+    from ..goals import ResourceGoal
+
+
+def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray:
+    model = ctx.model
+    mask = model.dest_ok.copy()
+    row = model.replicas[p]
+    mask[row[row >= 0]] = False
+    for g in ctx.res_goals:
+        v = vec[g.dim]
+        if v > 0:
+            upper, _ = g.limits(model)
+            mask &= (model.load[:, g.dim] + v) <= (upper + EPS) * model.cap[:, g.dim]
+    if ctx.rack is not None:
+        rm = ctx.rack.dest_mask(model, p, a)
+        if rm is not None:
+            mask &= rm
+    return mask
+
+
+def source_ok(a: int, vec: np.ndarray, ctx: SearchContext) -> bool:
+    """Moving a replica that carries ``vec`` off ``a`` takes ``a`` under no other resource goal's
+    lower limit."""
+    model, goal = ctx.model, ctx.goal
+    for g in ctx.res_goals:
+        v = vec[g.dim]
+        if v > 0:
+            _, lower = g.limits(model)
+            if (model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - EPS and g is not goal:
+                return False
+    return True
+
+
+def source_ok_many(a: int, vecs: np.ndarray, ctx: SearchContext) -> np.ndarray:
+    """``source_ok`` for many replicas on ``a`` (rows of ``vecs``), its limits loosened by
+    SCREEN_SLACK: False only where ``source_ok`` is False too."""
+    model, goal = ctx.model, ctx.goal
+    ok = np.ones(len(vecs), dtype=bool)
+    for g in ctx.res_goals:
+        if g is goal:
+            continue
+        v = vecs[:, g.dim]
+        _, lower = g.limits(model)
+        ok &= ~((v > 0) & ((model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - EPS - SCREEN_SLACK))
+    return ok
+
+
+def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, float]]:
+    """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
+    goal's ``swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
+    model = ctx.model
+    windows: dict[int, list[float]] = {}
+    for g in ctx.res_goals:
+        upper, lower = g.limits(model)
+        dim = g.dim
+        load, cap = model.load[:, dim], model.cap[:, dim]
+        tol = EPS
+        hi = min((upper[b] + tol) * cap[b] - load[b], load[a] - (lower[a] - tol) * cap[a])
+        lo = -min((upper[a] + tol) * cap[a] - load[a], load[b] - (lower[b] - tol) * cap[b])
+        w = windows.setdefault(dim, [-math.inf, math.inf])
+        w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
+    out = {}
+    for dim, (lo, hi) in windows.items():
+        widen = (
+            1e-9
+            * (
+                abs(model.load[a, dim])
+                + abs(model.load[b, dim])
+                + abs(lo if math.isfinite(lo) else 0)
+                + abs(hi if math.isfinite(hi) else 0)
+            )
+            + 1e-300
+        )
+        out[dim] = (lo - widen, hi + widen)
+    return out
+
+
+def swap_screen(g: ResourceGoal, n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
+    """Per candidate: transferring ``n`` from a to b keeps goal g's limits (vectorized accept)."""
+    upper, lower = g.limits(model)
+    load, cap = model.load[:, g.dim], model.cap[:, g.dim]
+    tol = EPS
+    to_b = (load[b] + n <= (upper[b] + tol) * cap[b]) & (load[a] - n >= (lower[a] - tol) * cap[a])
+    to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
+    return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
+
+
+def screen(ctx: SearchContext, src: np.ndarray | int, dst: np.ndarray | int, vec: np.ndarray) -> np.ndarray:
+    """Per candidate move taking ``vec[i]`` (>= 0 per dimension) from ``src[i]`` to ``dst`` (one
+    broker, or one per candidate): False
+    only where ``fits``, ``improves`` or a resource goal's ``accept`` rejects it too.
+
+    The same arithmetic as the scalar ctx.checks, with limits loosened by SCREEN_SLACK, so a
+    candidate it rejects is one the scalar ctx.checks reject: skipping it cannot change a plan.
+    """
+    model, goal = ctx.model, ctx.goal
+    load, cap, d = model.load, model.cap, goal.dim
+    src = np.asarray(src)
+    ok = np.ones(len(vec), dtype=bool)
+    for g in ctx.res_goals:
+        v = vec[:, g.dim]
+        upper, lower = g.limits(model)
+        tol = EPS * np.maximum(1.0, np.abs(upper[dst])) - g.margin + SCREEN_SLACK
+        ok &= (v == 0) | (
+            ((load[dst, g.dim] + v) / cap[dst, g.dim] <= upper[dst] + tol)
+            & ((load[src, g.dim] - v) / cap[src, g.dim] >= lower[src] - tol)
+        )
+    v = vec[:, d]
+    upper, lower = goal.limits(model)
+    fit_b = np.where(v > 0, dst, src)
+    ok &= (load[fit_b, d] + v) / cap[fit_b, d] <= upper[fit_b] + EPS + SCREEN_SLACK
+    ls, lt = load[src, d], load[dst, d]
+
+    def term(b: np.ndarray | int, x: np.ndarray) -> np.ndarray:
+        u = x / cap[b, d]
+        excess: np.ndarray = np.maximum(u - upper[b], 0.0) + np.maximum(lower[b] - u, 0.0)
+        return excess
+
+    before = term(src, ls) + term(dst, lt)
+    after = term(src, ls - v) + term(dst, lt + v)
+    ok &= (v != 0) & (before - after >= goal.min_gain_array(model, before) - SCREEN_SLACK)
+    return ok

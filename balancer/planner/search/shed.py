@@ -1,0 +1,251 @@
+"""Shedding: moving load off each broker over the goal's upper limit, the hottest first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..actions import Move
+from ..model import DISK, OUT
+from .constants import BEST_FIT_WINDOW, DEST_TRIES, EPS, LEADERSHIP, REPLICA_MOVE, SCREEN_CHUNK, SCREEN_FIRST
+from .context import SearchContext
+from .leadership import shed_leaderships, swap_leadership
+from .screen import dest_mask, source_ok, source_ok_many
+from .swap import swap_out
+
+
+def shed_all(ctx: SearchContext) -> None:
+    """Shed each broker over the goal's upper limit (by more than its slack), the hottest first,
+    each once: what is left on one after its shed is all the goal's checks allow."""
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    stuck: set[int] = set()
+    while True:
+        excess = model.util(goal.dim) - upper
+        over = [
+            b
+            for b in np.argsort(-excess, kind="stable").tolist()
+            if excess[b] > goal.slack(model) and b not in stuck
+        ]
+        if not over:
+            return
+        a = over[0]
+        shed(a, ctx)
+        if goal.guards and goal.over(model, a) and goal.sets_figure(model, a):
+            # ``a`` defines this resource's figure and the guard held it back: let guarded
+            # resources rise up to a's level, which leaves max(in, out) no worse.
+            ctx.guard_ratio = model.util(goal.dim)[a] / model.cluster_util(goal.dim)
+            try:
+                shed(a, ctx)
+            finally:
+                ctx.guard_ratio = None
+        stuck.add(a)  # everything movable off ``a`` was tried
+
+
+def shed(a: int, ctx: SearchContext) -> None:
+    """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
+    transfers (no data), then replica moves, then swaps, then swaps of two leaderships."""
+    model, goal = ctx.model, ctx.goal
+    if goal.leadership:
+        shed_leaderships(a, ctx)
+    if goal.moves and goal.over(model, a):
+        ps = model.partitions_on(a)
+        ps = ps[model.movable[ps]]
+        relief = goal.relief(model, ps, a)
+        keep = relief > 0
+        ps, relief = ps[keep], relief[keep]
+        key = goal.move_key(model, ps, relief, a)
+        order = np.argsort(key, kind="stable")
+        ps, relief, key = ps[order], relief[order], key[order]
+        if goal.sheds_best_fit:
+            best_fit_out(a, ps, relief, np.floor(-key), ctx)
+        else:
+            shed_in_order(a, ps, relief, ctx)
+    if goal.swaps and goal.over(model, a):
+        swap_out(a, ctx)
+    if goal.leadership and goal.over(model, a):
+        swap_leadership(a, ctx)
+
+
+def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
+    """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
+    one replica that alone covers the excess first), then take back what the overshoot does
+    not need."""
+    model, goal = ctx.model, ctx.goal
+    moved: list[Move] = []
+    tried = np.zeros(len(ps), dtype=bool)
+    covered_at = -1
+    i, n, misses, chunk = 0, len(ps), 0, 0
+    while i < n:
+        if not goal.over(model, a):
+            break
+        if goal.covers and covered_at != model.moves_applied:
+            covered_at = model.moves_applied
+            if cover(a, ps, relief, tried, moved, ctx):
+                continue
+        if tried[i]:
+            i += 1
+            continue
+        if misses >= SCREEN_FIRST:
+            # Candidates whose leaving would take ``a`` under another goal's lower
+            # limit fail ``source_ok`` and change nothing: skipped in one step.
+            chunk = max(chunk, SCREEN_FIRST)
+            cand = ps[i : i + chunk]
+            hits = np.flatnonzero(source_ok_many(a, model.contrib_matrix(cand, a), ctx))
+            if not len(hits):
+                i += len(cand)
+                chunk = min(4 * chunk, SCREEN_CHUNK)
+                continue
+            if hits[0] < SCREEN_FIRST // 4:
+                misses, chunk = 0, 0
+            i += int(hits[0])
+        if tried[i]:
+            i += 1
+            continue
+        p = int(ps[i])
+        tried[i] = True
+        i += 1
+        mark = len(model.log)
+        if move_out(p, a, ctx):
+            misses, chunk = 0, 0
+            if len(model.log) == mark + 1:
+                moved.append(model.log[-1])
+        else:
+            misses += 1
+    take_back(a, moved, ctx)
+
+
+def cover(
+    src: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, moved: list[Move], ctx: SearchContext
+) -> bool:
+    """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
+    relief alone covers src's remaining excess, the smallest data that the other goals' lower
+    limits let go, up to DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
+    take-back)."""
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    dim = goal.dim
+    need = model.load[src, dim] - upper[src] * model.cap[src, dim]
+    covering = np.flatnonzero(~tried & (relief >= need))
+    if not len(covering):
+        return False
+    covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
+    free = source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
+    for pick in covering[free][:DEST_TRIES].tolist():
+        tried[pick] = True
+        mark = len(model.log)
+        if move_out(int(ps[pick]), src, ctx):
+            if len(model.log) == mark + 1:
+                moved.append(model.log[-1])
+            return True
+    return False
+
+
+def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
+    """Greedy by relief per byte, but within the best buckets take the smallest replica that
+    alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    d = goal.dim
+    left = list(range(len(ps)))
+    moved: list[Move] = []
+    while left and goal.over(model, a):
+        need = model.load[a, d] - upper[a] * model.cap[a, d]
+        top = bucket[left[0]]
+        window = [i for i in left[:BEST_FIT_WINDOW] if bucket[i] >= top - 1]
+        covering = [i for i in window if relief[i] >= need]
+        pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
+        left.remove(pick)
+        mark = len(model.log)
+        if move_out(int(ps[pick]), a, ctx) and len(model.log) == mark + 1:
+            moved.append(model.log[-1])
+    take_back(a, moved, ctx)
+
+
+def take_back(a: int, moved: list[Move], ctx: SearchContext) -> None:
+    """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
+
+    The last picks of a shed can overshoot the limit by more than some earlier, smaller
+    moves carried: those go back (fewer moves, less data, ``a`` still within its limit).
+    """
+    model, goal = ctx.model, ctx.goal
+    if len(moved) < 2:
+        return
+    upper, _ = goal.limits(model)
+    d = goal.dim
+    for move in sorted(moved, key=lambda m: (-model.size[m.p], m.p)):
+        back = Move(REPLICA_MOVE, move.p, move.dst, a)
+        if not model.holds(move.p, move.dst) or model.holds(move.p, a):
+            continue
+        room = upper[a] * model.cap[a, d] - model.load[a, d]
+        if room <= 0:
+            return
+        if 0 < model.delta(back)[d] <= room and keeps_disk(back, ctx):
+            goal.try_move(back, model, ctx.checks)
+
+
+def keeps_disk(move: Move, ctx: SearchContext) -> bool:
+    """``move`` leaves its receiver's disk within the disk goal's target, or gives it no disk:
+    taking data back onto a broker must not make work for the disk goal (it runs later)."""
+    model = ctx.model
+    d = model.delta(move)[DISK]
+    gain = move.dst if d > 0 else move.src
+    return bool(d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + EPS)
+
+
+def move_out(part: int, src: int, ctx: SearchContext) -> bool:
+    """Move partition ``part``'s replica off ``src`` to the first of the DEST_TRIES coldest
+    destinations that every limit admits and every goal accepts. True if it moved."""
+    model, goal = ctx.model, ctx.goal
+    vec = model.contrib(part, src)
+    if not source_ok(src, vec, ctx):
+        return False
+    mask = dest_mask(part, src, vec, ctx)
+    dests = np.nonzero(mask)[0]
+    if not len(dests):
+        return False
+    util = model.util(goal.dim)[dests]
+    if goal.prefers_disk_room:
+        # Destinations whose disk stays within the disk goal's target first (that goal runs
+        # later and would move the bytes again), the coldest on this goal's dimension in each.
+        disk_after = (model.load[dests, DISK] + vec[DISK]) / model.cap[dests, DISK]
+        dests = dests[np.lexsort((util, disk_after > ctx.disk_line + EPS))][:DEST_TRIES]
+    else:
+        dests = dests[np.argsort(util, kind="stable")][:DEST_TRIES]
+    for dst in dests.tolist():
+        move = Move(REPLICA_MOVE, part, src, dst)
+        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+            return True
+    if goal.guards and model.leader[part] == src:
+        for dst in dests.tolist():
+            if move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
+                return True
+    return False
+
+
+def move_with_handback(move: Move, ctx: SearchContext) -> bool:
+    """Move a leader replica whose network_out would overload ``dst``, handing ``src`` a
+    leadership of ``dst``'s in exchange (no data): ``src`` just lost that much network_out.
+    """
+    model, goal = ctx.model, ctx.goal
+    if not goal.improves(move, model):
+        return False
+    a, dst, d = move.src, move.dst, OUT
+    limit = goal.threshold * model.cluster_util(d)
+    lo_p = model.leader_out[move.p]
+    excess = model.load[dst, d] + lo_p - limit * model.cap[dst, d]
+    if excess <= 0:
+        return False
+    on_a = model.partitions_on(a)
+    qs = on_a[(model.leader[on_a] == dst) & model.movable[on_a]]
+    qs = qs[qs != move.p]
+    lo_q = model.leader_out[qs]
+    fits = (lo_q >= excess) & (model.load[a, d] - lo_p + lo_q <= limit * model.cap[a, d])
+    if not fits.any():
+        return False
+    q = int(qs[fits][np.argmin(lo_q[fits])])
+    if not goal.try_move(Move(LEADERSHIP, q, dst, a), model, ctx.checks):
+        return False
+    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+        return True
+    model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
+    return False

@@ -1,0 +1,112 @@
+"""Swaps: a heavy replica on a broker over its limit for a lighter one on a cold partner."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..actions import Move
+from .constants import BARREN_AFTER, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
+from .context import SearchContext
+from .screen import swap_screen, swap_windows
+
+
+def swap_out(src: int, ctx: SearchContext) -> None:
+    """Exchange a heavy replica on ``src`` (over this goal's limit) for a lighter one on a cold
+    partner broker.
+
+    For each offered replica, every replica on the partner is screened at once (numpy)
+    against the limits of every optimized resource goal, so only exchanges that can pass
+    are tried; the full ``accept`` chain (racks included) still decides.
+    """
+    model, goal = ctx.model, ctx.goal
+    if not model.dest_ok[src]:
+        return  # an excluded broker takes nothing back
+    dim = goal.dim
+    upper, _ = goal.limits(model)
+    util = model.util(dim)
+    eligible = model.dest_ok.copy()
+    eligible[src] = False
+    # Every replica carries network_in and disk: where ``src`` may not lose one of them (under
+    # that goal's lower limit), a partner under the same limit may not lose it either, so only
+    # exchanges of exactly equal load would pass. Such partners are skipped.
+    for other in ctx.res_goals:
+        if other is not goal and other.carried_by_every_replica and other.dim != dim:
+            _, lower = other.limits(model)
+            if model.load[src, other.dim] < lower[src] * model.cap[src, other.dim]:
+                eligible &= model.load[:, other.dim] > lower * model.cap[:, other.dim]
+    # A partner that gave no exchange BARREN_AFTER times in this optimize is passed over (e.g. a
+    # cold broker pinned under another goal's lower limit): its slot goes to the next coldest.
+    cold = [partner for partner in np.argsort(util, kind="stable").tolist() if eligible[partner]]
+    cold = [partner for partner in cold if ctx.barren.get(partner, 0) < BARREN_AFTER]
+    cold = cold[:SWAP_PARTNERS]
+    offers, version = None, -1
+    for partner in cold:
+        if not goal.over(model, src):
+            return
+        if version != model.moves_applied:
+            # The SWAP_OFFERS replicas on ``src`` it would give first (this goal's order): recomputed
+            # only after a swap changed what ``src`` holds.
+            offered = model.partitions_on(src)
+            offered = offered[model.movable[offered]]
+            offered_load = model.contrib_matrix(offered, src)
+            keep = offered_load[:, dim] > 0
+            offered, offered_load = offered[keep], offered_load[keep]
+            key = goal.move_key(model, offered, offered_load[:, dim], src)
+            first = np.argsort(key, kind="stable")[:SWAP_OFFERS]
+            offers, version = (offered[first], offered_load[first]), model.moves_applied
+        assert offers is not None
+        swap_with(src, partner, offers, upper, ctx)
+        if model.moves_applied == version:
+            ctx.barren[partner] = ctx.barren.get(partner, 0) + 1
+
+
+def swap_with(
+    src: int, partner: int, offers: tuple[np.ndarray, np.ndarray], upper: np.ndarray, ctx: SearchContext
+) -> None:
+    """Swaps between ``src`` and one ``partner``: each of ``offers`` (replicas on ``src`` and
+    their contributions, in the order tried) against every replica on ``partner``."""
+    model, goal = ctx.model, ctx.goal
+    dim = goal.dim
+    offered, offered_load = offers
+    free = ~(model.replicas[offered] == partner).any(axis=1)
+    offered, offered_load = offered[free], offered_load[free]
+    held = model.partitions_on(partner)
+    held = held[model.movable[held] & ~(model.replicas[held] == src).any(axis=1)]
+    if not len(offered) or not len(held):
+        return
+    held_load = model.contrib_matrix(held, partner)
+    for offer in range(len(offered)):
+        if not goal.over(model, src):
+            return
+        room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
+        need = model.load[src, dim] - upper[src] * model.cap[src, dim]
+        if room <= 0:
+            break
+        # Every replica on the partner against this offer, at today's loads: the transfer on this
+        # goal's dimension first, then per dimension the tightest goal's window (slightly
+        # widened), a cheap cut; the exact per-goal screen runs on what is left.
+        net_d = offered_load[offer, dim] - held_load[:, dim]
+        ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
+        for other, (lo, hi) in swap_windows(src, partner, ctx).items():
+            net_other = offered_load[offer, other] - held_load[:, other]
+            ok &= (net_other <= hi) & (net_other >= lo)
+        passing = np.flatnonzero(ok)
+        if len(passing):
+            net_passing = offered_load[offer][None, :] - held_load[passing]
+            exact = np.ones(len(passing), dtype=bool)
+            for g in ctx.res_goals:
+                exact &= swap_screen(g, net_passing[:, g.dim], src, partner, model)
+            ok[passing[~exact]] = False
+        if not ok.any():
+            continue
+        # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
+        want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
+        cand = np.nonzero(ok)[0]
+        cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:SWAP_PICKS]
+        for pick in cand.tolist():
+            move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
+            if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+                # Only the two swapped partitions changed: the partner holds the offer instead.
+                held[pick] = offered[offer]
+                held_load[pick] = model.contrib(int(offered[offer]), partner)
+                break
