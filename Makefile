@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet lakehouse paths
 
-.PHONY: setup run run-kafka lint test test-unit bench $(addprefix bench-,$(BENCHES)) bench-planner-scale clean cluster-up \
+.PHONY: setup run run-sim run-kafka lint test test-unit bench $(addprefix bench-,$(BENCHES)) bench-planner-scale clean cluster-up \
 	cluster-down kafka-up kafka-down \
 	notebook notebooks
 
@@ -35,15 +35,19 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-# The end-to-end demo: embedded broker + simulated cluster + streaming job.
+# The end-to-end demo on real Apache Kafka brokers (README "make run"): four KRaft brokers, producers and a
+# consumer group, `balancer agent` measuring the brokers' JMX exporters, the job, and `balancer execute`.
 # The console shows the demo's own lines; `make run VERBOSE=1` shows Spark's and the libraries' logs too.
 run: setup
+	@$(PY) -m balancer.demo.real $(if $(VERBOSE),--verbose)
+
+# The same job on a simulated cluster (embedded broker, a simulated minute a second): the whole lifecycle
+# on eight brokers in about two minutes.
+run-sim: setup
 	@$(PY) -m balancer.demo $(if $(VERBOSE),--verbose)
 
-# The same product on real Apache Kafka brokers (README "make run-kafka"): four KRaft brokers, producers and a
-# consumer group, `balancer agent` measuring the brokers' JMX exporters, the job, and `balancer execute`.
-run-kafka: setup
-	@$(PY) -m balancer.demo.real $(if $(VERBOSE),--verbose)
+# The old name of `make run`.
+run-kafka: run
 
 # Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core, execution and
 # config: the code a change is most likely to break silently.

@@ -126,7 +126,7 @@ def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
 
 @pytest.mark.integration
 def test_the_demo_console_shows_its_own_lines_while_streaming(tmp_path):
-    """`make run`'s entry for a quarter minute of streaming (the whole demo takes minutes): Spark's
+    """`make run-sim`'s entry for a quarter minute of streaming (the whole demo takes minutes): Spark's
     streaming warnings ("Current batch is falling behind") and Great Expectations' INFO lines go to
     the file. Too short to carry out a plan, so it ends with the demo's own line saying so."""
     logs = tmp_path / "logs"

@@ -1,4 +1,4 @@
-"""``make run-kafka``'s scenario end to end, on real Apache Kafka brokers of its own: four KRaft nodes, each
+"""``make run``'s scenario end to end, on real Apache Kafka brokers of its own: four KRaft nodes, each
 running the Prometheus JMX exporter (the session's ``kafka`` fixture has three and no exporter), brokers 1-3
 holding skewed traffic and broker 4 joining empty; ``balancer agent`` measuring them, the job planning,
 ``balancer execute`` (started by the job, ``executor.mode: auto``) carrying the plan out."""

