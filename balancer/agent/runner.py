@@ -25,9 +25,10 @@ log = logging.getLogger("balancer.agent")
 
 # Rates are given across at most this many intervals: one missed scrape leaves a gap, not a long average.
 MAX_GAP_INTERVALS = 1.5
-# A scrape is timed at the middle of its round trip; one slower than twice this share of an interval times
-# no rate (a cold exporter answers its first scrape in seconds).
-MAX_SKEW_INTERVALS = 0.05
+# A scrape is timed at the middle of its round trip; one slower than a whole interval cannot be placed in
+# its interval and times no rate (a cold exporter's first answer; on a busy box answers of a second or two
+# are common and still count).
+MAX_SKEW_INTERVALS = 0.5
 
 
 @dataclass
@@ -81,7 +82,6 @@ class Agent:
             self.source = JmxSource(
                 timeout_s=agent.jmx.timeout.seconds,
                 max_bytes=agent.jmx.max_response_bytes,
-                # Timed to within 5% of an interval at each end: a rate within 10% at the worst.
                 max_skew_s=MAX_SKEW_INTERVALS * self.interval_s,
                 **limits,
             )
