@@ -251,6 +251,11 @@ class Outcome:
         """(broker, utilization / cluster utilization) of the broker most over its share."""
         used = sum(r[resource] or 0.0 for r in loads.values())
         capacity = sum(r[f"capacity_{resource}"] or 0.0 for r in loads.values())
+        if not used or not capacity:
+            raise RuntimeError(
+                f"the window has no {resource} for any broker: the agent published no rate for it "
+                "(metrics endpoints unreachable or answering slower than an interval)"
+            )
         ratios = {
             b: (r[resource] or 0.0) / r[f"capacity_{resource}"] / (used / capacity) for b, r in loads.items()
         }
