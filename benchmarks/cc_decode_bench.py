@@ -6,7 +6,7 @@ Both formats describe the same cluster (the ingest benchmark's ``--quick`` 270-b
 at one instant:
 
 - v1: the simulator's telemetry, one JSON record per replica and per broker, decoded by
-  ``balancer.spark.json_values.decode_json`` into the parser's typed schema (what the Kafka source
+  ``balancer.spark.ingest.json_values.decode_json`` into the parser's typed schema (what the Kafka source
   does in its reading task);
 - Cruise Control: what its reporter would send for the same state, encoded as ``MetricSerde``
   does: PARTITION_SIZE for every replica, TOPIC_BYTES_IN/OUT and TOPIC_MESSAGES_IN_PER_SEC per
@@ -100,9 +100,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
-    from balancer.spark.json_values import decode_json
-    from balancer.spark.kafka_source import _arrow_type
-    from balancer.spark.parse import TYPED_SCHEMA
+    from balancer.spark.ingest.json_values import decode_json
+    from balancer.spark.ingest.kafka_source import _arrow_type
+    from balancer.spark.ingest.parse import TYPED_SCHEMA
 
     records = SimulatedCluster(generate(ScenarioSpec(**QUICK)), noise=0.03, seed=1).telemetry(T0)
     v1 = [tm.encode(r) for r in records]

@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/fleet_bench.py --clusters 4 --max-replicas 5000 --min-replicas 5000
 
 A fleet of Kafka clusters is planned the way the job plans a micro-batch's closed windows:
-``balancer.spark.planning.plans`` over partition_load / broker_load rows, one ``applyInPandas``
+``balancer.spark.plan.planning.plans`` over partition_load / broker_load rows, one ``applyInPandas``
 group per (cluster, window), i.e. per cluster here, run on the executors: one timed run is one
 window of the whole fleet. The rows are built once (``planning_bench.cluster_frames``: a window of
 each cluster as the job hands it over) and written as parquet; each worker count is a separate

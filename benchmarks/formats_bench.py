@@ -33,8 +33,8 @@ from balancer.demo.cc_reporter import from_telemetry
 from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
+from balancer.spark.ingest.kafka_source import KafkaSource
 from balancer.spark.job import parse_stream, python_source_options
-from balancer.spark.kafka_source import KafkaSource
 from balancer.spark.session import build_session
 
 
@@ -120,7 +120,7 @@ def _land(spark, parsed, config):
     import tempfile
 
     from balancer.spark.lakehouse import Lakehouse
-    from balancer.spark.sinks import BalancerSink
+    from balancer.spark.pipeline import BalancerSink
 
     def run():
         workdir = Path(tempfile.mkdtemp(prefix="formats-bench-"))

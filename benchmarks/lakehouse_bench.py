@@ -22,7 +22,7 @@ each micro-batch: its log has more commits, which Delta checkpoints bound in bot
 
 At each measured day the reads of one window close are timed on both (best of ``--repeats``, each
 after one untimed warm-up close): telemetry_raw's window (``read_range`` and a count), the topology in
-force at the window's end (``cruise_control.topology_at`` / ``brokers_at``, counted), the plan tables
+force at the window's end (``cc_loads.topology_at`` / ``brokers_at``, counted), the plan tables
 (``tracking.read_latest``, ``tracking.stored_infos``) and the failed ingest runs (``QualityRuns``).
 """
 
@@ -187,8 +187,9 @@ def close_reads(spark, lakehouse: Lakehouse, end_ms: int, slices) -> dict[str, f
     """Seconds per read of one window close ending at ``end_ms`` (the window before it closed last)."""
     from pyspark.sql import functions as F
 
-    from balancer.spark import cruise_control, tracking
-    from balancer.spark.quality_runs import QualityRuns
+    from balancer.spark.contract.quality_runs import QualityRuns
+    from balancer.spark.track import tracking
+    from balancer.spark.windows import cc_loads
 
     size_ms = int(WINDOW.total_seconds() * 1000)
     out = {}
@@ -214,8 +215,8 @@ def close_reads(spark, lakehouse: Lakehouse, end_ms: int, slices) -> dict[str, f
         metadata, brokers = (s.frame(spark) for s in slices)
         for s in slices:
             s.closed(end_ms)
-    cruise_control.topology_at(metadata, window).count()
-    cruise_control.brokers_at(brokers, window).count()
+    cc_loads.topology_at(metadata, window).count()
+    cc_loads.brokers_at(brokers, window).count()
     out["topology at the window's end"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -248,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     measure = sorted({int(d) for d in args.measure.split(",") if 0 < int(d) <= args.days})
 
     from balancer.config import load_config
+    from balancer.spark.land.topology import TopologySlice
+    from balancer.spark.pipeline import Compactor
     from balancer.spark.session import build_session
-    from balancer.spark.sinks import Compactor
-    from balancer.spark.topology import TopologySlice
 
     # The job's own Spark settings (its spark.sql.shuffle.partitions included).
     conf = {**load_config(None, []).spark.conf, "spark.ui.enabled": "false"}

@@ -42,8 +42,8 @@ from pyspark.sql import functions as F
 from balancer.config import load_config
 from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.demo.scenarios import ScenarioSpec
-from balancer.spark.kafka_source import KafkaSource
-from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
+from balancer.spark.ingest.kafka_source import KafkaSource
+from balancer.spark.ingest.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import build_session
 
 TOPIC = "landing-bench"
@@ -147,7 +147,7 @@ def main() -> None:
         def land(frame):
             def run():
                 from balancer.spark.lakehouse import Lakehouse
-                from balancer.spark.sinks import BalancerSink
+                from balancer.spark.pipeline import BalancerSink
 
                 workdir = Path(tempfile.mkdtemp(prefix="landing-bench-"))
                 try:

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from balancer import telemetry as tm
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
-from balancer.spark import parse
+from balancer.spark.ingest import parse
 from balancer.spark.session import build_session
 
 

@@ -14,7 +14,7 @@ Two scenarios: ``healthy`` (the usual case: everything passes) and ``failing`` (
 batch's records broken, so the cluster's quarantine share fails; broker 1 silent in the
 second window, so that window is blocked). Per call: wall seconds (median of ``--runs``) and
 the number of Spark jobs it started (job ids of a job group set around the call, from
-``statusTracker``). The old implementation is ``balancer/spark/quality.py`` and its suites at
+``statusTracker``). The old implementation is ``balancer/spark/contract/quality.py`` and its suites at
 ``--baseline`` (a git revision), loaded from ``git show``; runs of old and new alternate.
 """
 

@@ -172,7 +172,7 @@ def load_source(rev: str | None):
     from pyspark import cloudpickle
 
     code = subprocess.run(
-        ["git", "show", f"{rev}:balancer/spark/kafka_source.py"],
+        ["git", "show", f"{rev}:balancer/spark/ingest/kafka_source.py"],
         check=True,
         capture_output=True,
         text=True,

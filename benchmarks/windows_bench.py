@@ -35,8 +35,8 @@ from balancer.config import load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.pipeline import BalancerSink
 from balancer.spark.session import build_session
-from balancer.spark.sinks import BalancerSink
 
 
 class MeasuredSink(BalancerSink):

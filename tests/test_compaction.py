@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from balancer.cli.main import main as balancer_cli
-from balancer.spark import cruise_control
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
-from balancer.spark.sinks import Compactor
-from balancer.spark.topology import TopologySlice
+from balancer.spark.land.topology import TopologySlice
+from balancer.spark.pipeline import Compactor
+from balancer.spark.windows import cc_loads
 
 pytestmark = pytest.mark.integration
 
@@ -111,10 +111,10 @@ def test_a_window_close_reads_only_the_topology_committed_since_the_last_and_fin
         keys = spark.createDataFrame(
             [("c", end - window, end)], "cluster string, window_start timestamp, window_end timestamp"
         )
-        sliced = cruise_control.topology_at(topology.frame(spark), keys)
+        sliced = cc_loads.topology_at(topology.frame(spark), keys)
         read.append(topology.rows_read)
         topology.closed(int(end.timestamp() * 1000))
-        whole = cruise_control.topology_at(house.read("cluster_metadata"), keys)
+        whole = cc_loads.topology_at(house.read("cluster_metadata"), keys)
         assert _shape(sliced) == _shape(whole), end
     # The first close reads the history so far; every later one only the append since.
     assert read == [sum(t.num_rows for t in appends[:3])] + [t.num_rows for t in appends[3:]]

@@ -255,7 +255,7 @@ def test_cruise_control_topic_lands_loads_and_plans(spark, broker, topic, tmp_pa
 
 
 def test_metadata_polled_through_the_admin_api_lands_in_cluster_metadata(spark, broker, topic, tmp_path):
-    from balancer.spark.topology import TopologyLog
+    from balancer.spark.land.topology import TopologyLog
 
     broker.create_topic(topic + ".polled", partitions=3)
     config = cc_config(

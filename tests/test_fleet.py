@@ -138,7 +138,7 @@ def test_cluster_windows_are_planned_in_as_many_tasks_as_cores_whatever_the_shuf
 def test_slots_land_where_sparks_hash_partitioning_sends_them(spark):
     from pyspark.sql import functions as F
 
-    from balancer.spark.planning import _murmur3_long, partition_slots
+    from balancer.spark.plan.planning import _murmur3_long, partition_slots
 
     values = [0, 1, -1, 2**40 + 7, -(2**62), 123456789]
     spark_hashes = [

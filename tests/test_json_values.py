@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from balancer.spark.json_values import decode_json
+from balancer.spark.ingest.json_values import decode_json
 
 TYPE = pa.struct(
     [

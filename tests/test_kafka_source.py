@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 
 from balancer.demo.embedded_broker import EmbeddedBroker, free_port
-from balancer.spark.kafka_source import KafkaSource
+from balancer.spark.ingest.kafka_source import KafkaSource
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +242,7 @@ def test_arrow_batch_matches_messages_field_by_field():
 
     from confluent_kafka import Message
 
-    from balancer.spark.kafka_source import SCHEMA, _to_batch
+    from balancer.spark.ingest.kafka_source import SCHEMA, _to_batch
 
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -12,9 +12,9 @@ from deltalake import DeltaTable
 from rows import as_tuple, table_row
 
 from balancer.spark import lakehouse as lh
-from balancer.spark.expectations import ClusterIngest, IngestProbes, merge_ingest_summaries
+from balancer.spark.contract.expectations import ClusterIngest, IngestProbes, merge_ingest_summaries
 from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
-from balancer.spark.sinks import LandingRoute
+from balancer.spark.pipeline import LandingRoute
 
 T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
 

@@ -8,7 +8,7 @@ import pytest
 from rows import WINDOW_COLUMNS, window_row
 
 from balancer.config import BalancerConfig
-from balancer.spark import loads
+from balancer.spark.windows import loads
 
 pytestmark = pytest.mark.integration  # every test runs Spark
 
@@ -256,8 +256,8 @@ def test_samples_of_a_window_aggregate_per_replica_and_per_partition(spark):
 
 def test_windows_contract_counts_replicas_against_the_latest_lists(spark, tmp_path):
     from balancer.config import QualityConfig
+    from balancer.spark.contract.quality import Contract
     from balancer.spark.lakehouse import Lakehouse
-    from balancer.spark.quality import Contract
 
     windows = _churning_window(spark).cache()
     lakehouse = Lakehouse(spark, tmp_path / "lakehouse", engine="delta-rs")

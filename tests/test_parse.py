@@ -8,7 +8,7 @@ import time
 import pytest
 
 from balancer import telemetry as tm
-from balancer.spark.parse import parse_telemetry, quarantined_records, valid_records
+from balancer.spark.ingest.parse import parse_telemetry, quarantined_records, valid_records
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000  # a minute boundary: records land in whole windows
 GOOD = tm.partition_record(
@@ -198,8 +198,8 @@ def kafka_frame(spark, values: list[bytes], decoded_by: str):
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from balancer.spark.json_values import decode_json
-    from balancer.spark.parse import TYPED_SCHEMA
+    from balancer.spark.ingest.json_values import decode_json
+    from balancer.spark.ingest.parse import TYPED_SCHEMA
 
     rows = [(None, v, "metrics", 0, offset, None) for offset, v in enumerate(values)]
     frame = spark.createDataFrame(rows, SCHEMA_DDL)
@@ -276,7 +276,7 @@ def test_valid_guard_is_true_only_for_valid_records(spark):
     """The shortcut past the rules must be taken for good records and never for bad ones."""
     from pyspark.sql import functions as F
 
-    from balancer.spark.parse import _CORRUPT, TYPED_SCHEMA, _single_json_value, _valid_guard
+    from balancer.spark.ingest.parse import _CORRUPT, TYPED_SCHEMA, _single_json_value, _valid_guard
 
     good = [
         json.dumps(GOOD),
@@ -329,8 +329,8 @@ def test_source_decodes_good_records_itself():
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from balancer.spark.json_values import decode_json
-    from balancer.spark.parse import TYPED_SCHEMA
+    from balancer.spark.ingest.json_values import decode_json
+    from balancer.spark.ingest.parse import TYPED_SCHEMA
 
     decoded = decode_json(
         pa.array([json.dumps(GOOD).encode(), json.dumps(GOOD_BROKER).encode()] * 500),

@@ -69,13 +69,13 @@ def test_stream_lands_exactly_and_plans_an_imbalanced_cluster(spark, broker, top
     produce(broker.bootstrap_servers, topic, valid[: len(valid) // 2] + MALFORMED + valid[len(valid) // 2 :])
 
     config = job_config(tmp_path, broker, topic)
-    caplog.set_level(logging.INFO, logger="balancer.spark.sinks")
+    caplog.set_level(logging.INFO, logger="balancer.spark.pipeline")
     job.run_until_idle(spark, job.start(spark, config, once=True))
     # Each batch logs where its time went; the batches that closed windows include the plans.
     steps = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "balancer.spark.sinks" and " took " in r.getMessage()
+        if r.name == "balancer.spark.pipeline" and " took " in r.getMessage()
     ]
     assert steps and all("read, parse, land" in m for m in steps)
     assert any("windows (read back, aggregate)" in m and "plans" in m for m in steps), steps

@@ -16,7 +16,7 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, SnapshotError, plan
 from balancer.planner.model import ColumnarSnapshot
 from balancer.snapshot import build_snapshot, build_snapshot_frames, frame_records
-from balancer.spark import planning
+from balancer.spark.plan import planning
 
 WS, WE = pd.Timestamp("2026-01-01 00:00"), pd.Timestamp("2026-01-01 00:05")
 

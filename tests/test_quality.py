@@ -19,9 +19,10 @@ from balancer import telemetry as tm
 from balancer.config import QualityConfig, load_config
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
-from balancer.spark import job, loads
+from balancer.spark import job
+from balancer.spark.contract.quality import EXPECTATIONS_DIR, Contract, load_suite
 from balancer.spark.lakehouse import Lakehouse
-from balancer.spark.quality import EXPECTATIONS_DIR, Contract, load_suite
+from balancer.spark.windows import loads
 
 pytestmark = pytest.mark.integration
 
@@ -497,7 +498,7 @@ def test_windows_overlapping_a_failed_ingest_run_of_their_cluster_are_blocked(sp
 def test_summarize_ingest_partials_add_up_per_cluster_with_each_expectation_bit():
     import pyarrow as pa
 
-    from balancer.spark.expectations import IngestProbes, merge_ingest_summaries
+    from balancer.spark.contract.expectations import IngestProbes, merge_ingest_summaries
 
     probes = IngestProbes.for_expectations(62)
     (mask,) = probes.masks

@@ -7,7 +7,7 @@ import pytest
 from balancer.config import load_config
 from balancer.execution.lifecycle import Observed, PlanState
 from balancer.planner.actions import Action
-from balancer.spark import tracking
+from balancer.spark.track import tracking
 
 MIN = 60_000
 W = 5 * MIN

@@ -25,7 +25,7 @@ is not planned; its ``balance_plans`` row says ``waiting`` and names the plan. A
 expired or was superseded does not hold the cluster: nothing of it was carried out lately.
 
 Times are epoch milliseconds of window ends. Pure Python: no Spark, no I/O; the sink feeds it
-what the Delta tables say (``balancer.spark.tracking``), so a restart loses nothing.
+what the Delta tables say (``balancer.spark.track.tracking``), so a restart loses nothing.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ A window is ``balanced`` only when every goal the planner runs is within its thr
   ``ceil(average x threshold)``, as the planner's count goals use; figure = max / average.
 
 Only the upper side is judged: that is the balance figure the tables and the README define, and
-the side the ranking's HOT flag reads (``balancer.spark.loads.broker_ranking``: a broker above
+the side the ranking's HOT flag reads (``balancer.spark.windows.loads.broker_ranking``: a broker above
 the threshold times the cluster's utilization, or above the capacity threshold). A HOT broker
 therefore always makes its goal unmet, so a window with a HOT broker is never ``balanced``.
 

@@ -3,7 +3,7 @@ telemetry and turns the event-time windows its watermark closed into loads, rank
 
 One query, one checkpoint: Kafka is read and each record parsed once, and windows are
 aggregated from the landed Delta files when they close, so there is no streaming state store
-to grow with the number of replicas (see ``balancer.spark.sinks``).
+to grow with the number of replicas (see ``balancer.spark.pipeline``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from balancer.config import Config
-from balancer.spark.cruise_control import parse_cruise_control, with_cruise_control_values
+from balancer.spark.ingest.cc_records import parse_cruise_control, with_cruise_control_values
+from balancer.spark.ingest.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.lakehouse import Lakehouse
-from balancer.spark.parse import TYPED_SCHEMA, parse_telemetry
+from balancer.spark.pipeline import BalancerSink, PlanListener
 from balancer.spark.session import kafka_jar_available
-from balancer.spark.sinks import BalancerSink, PlanListener
 from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def kafka_stream(spark: SparkSession, config: Config) -> DataFrame:
     """The metrics topic as Spark's Kafka columns (key, value, topic, partition, offset, timestamp)."""
     source = config.source
     if source.connector == "python":
-        from balancer.spark.kafka_source import KafkaSource
+        from balancer.spark.ingest.kafka_source import KafkaSource
 
         spark.dataSource.register(KafkaSource)
         return spark.readStream.format(KafkaSource.name()).options(**python_source_options(config)).load()

@@ -632,7 +632,7 @@ class _Stats:
                 # Neither JSON nor Delta can hold a bound of text that is not valid UTF-8, or an infinity:
                 # such a column gets no min/max (readers then read the file). The parser keeps invalid
                 # UTF-8 out of every string column; this only keeps a landing from failing if one slips by.
-                bounded = not isinstance(lo, float) or math.isfinite(lo) and math.isfinite(hi)
+                bounded = not isinstance(lo, float) or (math.isfinite(lo) and math.isfinite(hi))
             except UnicodeDecodeError:
                 bounded = False
             if bounded and (lo is None or field.name in self.unbounded):

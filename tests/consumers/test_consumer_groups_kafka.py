@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, TopicPartition
 from balancer.cli.sql import register_sql_views
 from balancer.config import load_config
 from balancer.consumers.model import AdviceKind, GroupState
-from balancer.spark.consumers import ConsumerLog
 from balancer.spark.lakehouse import Lakehouse, spark_schema
+from balancer.spark.land.consumers import ConsumerLog
 from consumers.kafka_groups import Member, members, produce, topic
 
 pytestmark = pytest.mark.integration

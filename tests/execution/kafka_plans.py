@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Res
 
 from balancer.config import load_config
 from balancer.planner import Action
-from balancer.spark import tracking
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.track import tracking
 
 BALANCER = str(Path(sys.executable).parent / "balancer")
 ROOT = Path(__file__).resolve().parents[2]

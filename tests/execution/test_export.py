@@ -300,7 +300,7 @@ def test_a_fixed_bootstrap_placeholder_becomes_the_scripts_fallback(tmp_path):
 
 def test_rows_as_the_job_writes_them_json_throttle_notes_and_a_missing_throttle(tmp_path):
     _, rows = plan_rows()
-    # balancer.spark.tracking: throttle as a JSON object with string keys, plus meets_deadline and note.
+    # balancer.spark.track.tracking: throttle as a JSON object with string keys, plus meets_deadline and note.
     job_rows = [
         dict(
             r,

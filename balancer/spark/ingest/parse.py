@@ -1,7 +1,7 @@
 """Parse telemetry v1 from Kafka records in the JVM, attaching a reason to every bad record.
 
 One typed ``from_json`` pass over every value, except where the source already decoded it
-(column ``value_json``, see ``balancer.spark.json_values``: identical to what ``from_json``
+(column ``value_json``, see ``balancer.spark.ingest.json_values``: identical to what ``from_json``
 gives, NULL where the source left it to Spark). Only where the typed pass fails (not JSON, or a field of
 the wrong type) does a second pass read every field as a string, to say which field was
 wrong and what it held; for the rest, those texts come from the typed values. The first
@@ -348,7 +348,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
     is quarantined by the UTF-8 rule, with no fields."""
     value = F.col("value").cast("string")
     # Parse the value only when it is within bounds (an oversized value is not worth parsing) and UTF-8.
-    # The source decodes only values that are valid UTF-8 throughout (balancer.spark.json_values), so
+    # The source decodes only values that are valid UTF-8 throughout (balancer.spark.ingest.json_values), so
     # with value_json this check runs only on the rows it left to Spark.
     within_bounds = F.octet_length(F.col("value")) <= max_value_bytes
     guarded = F.when(within_bounds & F.is_valid_utf8(value), value)
@@ -409,7 +409,7 @@ def parse_telemetry(kafka: DataFrame, *, max_value_bytes: int, max_rate: float, 
         F.when(typed["ts"].between(-_TS_MS_LIMIT, _TS_MS_LIMIT), F.timestamp_millis(typed["ts"])).alias("ts"),
         *(typed[f.name].alias(f.name) for f in tm.FIELDS if f.name not in ("v", "type", "ts", "capacity")),
         *(typed["capacity"][k].alias(f"capacity_{k}") for k in tm.CAPACITY_KEYS),
-        # Cruise Control's records only (balancer.spark.cruise_control).
+        # Cruise Control's records only (balancer.spark.ingest.cc_records).
         F.lit(None).cast("string").alias("metric"),
         F.lit(None).cast("double").alias("metric_value"),
         reason.alias("quarantine_reason"),

@@ -1,7 +1,7 @@
 """Event-time windows and Cruise Control's load model, as Spark transformations.
 
 All of it runs inside ``foreachBatch`` on windows the watermark has closed, over the telemetry
-already landed in Delta (see ``balancer.spark.sinks``): no streaming state store.
+already landed in Delta (see ``balancer.spark.pipeline``): no streaming state store.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pyspark.sql import DataFrame
 
-from balancer.spark.expectations import suite_json
+from balancer.spark.contract.expectations import suite_json
 
 
 def _gx():

@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from balancer.config import BalancerConfig
 from balancer.spark.lakehouse import spark_schema
-from balancer.spark.loads import WINDOW_KEYS
+from balancer.spark.windows.loads import WINDOW_KEYS
 from balancer.vocabulary import PlanStatus
 
 ACTION_TYPE = T.StructType(

@@ -182,7 +182,7 @@ class TopologySlice:
     committed since the last one (``observed_at`` after the newest row already held; the files whose
     Delta statistics rule that out are not read), never the whole history.
 
-    ``cruise_control.topology_at`` (``brokers_at``) takes, per key and window, the latest row observed at
+    ``cc_loads.topology_at`` (``brokers_at``) takes, per key and window, the latest row observed at
     or before the window's end, else the earliest after it. For windows ending after ``W`` that choice is
     the same among: every row observed after ``W``, plus per key the latest row observed at or before
     ``W``. Windows close in order, so after each close the held rows are pruned to that with ``W`` = the

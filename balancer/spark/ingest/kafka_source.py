@@ -11,7 +11,7 @@ topic string, partition int, offset long, timestamp timestamp, timestampType int
 option ``valueJsonSchema`` (a Spark struct type as JSON, ``StructType.json()``) a column
 ``value_json`` of that type follows: the value decoded in the reading task by Arrow's JSON
 reader, or NULL where the reader cannot be sure to agree with Spark's ``from_json`` (see
-``balancer.spark.json_values``); decode those rows with ``from_json``. With the option
+``balancer.spark.ingest.json_values``); decode those rows with ``from_json``. With the option
 ``valueFormat=cruise-control`` a column ``value_cc`` follows instead: Cruise Control's binary
 metric records decoded (``balancer.cruise_control.decode``; its ``error`` field says why a
 value is not a valid record).
@@ -198,7 +198,7 @@ class ValueDecoder:
 
     def decode(self, values):
         if self.kind == "json":
-            from balancer.spark.json_values import decode_json
+            from balancer.spark.ingest.json_values import decode_json
 
             return decode_json(values, _arrow_type(self.spark_type))
         from balancer import cruise_control

@@ -27,8 +27,8 @@ from balancer.config import Config
 from balancer.execution.lifecycle import ClusterTrack, Observed, Outcome, PlanState
 from balancer.execution.verdict import PLANNED
 from balancer.planner.actions import Action
-from balancer.spark import loads
 from balancer.spark.lakehouse import Filter, Lakehouse
+from balancer.spark.windows import loads
 from balancer.vocabulary import RESOURCES, PlanStatus
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ _ACTION_COLUMNS = (
 
 def _epoch_ms(stamp: datetime) -> int:
     # Aware from Lakehouse.select; naive local time from Spark's collect, which .timestamp() inverts exactly.
-    return int(round(stamp.timestamp() * 1000))
+    return round(stamp.timestamp() * 1000)
 
 
 def _small_read(

@@ -7,7 +7,7 @@ uses :func:`decode_json` to hand the JVM typed columns next to the raw value.
 Contract: a row is decoded here only when the result is certainly what Spark's ``from_json``
 (with ``allowNonNumericNumbers``) gives for that value; every other row is NULL, and the caller
 decodes those with ``from_json``. So a NULL never means "bad record", only "not
-decided here", and the quarantine rules stay in one place (``balancer.spark.parse``). A decoded
+decided here", and the quarantine rules stay in one place (``balancer.spark.ingest.parse``). A decoded
 row's value is valid UTF-8 throughout (``parse`` relies on it and checks only the other rows). Rows left
 to Spark:
 

@@ -38,11 +38,13 @@ from pyspark.sql import functions as F
 
 from balancer.capacity import read_capacities
 from balancer.config import Config
-from balancer.spark import cruise_control, loads, planning, tracking
-from balancer.spark.consumers import ConsumerLog
+from balancer.spark.contract.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
 from balancer.spark.lakehouse import ROUTE_COLUMN, TABLES, Lakehouse, Route, spark_schema
-from balancer.spark.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
-from balancer.spark.topology import TopologyLog, TopologySlice
+from balancer.spark.land.consumers import ConsumerLog
+from balancer.spark.land.topology import TopologyLog, TopologySlice
+from balancer.spark.plan import planning
+from balancer.spark.track import tracking
+from balancer.spark.windows import cc_loads, loads
 from balancer.vocabulary import TelemetryFormat
 
 log = logging.getLogger(__name__)
@@ -448,7 +450,7 @@ class BalancerSink:
             # Later closes end after this one: what they need of the topology is kept (TopologySlice).
             self.partition_topology.closed(closed_until_ms)
             self.broker_topology.closed(closed_until_ms)
-            return cruise_control.replica_windows(
+            return cc_loads.replica_windows(
                 on_time,
                 metadata,
                 brokers,
@@ -463,9 +465,7 @@ class BalancerSink:
             ends_after_ms=closed_after_ms,
             ends_until_ms=closed_until_ms,
         )
-        return (
-            windows if self.capacities is None else cruise_control.fill_capacities(windows, self.capacities)
-        )
+        return windows if self.capacities is None else cc_loads.fill_capacities(windows, self.capacities)
 
     def _write(self, table: str, frame: DataFrame, batch_id: int) -> bool:
         return self.lakehouse.append(

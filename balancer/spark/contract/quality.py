@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from balancer.config import QualityConfig
-from balancer.spark.expectations import (
+from balancer.spark.contract.expectations import (
     EXPECTATIONS_DIR,
     TELEMETRY_SUITE,
     TELEMETRY_SUITES,
@@ -55,10 +55,10 @@ from balancer.spark.expectations import (
     suite_json,
     unexpected_condition,
 )
-from balancer.spark.gx_runner import GxRunner, describe, load_suite, py
+from balancer.spark.contract.gx_runner import GxRunner, describe, load_suite, py
+from balancer.spark.contract.quality_runs import Failure, QualityRuns, run_row
 from balancer.spark.lakehouse import Lakehouse, summarize_frame
-from balancer.spark.loads import PARTITION_KEYS, WINDOW_KEYS
-from balancer.spark.quality_runs import Failure, QualityRuns, run_row
+from balancer.spark.windows.loads import PARTITION_KEYS, WINDOW_KEYS
 
 log = logging.getLogger(__name__)
 
