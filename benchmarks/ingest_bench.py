@@ -155,6 +155,7 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
     from pyspark.sql import functions as F
 
     from balancer.spark import lakehouse as lh
+    from balancer.spark.lakehouse import parquet
 
     def frame(n: int):
         cols = []
@@ -189,7 +190,7 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
                 path = house.path("telemetry_raw")
                 started = time.perf_counter()
                 if name == "driver-collect":  # the previous implementation, verbatim
-                    arrow = lh.conform(data.toArrow(), lh.arrow_schema("telemetry_raw"), "telemetry_raw")
+                    arrow = parquet.conform(data.toArrow(), lh.arrow_schema("telemetry_raw"), "telemetry_raw")
                     row["driver MB"] = arrow.nbytes / 1e6
                     write_deltalake(
                         DeltaTable(path),
@@ -198,8 +199,10 @@ def write_path(spark, sizes: list[int], workdir: Path) -> list[dict]:
                         commit_properties=CommitProperties(app_transactions=[Transaction("a", 0)]),
                     )
                 else:
-                    limit = 0 if name == "executor files" else lh.INLINE_MAX_BYTES
-                    actions = lh.write_files(data, path, "telemetry_raw", prefix="b0", inline_max_bytes=limit)
+                    limit = 0 if name == "executor files" else parquet.INLINE_MAX_BYTES
+                    actions = parquet.write_files(
+                        data, path, "telemetry_raw", prefix="b0", inline_max_bytes=limit
+                    )
                     DeltaTable(path).create_write_transaction(
                         actions,
                         mode="append",

@@ -43,7 +43,8 @@ sys.path.insert(0, str(HERE.parent))
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 
-from balancer.spark.lakehouse import Lakehouse, arrow_schema, write_parquet  # noqa: E402
+from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
+from balancer.spark.lakehouse.parquet import write_parquet  # noqa: E402
 
 CLUSTER = "bench-1"
 WINDOW = timedelta(minutes=60)  # set from --window-minutes

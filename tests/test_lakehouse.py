@@ -11,9 +11,8 @@ import pytest
 from deltalake import DeltaTable
 from rows import as_tuple, table_row
 
-from balancer.spark import lakehouse as lh
 from balancer.spark.contract.expectations import ClusterIngest, IngestProbes, merge_ingest_summaries
-from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, spark_schema
+from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, delta_rs, parquet, spark_schema
 from balancer.spark.pipeline import LandingRoute
 
 T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
@@ -80,9 +79,11 @@ def log_adds(path: str) -> list[dict]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
+@pytest.mark.parametrize(
+    "inline_max_bytes", [0, parquet.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"]
+)
 def test_append_then_read_back_equals_input(spark, house, monkeypatch, inline_max_bytes):
-    monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
+    monkeypatch.setattr(parquet, "INLINE_MAX_BYTES", inline_max_bytes)
     rows = raw_rows(3000)
     data = frame(spark, rows, 3)
     assert house.append("telemetry_raw", data, app_id="app-1", batch_id=0)
@@ -131,7 +132,7 @@ def test_files_written_but_not_committed_are_invisible(spark, house):
     path = house.path("telemetry_raw")
     assert house.append("telemetry_raw", frame(spark, raw_rows(100), 1), app_id="app-1", batch_id=0)
     # A batch that crashed between the executors' writes and the driver's commit.
-    orphans = lh.write_files(
+    orphans = parquet.write_files(
         frame(spark, raw_rows(400, 100), 2), path, "telemetry_raw", prefix="b1", inline_max_bytes=0
     )
     assert len(orphans) == 2 and all(Path(path, a.path).exists() for a in orphans)
@@ -172,9 +173,13 @@ def test_arrow_table_on_driver_still_uses_write_deltalake(spark, house):
 def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monkeypatch):
     small = frame(spark, raw_rows(200), 2).cache()
     small.count()  # materialized: Spark now knows its size
-    assert lh.estimated_bytes(small) <= lh.DRIVER_MAX_BYTES
-    assert lh.estimated_bytes(frame(spark, raw_rows(200), 2)) > lh.DRIVER_MAX_BYTES  # unknown size
-    monkeypatch.setattr(lh, "write_files", lambda *a, **k: pytest.fail("small frame sent to the executors"))
+    assert delta_rs.estimated_bytes(small) <= delta_rs.DRIVER_MAX_BYTES
+    assert (
+        delta_rs.estimated_bytes(frame(spark, raw_rows(200), 2)) > delta_rs.DRIVER_MAX_BYTES
+    )  # unknown size
+    monkeypatch.setattr(
+        delta_rs, "write_files", lambda *a, **k: pytest.fail("small frame sent to the executors")
+    )
     assert house.append("telemetry_raw", small, app_id="app-1", batch_id=0)
     assert DeltaTable(house.path("telemetry_raw")).to_pyarrow_table().num_rows == 200
 
@@ -182,8 +187,10 @@ def test_small_frames_of_known_size_are_written_by_the_driver(spark, house, monk
 @pytest.mark.integration
 def test_empty_frame_of_unknown_size_starts_no_executor_write(spark, house, monkeypatch):
     empty = frame(spark, raw_rows(10), 2).where("kafka_offset < 0")
-    assert lh.estimated_bytes(empty) > lh.DRIVER_MAX_BYTES
-    monkeypatch.setattr(lh, "write_files", lambda *a, **k: pytest.fail("empty frame sent to the executors"))
+    assert delta_rs.estimated_bytes(empty) > delta_rs.DRIVER_MAX_BYTES
+    monkeypatch.setattr(
+        delta_rs, "write_files", lambda *a, **k: pytest.fail("empty frame sent to the executors")
+    )
     assert house.append("telemetry_raw", empty, app_id="app-1", batch_id=5)
     assert DeltaTable(house.path("telemetry_raw")).transaction_version("app-1") == 5
     assert house.read("telemetry_raw").count() == 0
@@ -257,13 +264,15 @@ def test_read_range_lists_only_files_whose_stats_overlap_and_filters_rows(spark,
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("inline_max_bytes", [0, lh.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"])
+@pytest.mark.parametrize(
+    "inline_max_bytes", [0, parquet.INLINE_MAX_BYTES], ids=["executor-files", "inline-small"]
+)
 def test_append_routed_lands_each_row_in_its_table_once_in_one_pass(
     spark, house, monkeypatch, inline_max_bytes
 ):
     from pyspark.sql import functions as F
 
-    monkeypatch.setattr(lh, "INLINE_MAX_BYTES", inline_max_bytes)
+    monkeypatch.setattr(parquet, "INLINE_MAX_BYTES", inline_max_bytes)
     rows = raw_rows(900)
     probes = IngestProbes()
     bad = F.col("kafka_offset") % 10 == 0
@@ -347,7 +356,7 @@ def test_file_stats_leave_out_bounds_json_cannot_hold():
         2,
         [None, pa.py_buffer(pa.array([0, 1, 3], pa.int32()).buffers()[1]), pa.py_buffer(b"a\xff\xfe")],
     )
-    stats = lh._Stats(schema)
+    stats = parquet.FileStats(schema)
     stats.add(
         pa.RecordBatch.from_arrays([names, pa.array([1.0, float("inf")]), pa.array([4, 2])], schema=schema)
     )

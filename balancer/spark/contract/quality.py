@@ -57,7 +57,8 @@ from balancer.spark.contract.expectations import (
 )
 from balancer.spark.contract.gx_runner import GxRunner, describe, load_suite, py
 from balancer.spark.contract.quality_runs import Failure, QualityRuns, run_row
-from balancer.spark.lakehouse import Lakehouse, summarize_frame
+from balancer.spark.lakehouse import Lakehouse
+from balancer.spark.lakehouse.parquet import summarize_frame
 from balancer.spark.windows.loads import PARTITION_KEYS, WINDOW_KEYS
 
 log = logging.getLogger(__name__)
