@@ -100,8 +100,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
-    from balancer.spark.ingest.json_values import decode_json
-    from balancer.spark.ingest.kafka_source import _arrow_type
+    from balancer.spark.ingest.decoders import JsonValues
     from balancer.spark.ingest.parse import TYPED_SCHEMA
 
     records = SimulatedCluster(generate(ScenarioSpec(**QUICK)), noise=0.03, seed=1).telemetry(T0)
@@ -119,12 +118,12 @@ def main() -> None:
     cc_arrays = batches(ccv, args.records, args.batch)
     decoded = pa.concat_arrays([cc.decode(a) for a in cc_arrays])
     assert decoded.field("error").null_count == len(decoded), "every benchmark record must decode"
-    json_type = _arrow_type(TYPED_SCHEMA)
+    json_values = JsonValues(TYPED_SCHEMA)  # what the Kafka source decodes v1 values with
     v1_arrays = batches(v1, args.records, args.batch)
-    assert decode_json(v1_arrays[0], json_type).null_count == 0, "every benchmark record must decode"
+    assert json_values.decode(v1_arrays[0]).null_count == 0, "every benchmark record must decode"
 
     cc_ns = best_ns(cc.decode, cc_arrays, args.runs)
-    v1_ns = best_ns(lambda a: decode_json(a, json_type), v1_arrays, args.runs)
+    v1_ns = best_ns(json_values.decode, v1_arrays, args.runs)
     print(f"{args.records:,} values in batches of {args.batch:,}, best of {args.runs}:")
     print(f"  cruise_control.decode   {cc_ns:7.0f} ns/record")
     print(f"  json_values.decode_json {v1_ns:7.0f} ns/record (v1)")

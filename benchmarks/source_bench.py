@@ -163,16 +163,16 @@ def plain_consumer(bootstrap: str, topic: str, n: int, partitions: int) -> None:
 
 
 def load_source(rev: str | None):
-    """The kafka_source module: current, or as it was at git revision ``rev`` (pickled by value
+    """The Kafka connector: the current package, or its module at git revision ``rev`` (pickled by value
     so Spark's Python workers get that code, not the installed one)."""
     if rev is None:
-        from balancer.spark import kafka_source
+        from balancer.spark.ingest import kafka
 
-        return kafka_source
+        return kafka
     from pyspark import cloudpickle
 
     code = subprocess.run(
-        ["git", "show", f"{rev}:balancer/spark/ingest/kafka_source.py"],
+        ["git", "show", f"{rev}:balancer/spark/kafka_source.py"],
         check=True,
         capture_output=True,
         text=True,
@@ -189,7 +189,9 @@ def load_source(rev: str | None):
 
 def source_in_process(module, bootstrap: str, topic: str, n: int, partitions: int) -> None:
     """Our read path (consume + Arrow batches) without Spark: one range per partition, in turn."""
-    opts = module._Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+    # A revision's module from git (before the connector became a package) names its options _Options.
+    options = getattr(module, "KafkaOptions", None) or module._Options
+    opts = options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
     per = {p: 0 for p in range(partitions)}
     for i in range(n):
         per[i % partitions] += 1
@@ -244,7 +246,7 @@ def main() -> None:
             f"in {time.perf_counter() - t0:.1f}s",
             flush=True,
         )
-        meter = Meter(broker._process.pid)
+        meter = Meter(broker.pid)
         for _ in range(args.rounds):
             with meter:
                 plain_consumer(bootstrap, topic, n, args.partitions)

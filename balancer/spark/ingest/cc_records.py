@@ -146,12 +146,13 @@ def _telemetry_types() -> dict[str, str]:
 def with_cruise_control_values(kafka: DataFrame) -> DataFrame:
     """Spark's own Kafka source (the cluster path) gives the raw values only: decode them in one Arrow pass,
     as our source does in its reading task."""
-    from balancer.spark.ingest.kafka_source import cruise_control_type
+    from balancer.spark.ingest.decoders import CruiseControlValues
 
-    schema = T.StructType(kafka.schema.fields + [T.StructField("value_cc", cruise_control_type())])
+    decoder = CruiseControlValues()
+    schema = T.StructType(kafka.schema.fields + [T.StructField(decoder.column, decoder.spark_type)])
 
     def decode(batches):
         for batch in batches:
-            yield batch.append_column("value_cc", cc.decode(batch.column("value")))
+            yield batch.append_column(decoder.column, decoder.decode(batch.column("value")))
 
     return kafka.mapInArrow(decode, schema)
