@@ -115,6 +115,7 @@ def tree_cpu_seconds(root: int) -> float:
 
 def load_baseline(ref: str):
     """``balancer/spark/planning.py`` as of git ``ref``, as a module pickled by value to the executors."""
+    import importlib
     import types
 
     from pyspark import cloudpickle
@@ -126,6 +127,8 @@ def load_baseline(ref: str):
         text=True,
         check=True,
     ).stdout
+    # The revision imports the stages by their flat paths of then (balancer/spark/loads.py).
+    sys.modules.setdefault("balancer.spark.loads", importlib.import_module("balancer.spark.windows.loads"))
     module = types.ModuleType("planning_baseline")
     module.__file__ = f"{ref}:balancer/spark/planning.py"
     sys.modules[module.__name__] = module
@@ -139,7 +142,7 @@ def child(args) -> dict:
 
     from balancer.config import BalancerConfig, load_config
     from balancer.demo.cluster import free_port, get_json
-    from balancer.spark import planning
+    from balancer.spark.plan import planning
     from balancer.spark.session import build_session
 
     ui_port = free_port()

@@ -7,7 +7,7 @@ format, into its own topic on the embedded broker: v1 sends one record per repli
 Control's reporter one PARTITION_SIZE per replica, three topic metrics per (leader, topic) and three broker
 metrics per broker (``balancer.demo.cc_reporter``). Then, on local[2], per format: read + parse to a noop
 sink (the source decodes in its reading task: Arrow's JSON reader, or the numpy decoder of
-``balancer.cruise_control``), and the sink's landing step (``BalancerSink._land``: cache, one pass writing
+``balancer.cruise_control``), and the sink's landing step (``BalancerSink.land``: cache, one pass writing
 telemetry_raw and telemetry_quarantine, the ingest contract).
 
 Each line: records/s, and replica-minutes/s (what a cluster's reporting costs, whatever the format's
@@ -33,8 +33,7 @@ from balancer.demo.cc_reporter import from_telemetry
 from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.demo.simulator import SimulatedCluster
-from balancer.spark.ingest.kafka_source import KafkaSource
-from balancer.spark.job import parse_stream, python_source_options
+from balancer.spark.job import parse_stream, python_source, python_source_options
 from balancer.spark.session import build_session
 
 
@@ -56,7 +55,6 @@ def main() -> None:
     spark = build_session(
         master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
     )
-    spark.dataSource.register(KafkaSource)
     with EmbeddedBroker() as broker:
         counts = {}
         for name, pairs_at in (("v1", lambda ts: zip(v1.keys, v1.at(ts))), ("cruise-control", cc_at)):
@@ -83,7 +81,7 @@ def main() -> None:
                 overrides += ["source.cluster=bench", "metadata.source=file", "metadata.path=unused.json"]
             config = load_config(None, overrides)
             # The streaming source's batch twin: same options, read once from earliest.
-            reader = spark.read.format("kafka_py")
+            reader = spark.read.format(python_source(spark, config))
             for key, value in python_source_options(config, streaming=False).items():
                 reader = reader.option(key, value)
             parsed = parse_stream(reader.load(), config)
@@ -130,9 +128,8 @@ def _land(spark, parsed, config):
             )
             lakehouse = Lakehouse(spark, local.lakehouse.path, engine="delta-rs")
             lakehouse.create_all()
-            sink = BalancerSink(lakehouse, local, workdir / "checkpoints")
-            sink.__dict__["app_id"] = "formats-bench"  # no streaming checkpoint to read it from
-            assert sink._land(parsed, 0, None) is not None
+            sink = BalancerSink(lakehouse, local, workdir / "checkpoints", app_id="formats-bench")
+            assert sink.land(parsed, 0, None) is not None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 

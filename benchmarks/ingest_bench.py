@@ -231,16 +231,16 @@ class SinkRecorder:
     """Keeps the job's BalancerSink (it runs in this driver process) to read its step timings."""
 
     def __init__(self):
-        from balancer.spark import sinks
+        from balancer.spark import pipeline
 
         self.made: list = []
-        original, made = sinks.BalancerSink.__init__, self.made
+        original, made = pipeline.BalancerSink.__init__, self.made
 
         def init(self, *args, **kwargs):
             original(self, *args, **kwargs)
             made.append(self)
 
-        sinks.BalancerSink.__init__ = init
+        pipeline.BalancerSink.__init__ = init
 
     def seconds(self) -> dict[str, float]:
         total: dict[str, float] = defaultdict(float)
@@ -497,7 +497,7 @@ def main() -> None:
         with EmbeddedBroker() as broker:
             topic = "telemetry-bench"
             broker.create_topic(topic, partitions=args.partitions)
-            result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir, broker._process.pid)
+            result = pipeline(spark, args, broker.bootstrap_servers, topic, rnd, workdir, broker.pid)
             print(
                 f"\npipeline (local[2], trigger {args.trigger}, windows 1 sim-minute, watermark 1 "
                 f"sim-minute; load {loadavg()}):",

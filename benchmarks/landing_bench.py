@@ -9,10 +9,10 @@ Produces N sim minutes of the 270-broker / 127,602-replica bench cluster (the in
 - read → noop: ``spark.read.format("kafka_py")``, values untouched;
 - read + parse, JSON decoded by Spark: ``parse_telemetry`` with ``from_json`` on every value
   (the design before the source decoded values);
-- read + parse, JSON decoded by the source: the source's ``valueJsonSchema`` (Arrow's JSON reader
+- read + parse, JSON decoded by the source: the source's JSON decoder (``JsonValues``) (Arrow's JSON reader
   in the reading task), ``from_json`` only where the source left a value to Spark (the job's path);
 - the same two followed by what the sink does first with a batch: cache it, count it, read it back;
-- land: the sink's own landing step (``BalancerSink._land``: cache, one pass writing
+- land: the sink's own landing step (``BalancerSink.land``: cache, one pass writing
   ``telemetry_raw`` and ``telemetry_quarantine`` on delta-rs and summing the ingest contract's
   figures, the contract) into a fresh lakehouse per run, with the time of each of its steps.
 
@@ -42,7 +42,8 @@ from pyspark.sql import functions as F
 from balancer.config import load_config
 from balancer.demo.embedded_broker import EmbeddedBroker
 from balancer.demo.scenarios import ScenarioSpec
-from balancer.spark.ingest.kafka_source import KafkaSource
+from balancer.spark.ingest.decoders import JsonValues
+from balancer.spark.ingest.kafka import KafkaSource
 from balancer.spark.ingest.parse import TYPED_SCHEMA, parse_telemetry
 from balancer.spark.session import build_session
 
@@ -122,6 +123,8 @@ def main() -> None:
     rnd = Round(ScenarioSpec(**QUICK))
     spark = build_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     spark.dataSource.register(KafkaSource)
+    decoding = KafkaSource.decoding(JsonValues(TYPED_SCHEMA))
+    spark.dataSource.register(decoding)
     with EmbeddedBroker() as broker:
         broker.create_topic(TOPIC, partitions=args.partitions)
         records = produce(broker.bootstrap_servers, rnd, args.minutes)
@@ -133,13 +136,13 @@ def main() -> None:
         )
 
         def kafka(decode: bool):
-            reader = (
-                spark.read.format("kafka_py")
+            return (
+                spark.read.format(decoding.name() if decode else KafkaSource.name())
                 .option("kafka.bootstrap.servers", broker.bootstrap_servers)
                 .option("subscribe", TOPIC)
                 .option("startingOffsets", "earliest")
+                .load()
             )
-            return (reader.option("valueJsonSchema", TYPED_SCHEMA.json()) if decode else reader).load()
 
         def noop(frame):
             return lambda: frame.write.format("noop").mode("overwrite").save()
@@ -161,11 +164,10 @@ def main() -> None:
                     )
                     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
                     lakehouse.create_all()
-                    sink = BalancerSink(lakehouse, config, workdir / "checkpoints")
-                    sink.__dict__["app_id"] = "landing-bench"  # no streaming checkpoint to read it from
-                    assert sink._land(frame, 0, None) is not None
+                    sink = BalancerSink(lakehouse, config, workdir / "checkpoints", app_id="landing-bench")
+                    assert sink.land(frame, 0, None) is not None
                     print(
-                        "      steps: " + ", ".join(f"{t} {s:.1f} s" for t, s in sink._batch_seconds.items()),
+                        "      steps: " + ", ".join(f"{t} {s:.1f} s" for t, s in sink.batch_seconds.items()),
                         flush=True,
                     )
                 finally:
@@ -192,7 +194,7 @@ def main() -> None:
         )
         print(f"{'plain confluent-kafka consumer (ceiling)':<58} {best_ceiling:>10,.0f} rec/s", flush=True)
         measure(spark, "read (kafka_py) → noop", noop(kafka(False)), records, args.runs)
-        measure(spark, "read with valueJsonSchema → noop", noop(kafka(True)), records, args.runs)
+        measure(spark, "read, JSON decoded by the source → noop", noop(kafka(True)), records, args.runs)
         measure(spark, "read + parse, JSON decoded by Spark → noop", noop(parsed[False]), records, args.runs)
         measure(
             spark, "read + parse, JSON decoded by the source → noop", noop(parsed[True]), records, args.runs

@@ -163,7 +163,7 @@ def run_stages(
     """Times each stage of ``plan_group`` on one window; returns (seconds, peak MB, actions)."""
     from balancer.planner import ClusterModel, PlannerOptions
     from balancer.snapshot import build_snapshot, frame_records
-    from balancer.spark import planning
+    from balancer.spark.plan import planning
 
     seconds: dict[str, float] = {}
     peaks: dict[str, float] = {}

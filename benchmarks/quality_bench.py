@@ -46,9 +46,10 @@ from balancer import telemetry as tm  # noqa: E402
 from balancer.config import load_config  # noqa: E402
 from balancer.demo.scenarios import ScenarioSpec, generate  # noqa: E402
 from balancer.demo.simulator import SimulatedCluster  # noqa: E402
-from balancer.spark import loads, parse  # noqa: E402
+from balancer.spark.ingest import parse  # noqa: E402
 from balancer.spark.lakehouse import Lakehouse  # noqa: E402
 from balancer.spark.session import build_session  # noqa: E402
+from balancer.spark.windows import loads  # noqa: E402
 
 MINUTE_MS = 60_000
 T0 = 1_790_000_000_000 // 300_000 * 300_000
@@ -84,6 +85,8 @@ def old_module(rev: str, workdir: Path):
         (folder / "expectations" / f"{name}.json").write_text(show(f"lakehouse/expectations/{name}.json"))
     source = folder / "quality_old.py"
     source.write_text(show("balancer/spark/quality.py"))
+    # The revision imports the stages by their flat paths of then (balancer/spark/loads.py).
+    sys.modules.setdefault("balancer.spark.loads", loads)
     spec = importlib.util.spec_from_file_location(f"quality_{rev}", source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -170,7 +173,7 @@ def main() -> int:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="quality-bench-"))
-    from balancer.spark import quality as new
+    from balancer.spark.contract import quality as new
 
     impls = {}
     if args.only != "new":

@@ -47,9 +47,9 @@ class MeasuredSink(BalancerSink):
         self.cpu: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
 
     @contextmanager
-    def _timed(self, step: str):
+    def timed(self, step: str):
         before = cpu_seconds()
-        with super()._timed(step):
+        with super().timed(step):
             yield
         for i, (a, b) in enumerate(zip(before, cpu_seconds())):
             self.cpu[step][i] += b - a
@@ -152,9 +152,9 @@ def main() -> None:
             sink = MeasuredSink(lakehouse, config, checkpoint)
             before = cpu_seconds()
             began = time.perf_counter()
-            sink._finalize(100 + run, None, T0 + MINUTE_MS)
+            sink.close_windows(100 + run, None, T0 + MINUTE_MS)
             total = time.perf_counter() - began
-            steps = dict(sink._batch_seconds, total=total)
+            steps = dict(sink.batch_seconds, total=total)
             sink.cpu["total"] = [b - a for a, b in zip(before, cpu_seconds())]
             print(
                 f"run {run} (load {os.getloadavg()[0]:.1f}): "

@@ -112,7 +112,7 @@ def test_cluster_windows_are_planned_in_as_many_tasks_as_cores_whatever_the_shuf
     from pyspark.sql import functions as F
 
     from balancer.config import BalancerConfig
-    from balancer.spark import planning
+    from balancer.spark.plan import planning
 
     names = [f"c{i}" for i in range(6)]
     cores = spark.sparkContext.defaultParallelism

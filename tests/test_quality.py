@@ -303,7 +303,7 @@ def test_quarantine_share_is_per_cluster_and_unattributed_rejects_count_for_ever
 
 
 def test_a_records_expectation_that_is_not_compiled_is_still_validated_by_gx(spark, tmp_path, monkeypatch):
-    from balancer.spark import expectations
+    from balancer.spark.contract import expectations
 
     spec = json.loads((EXPECTATIONS_DIR / "telemetry_v1.json").read_text())
     spec["expectations"].append(

@@ -132,6 +132,8 @@ class BalancerSink:
         config: Config,
         checkpoint: str | Path,
         on_plans: PlanListener | None = None,
+        *,
+        app_id: str | None = None,
     ):
         self.lakehouse = lakehouse
         self.config = config
@@ -160,15 +162,22 @@ class BalancerSink:
         self.compactor = Compactor(lakehouse, config.lakehouse.compaction.interval.seconds)
         # Wall seconds per step, summed over the batches (each batch's own are logged at INFO).
         self.seconds: Counter[str] = Counter()
-        self._batch_seconds: Counter[str] = Counter()
+        # Wall seconds per step of the latest batch (or of the latest ``land`` / ``close_windows`` call).
+        self.batch_seconds: Counter[str] = Counter()
+        if app_id is not None:  # else read from the streaming checkpoint, which Spark writes before batch 0
+            if not isinstance(app_id, str) or not app_id:
+                raise ValueError(f"app_id must be a non-empty string, got {app_id!r}")
+            self.__dict__["app_id"] = app_id
 
     @contextmanager
-    def _timed(self, step: str):
+    def timed(self, step: str):
+        """Every step of a batch runs inside this; it adds the step's wall seconds to ``batch_seconds``. A
+        subclass may wrap it to measure more (the benchmarks add CPU seconds)."""
         started = time.perf_counter()
         try:
             yield
         finally:
-            self._batch_seconds[step] += time.perf_counter() - started
+            self.batch_seconds[step] += time.perf_counter() - started
 
     @cached_property
     def app_id(self) -> str:
@@ -194,33 +203,34 @@ class BalancerSink:
         return None if max_event_ms is None else max_event_ms - self.delay_ms
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self._batch_seconds = Counter()
+        self.batch_seconds = Counter()
         max_before = self.watermarks.before(batch_id)
-        with self._timed("topology"):
+        with self.timed("topology"):
             self.topology.refresh(app_id=self.app_id, batch_id=batch_id)
-        with self._timed("consumer groups"):
+        with self.timed("consumer groups"):
             self.consumers.refresh(app_id=self.app_id, batch_id=batch_id)
-        max_after = self._land(batch, batch_id, self._watermark(max_before))
+        max_after = self.land(batch, batch_id, self._watermark(max_before))
         if max_after is not None and max_before is not None:
             max_after = max(max_after, max_before)
         max_after = max_after if max_after is not None else max_before
         closed_after, closed_until = self._watermark(max_before), self._watermark(max_after)
         if closed_until is not None and closed_until != closed_after:
-            self._finalize(batch_id, closed_after, closed_until)
+            self.close_windows(batch_id, closed_after, closed_until)
         self.watermarks.record(batch_id, max_after)
-        with self._timed("compaction"):
+        with self.timed("compaction"):
             self.compactor.maybe_run()
-        self.seconds.update(self._batch_seconds)
+        self.seconds.update(self.batch_seconds)
         log.info(
             "batch %d took %s",
             batch_id,
-            ", ".join(f"{step} {sec:.1f}s" for step, sec in self._batch_seconds.items()),
+            ", ".join(f"{step} {sec:.1f}s" for step, sec in self.batch_seconds.items()),
         )
 
     # -- 1. landing ----------------------------------------------------------------------------
 
-    def _land(self, batch: DataFrame, batch_id: int, watermark_ms: int | None) -> int | None:
-        """Write raw + quarantine + the ingest contract; returns the batch's latest valid event time (ms).
+    def land(self, batch: DataFrame, batch_id: int, watermark_ms: int | None) -> int | None:
+        """Step 1 of a batch, callable alone: write raw + quarantine + the ingest contract; returns the
+        batch's latest valid event time (ms).
 
         The batch is parsed and cached once, then landed by ``Lakehouse.append_routed`` (on delta-rs one
         pass over the cache: each Python task writes its ``LandingRoute.RAW`` rows to telemetry_raw's folder
@@ -253,12 +263,12 @@ class BalancerSink:
             *probe_columns,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            with self._timed("read, parse, land"):
+            with self.timed("read, parse, land"):
                 appended = self.lakehouse.append_routed(
                     landed, LandingRoute, app_id=self.app_id, batch_id=batch_id, summarize=probes
                 )
             per_cluster = merge_ingest_summaries(appended.summary)
-            with self._timed("ingest contract"):
+            with self.timed("ingest contract"):
                 # Reads the cache again only for samples of failed records expectations.
                 self.contract.check_ingest(
                     landed, landed.where(~bad), app_id=self.app_id, batch_id=batch_id, per_cluster=per_cluster
@@ -270,8 +280,9 @@ class BalancerSink:
 
     # -- 2. windows the watermark closed ---------------------------------------------------------
 
-    def _finalize(self, batch_id: int, closed_after_ms: int | None, closed_until_ms: int) -> None:
-        """Windows ending in (closed_after, closed_until], from the on-time telemetry landed so far.
+    def close_windows(self, batch_id: int, closed_after_ms: int | None, closed_until_ms: int) -> None:
+        """Step 3 of a batch, callable alone: windows ending in (closed_after, closed_until], from the on-time
+        telemetry landed so far.
 
         The planner works a whole cluster-window in one Python task, on one core: it runs in the
         background (after the contract, whose verdict it needs) while the load tables are written.
@@ -284,18 +295,18 @@ class BalancerSink:
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         cached = [windows]
         try:
-            with self._timed("windows (read back, aggregate)"):
+            with self.timed("windows (read back, aggregate)"):
                 if windows.isEmpty():
                     return
             partitions = loads.partition_load(windows).persist(StorageLevel.MEMORY_AND_DISK)
             brokers = loads.broker_load(partitions, windows).persist(StorageLevel.MEMORY_AND_DISK)
             cached += [partitions, brokers]
-            with self._timed("windows contract"):
+            with self.timed("windows contract"):
                 # Its own writer id: the ingest check of this batch already appended to quality_runs.
                 blocked = self.contract.check_windows(
                     windows, partitions, app_id=f"{self.app_id}-windows", batch_id=batch_id
                 )
-            with self._timed("plan lifecycle"):
+            with self.timed("plan lifecycle"):
                 # One plan at a time: windows an open plan holds are not planned
                 # (balancer.execution.lifecycle).
                 gated = tracking.gate(self.lakehouse, self.config, partitions, brokers, closed_after_ms)
@@ -319,23 +330,23 @@ class BalancerSink:
                         (lambda: None) if replayed else plan_rows.count
                     )
                 )
-                with self._timed("partition_load"):
+                with self.timed("partition_load"):
                     self._write("partition_load", partitions, batch_id)
-                with self._timed("broker_load, broker_ranking"):
+                with self.timed("broker_load, broker_ranking"):
                     self._write("broker_load", brokers, batch_id)
                     self._write(
                         "broker_ranking", loads.broker_ranking(brokers, self.config.balancer), batch_id
                     )
-                with self._timed("plans"):
+                with self.timed("plans"):
                     planned.result()
                     plan_rows, settled = self._settle(
                         plan_rows, gated, partitions, replayed, closed_after_ms, closed_until_ms
                     )
                     new_plans = self._write("balance_plans", plan_rows, batch_id)
                     self._write("plan_actions", planning.plan_actions(plan_rows), batch_id)
-            with self._timed("plan lifecycle"):
+            with self.timed("plan lifecycle"):
                 self._track(settled, partitions, brokers, batch_id, closed_after_ms, closed_until_ms)
-            with self._timed("consumer groups"):
+            with self.timed("consumer groups"):
                 self.consumers.close_windows(partitions, app_id=self.app_id, batch_id=batch_id)
             # A replayed batch wrote nothing: its plans were handed out before the crash.
             if self.on_plans is not None and new_plans:

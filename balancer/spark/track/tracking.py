@@ -9,6 +9,10 @@ restricted to the tracked plans' partitions (a broadcast join, then collected).
 The state is read as of the batch's start: rows of windows ending at or before the windows the
 batch closes. A batch replayed after a crash therefore decides what it decided before, even if
 some of its rows landed, and its appends (keyed by app id and batch id) skip what is there.
+
+Over 500 lines because the reads (``read_latest``, ``stored_infos``, ``gate``, ``settle``) and the rows
+written from the lifecycle's decisions (``event_rows``, ``batch_rows``, ``outcome_rows``) share one record
+of a plan (``PlanInfo``) and its columns; they are the two halves a split would take apart.
 """
 
 from __future__ import annotations
