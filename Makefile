@@ -16,7 +16,9 @@ BENCHES := planner planning source parse quality landing windows ingest formats 
 JVM_STAMP := jvm/lib/.resolved
 JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
-setup: $(STAMP) $(JVM_STAMP)
+CDS := jvm/cds/spark.jsa
+
+setup: $(STAMP) $(JVM_STAMP) $(CDS)
 
 # The JVM half (jvm/pom.xml pins it): Kafka's broker and tools, Spark's Kafka connector, delta-spark,
 # hadoop-aws. Resolved once into jvm/lib/; nothing downloads at run time (Spark gets --jars, not --packages).
@@ -25,6 +27,11 @@ $(JVM_STAMP): $(JVM_POMS)
 	rm -rf jvm/lib
 	mvn --batch-mode --quiet -f jvm/pom.xml package
 	@touch $(JVM_STAMP)
+
+# The class-data archive short-lived Spark drivers map (balancer.jvm): dumped once per pyspark install.
+$(CDS): $(STAMP) balancer/cli/cds.py
+	@mkdir -p $(dir $(CDS))
+	$(PY) -m balancer.cli.cds 2>$(dir $(CDS))dump.log || { tail -20 $(dir $(CDS))dump.log; exit 1; }
 
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
@@ -57,11 +64,11 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # Whole suite: lint, then unit + integration (real Spark, real Kafka brokers, Delta on disk).
-# Most of its time is waiting (event-time windows, throttled replica moves, JVM starts), not CPU, so it runs
-# in TEST_WORKERS processes, each with its own Spark session and brokers; a test module stays in one process
-# (--dist loadfile) so a module's fixtures start once. TEST_WORKERS=0 runs everything in this process.
+# One process by default: on two cores, two processes each with a Spark driver and brokers starve each other
+# (micro-batches a minute long, real-time deadlines missed) and take longer in all than one. TEST_WORKERS=2
+# splits the modules over two processes (--dist loadfile: a module's fixtures start once) on bigger boxes.
 # Exit code 5 means pytest collected nothing: that is a failure for us too.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 0
 test: setup lint
 	$(PY) -m pytest -q -ra --durations=20 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 	  $(PYTEST_ARGS); rc=$$?; \

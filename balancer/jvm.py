@@ -82,3 +82,22 @@ def _pyspark_jars() -> list[Path]:
     import pyspark
 
     return sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+
+
+# A Spark driver that lives seconds to minutes on two shared cores (the tests, the demos, `balancer sql`)
+# spends more CPU compiling Spark with C2 and running parallel GC threads than it saves: C1 alone and the
+# serial collector halve its CPU. The class-data archive `make setup` dumps (jvm/cds/spark.jsa) maps Spark's
+# already-parsed classes instead of loading them again. A long-running job keeps the JVM's defaults.
+CDS_ARCHIVE = ROOT / "jvm" / "cds" / "spark.jsa"
+SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+def short_lived_driver_options(*, archive: Path | None = None) -> str:
+    """JVM options (for ``SPARK_SUBMIT_OPTS``) of a short-lived Spark driver: C1 only, the serial GC, and
+    ``archive`` (default: jvm/cds/spark.jsa) when it exists. A JVM that cannot use the archive (another
+    JDK, another classpath) starts without it, silently: the archive only saves time."""
+    options = list(SHORT_LIVED_OPTIONS)
+    archive = CDS_ARCHIVE if archive is None else archive
+    if archive.is_file():
+        options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    return " ".join(options)

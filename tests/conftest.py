@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from balancer.jvm import short_lived_driver_options
+
 # Spark's Python workers must run the venv interpreter, not whatever `python3` is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Every driver JVM a test starts, in this process or a subprocess (spark-submit.sh, `balancer run`), is
+# short-lived: C1, the serial GC and the class-data archive from `make setup` (balancer.jvm).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", short_lived_driver_options())
 
 
 @pytest.fixture(scope="session")
@@ -74,9 +79,9 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-# `make test` runs modules in two processes, each taking the next module when it is free: a long module
-# taken last keeps one process busy alone at the end. The longest (real brokers, spark-submit, the standalone
-# cluster, real-clock windows) go first; the rest keep their order.
+# With TEST_WORKERS=2 each process takes the next module when it is free: a long module taken last keeps one
+# process busy alone at the end. The longest (real brokers, spark-submit, the standalone cluster, real-clock
+# windows) go first; the rest keep their order.
 LONG_MODULES = (
     "test_cluster_path.py",
     "test_demo_kafka.py",

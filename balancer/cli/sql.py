@@ -103,6 +103,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         master="local[*]",
         app_name="balancer-sql",
         conf=connector_conf(config, {**config.spark.conf, "spark.ui.enabled": "false"}),
+        short_lived=True,
     )
     lakehouse = Lakehouse(
         spark,

@@ -637,7 +637,11 @@ def _demo(args: argparse.Namespace, config: Config, line: Callable[[str], None])
 
     def start_spark():
         conf = {**config.spark.conf, "spark.ui.enabled": "false"}
-        sessions.append(build_session(master=config.spark.master, app_name="balancer-demo-kafka", conf=conf))
+        sessions.append(
+            build_session(
+                master=config.spark.master, app_name="balancer-demo-kafka", conf=conf, short_lived=True
+            )
+        )
         return sessions[0]
 
     try:

@@ -215,6 +215,7 @@ def _demo(args: argparse.Namespace, config) -> int:
             master=config.spark.master,
             app_name="balancer-demo",
             conf={**config.spark.conf, "spark.ui.enabled": "false"},
+            short_lived=True,
         )
         plans: queue.Queue = queue.Queue()
         queries = job.start(spark, config, on_plans=plans.put)

@@ -8,16 +8,24 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from balancer.jvm import spark_jars, spark_sets
+from balancer.jvm import short_lived_driver_options, spark_jars, spark_sets
 
 if TYPE_CHECKING:
     from balancer.config import Config
 
 
 def build_session(
-    *, master: str | None = None, app_name: str = "kafka-traffic-balancer", conf: dict[str, str] | None = None
+    *,
+    master: str | None = None,
+    app_name: str = "kafka-traffic-balancer",
+    conf: dict[str, str] | None = None,
+    short_lived: bool = False,
 ) -> SparkSession:
-    """Get or create the session. ``master`` None leaves it to spark-submit."""
+    """Get or create the session. ``master`` None leaves it to spark-submit. ``short_lived`` (the demos,
+    `balancer sql`) starts the driver JVM with balancer.jvm's short-lived options unless the caller set
+    ``SPARK_SUBMIT_OPTS`` itself; the streaming job keeps the JVM's defaults."""
+    if short_lived:
+        os.environ.setdefault("SPARK_SUBMIT_OPTS", short_lived_driver_options())
     # Python workers must run this interpreter (the venv), or they fail to import our package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
