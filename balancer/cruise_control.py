@@ -1,6 +1,7 @@
 """Cruise Control's metrics-reporter wire format: vectorized decoding and exact encoding.
 
-Pure: numpy + pyarrow.
+Pure: numpy + pyarrow. One module, over 500 lines: the decoder and the encoder must agree byte for byte
+with the layout below, so the layout, both directions and their checks stay side by side.
 
 Cruise Control's reporter (linkedin/cruise-control, ``cruise-control-metrics-reporter``,
 ``metric/MetricSerde.java`` and ``BrokerMetric``/``TopicMetric``/``PartitionMetric``) writes one

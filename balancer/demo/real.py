@@ -10,6 +10,9 @@ plan out on the real cluster at its computed throttles. The demo prints each bro
 the plan's window and in the first full window after it completed, as the agent measured them from the
 brokers' own meters, against the threshold, and predicted against realized. Everything it started is
 stopped on exit.
+
+One module, over 500 lines: the demo is a script read top to bottom (start, load, measure, plan, carry out,
+report, stop), and splitting it would hide its order.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Carrying a plan out on a Kafka cluster: the logic of ``balancer execute``, against two small ports.
 
+One module, over 500 lines, because its safety rules below are one state machine: each rule guards a
+step of the others (a throttle recorded before it is set, removed before the next batch, a plan checked
+before each batch), and a reader checks them together.
+
 - :class:`ClusterAdmin`: the Admin API calls it needs (ListPartitionReassignments,
   AlterPartitionReassignments, ElectLeaders, IncrementalAlterConfigs, DescribeConfigs, metadata, log
   dir sizes). The adapter is ``balancer.execution.kafka_admin``.

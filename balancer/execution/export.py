@@ -22,7 +22,8 @@ each one is that broker's safety limit (its spare network capacity), so ``--thro
 minimum over the batch's brokers (safe on every broker), and ``kafka-configs.sh --alter`` then
 raises each participating broker to its own rate. ``--verify`` clears both when the batch is done.
 
-Only :func:`export_plan` writes files; the rest is pure.
+Only :func:`export_plan` writes files; the rest is pure. One module, over 500 lines: the files and the
+script that runs them must agree on every name and order, so they are written in one place.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Load model (Cruise Control's): every replica takes the partition's bytes_in (leaders from
 producers, followers as replication); the leader serves bytes_out plus bytes_in x (RF - 1) to
 followers; every replica stores ``size``.
+
+One module, over 500 lines: every move the search makes updates the arrays and the per-broker loads
+together, and keeping the incremental updates beside the arrays they keep consistent is what makes a
+wrong update easy to see.
 """
 
 from __future__ import annotations
