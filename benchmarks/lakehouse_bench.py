@@ -37,14 +37,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+import pyarrow as pa
+from deltalake import DeltaTable
 
-import pyarrow as pa  # noqa: E402
-from deltalake import DeltaTable  # noqa: E402
-
-from balancer.spark.lakehouse import Lakehouse, arrow_schema  # noqa: E402
-from balancer.spark.lakehouse.parquet import write_parquet  # noqa: E402
+from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.lakehouse.parquet import write_parquet
 
 CLUSTER = "bench-1"
 WINDOW = timedelta(minutes=60)  # set from --window-minutes
