@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from deltalake import DeltaTable
 
 from balancer.config import load_config
 from balancer.planner import Action
@@ -124,6 +125,11 @@ def lakehouse(root: Path) -> Lakehouse:
     return house
 
 
+def table_rows(root: Path, table: str) -> pa.Table:
+    """All of ``table`` under ``root``, read with delta-rs."""
+    return DeltaTable(lakehouse(root).path(table)).to_pyarrow_table()
+
+
 def write_plan(
     root: Path,
     actions: Sequence[Action],
@@ -185,9 +191,9 @@ def add_tables(
     """The rest of a half-written plan (same rows as :func:`write_plan` makes)."""
     scratch = root.parent / f"scratch-{uuid.uuid4().hex[:6]}"
     write_plan(scratch, actions, deadline_seconds=deadline_seconds, plan_id=plan_id)
-    source, house = lakehouse(scratch), lakehouse(root)
+    house = lakehouse(root)
     for number, table in enumerate(tables):
-        data = source.delta(table).to_pyarrow_table()
+        data = table_rows(scratch, table)
         house.append(table, data, app_id=f"rest-{plan_id}", batch_id=number)
 
 
@@ -197,13 +203,12 @@ def arrow_rows(table: str, rows: list[dict]) -> pa.Table:
 
 
 def executions(root: Path, plan_id: str) -> list[dict]:
-    house = lakehouse(root)
-    rows = house.delta("plan_executions").to_pyarrow_table().to_pylist()
+    rows = table_rows(root, "plan_executions").to_pylist()
     return sorted((r for r in rows if r["plan_id"] == plan_id), key=lambda r: r["recorded_at"])
 
 
 def batches(root: Path, plan_id: str) -> list[dict]:
-    rows = lakehouse(root).delta("plan_batches").to_pyarrow_table().to_pylist()
+    rows = table_rows(root, "plan_batches").to_pylist()
     return sorted((r for r in rows if r["plan_id"] == plan_id), key=lambda r: r["batch"])
 
 
