@@ -17,6 +17,7 @@ from test_pipeline import MALFORMED
 
 from balancer.config import REPO_ROOT
 from balancer.demo.cluster import StandaloneCluster, application_executors
+from balancer.jvm import SHORT_LIVED_OPTIONS
 from balancer.spark import job
 
 pytestmark = pytest.mark.integration
@@ -92,7 +93,7 @@ def check_cluster_path(standalone, spark, kafka, tmp_path, s3_endpoint) -> None:
         *("--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0"),
         *("--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"),
         # Executors live as long as the test: C1 and the serial GC, as for the driver (tests/conftest.py).
-        *("--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
+        *("--conf", f"spark.executor.extraJavaOptions={' '.join(SHORT_LIVED_OPTIONS)}"),
     )
 
     s3 = root.replace("s3a://", "s3://")
