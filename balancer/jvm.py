@@ -88,8 +88,11 @@ def _pyspark_jars() -> list[Path]:
 # spends more CPU compiling Spark with C2 and running parallel GC threads than it saves: C1 alone and the
 # serial collector halve its CPU. The class-data archive `make setup` dumps (jvm/cds/spark.jsa) maps Spark's
 # already-parsed classes instead of loading them again. A long-running job keeps the JVM's defaults.
+# With C1 alone the JVM reserves only 48 MB for compiled code; Spark fills that within minutes, and a full
+# code cache switches the compiler off for good (everything after runs interpreted), so the options reserve
+# what tiered compilation would.
 CDS_ARCHIVE = ROOT / "jvm" / "cds" / "spark.jsa"
-SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UseSerialGC")
 
 
 def short_lived_driver_options(*, archive: Path | None = None) -> str:

@@ -210,6 +210,7 @@ class KafkaCluster:
             # Two cores shared with Spark and the tests: few GC and compiler threads, quick C1 start-up.
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
+            "-XX:ReservedCodeCacheSize=240m",  # C1 alone reserves 48 MB; full, the compiler stops for good
             "-XX:CICompilerCount=2",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile=file:{node.directory / 'log4j2.properties'}",
