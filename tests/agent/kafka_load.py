@@ -120,7 +120,7 @@ def published(bootstrap: str, topic: str) -> list[dict]:
     # Assigned, not subscribed: one partition (the tests create the metrics topics so), no group to join.
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     values, idle_since = [], time.monotonic()
-    while time.monotonic() - idle_since < 5:
+    while time.monotonic() - idle_since < 3:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             values.append(msg.value())

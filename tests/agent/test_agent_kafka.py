@@ -28,7 +28,11 @@ from .kafka_load import Endpoint, Load, published, relay
 
 pytestmark = pytest.mark.integration
 
-WINDOW_MS = 30_000
+# Short windows and intervals keep the module quick; the producers are steady, so a window of five
+# readings measures their rates as well as a longer one would. An interval under 3 s would leave a scrape
+# slower than 1.5 s (common on a busy two-core box) untimed (MAX_SKEW_INTERVALS).
+WINDOW_MS = 15_000
+INTERVAL_S = 3
 ASSIGNMENT = [[1, 2], [2, 3], [3, 1]]  # partition p led by ASSIGNMENT[p][0]
 RATES = {0: 40_000.0, 1: 16_000.0, 2: 8_000.0}  # bytes/s per partition: each broker a different sum
 
@@ -49,7 +53,7 @@ def agent_config(cluster: KafkaCluster, metrics_bootstrap: str, topic: str, sour
             f"source.topic={topic}",
             f"agent.bootstrap_servers={cluster.bootstrap_servers}",
             f"agent.source={source}",
-            "agent.interval=5 seconds",
+            f"agent.interval={INTERVAL_S} seconds",
             *(endpoints if source == "jmx" else []),
             *extra,
         ],
@@ -133,8 +137,8 @@ def test_loads_through_the_job_match_producer_rates_and_log_dirs(spark, broker, 
             "metadata.source=kafka",
             f"metadata.bootstrap_servers={exported.bootstrap_servers}",
             f"capacity.path={capacity}",
-            "windows.size=30 seconds",
-            "windows.slide=30 seconds",
+            f"windows.size={WINDOW_MS // 1000} seconds",
+            f"windows.slide={WINDOW_MS // 1000} seconds",
             "windows.watermark=5 seconds",
         )
         job.run_until_idle(spark, job.start(spark, config, once=True))
@@ -166,18 +170,18 @@ def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported):
         time.sleep(3)
         for _ in range(3):
             agent.tick()
-            time.sleep(5)
+            time.sleep(INTERVAL_S)
         endpoint.down()
         down_from = int(time.time() * 1000)
         for _ in range(3):
             report = agent.tick()
             assert 1 in report.failed and report.measured == [2]
-            time.sleep(5)
+            time.sleep(INTERVAL_S)
         up_from = int(time.time() * 1000)
         endpoint.up()
         for _ in range(3):
             agent.tick()
-            time.sleep(5)
+            time.sleep(INTERVAL_S)
     finally:
         load.stop()
         endpoint.down()
@@ -201,13 +205,13 @@ def test_a_restarted_broker_gives_no_negative_or_spiking_rate(broker, exported):
         time.sleep(3)
         for _ in range(3):
             agent.tick()
-            time.sleep(5)
+            time.sleep(INTERVAL_S)
         exported.stop_node(2)
         agent.tick()
         exported.start_node(2)
         for _ in range(4):
             agent.tick()
-            time.sleep(5)
+            time.sleep(INTERVAL_S)
     finally:
         load.stop()
         agent.stop()
@@ -271,7 +275,7 @@ def test_a_topic_deleted_while_measured(broker, exported, source):
         time.sleep(2)
         for _ in range(2):
             agent.tick()
-            time.sleep(3)
+            time.sleep(INTERVAL_S)
         load.stop()
         admin = exported.admin()
         for future in admin.delete_topics([topic], operation_timeout=30).values():
@@ -279,7 +283,7 @@ def test_a_topic_deleted_while_measured(broker, exported, source):
         reports = []
         for _ in range(3):
             reports.append(agent.tick())
-            time.sleep(3)
+            time.sleep(INTERVAL_S)
     finally:
         load.stop()
         agent.stop()
