@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,15 +56,17 @@ COMPARED = [
 ]
 
 
-def submit(config: Path, log: Path, *args: str) -> subprocess.CompletedProcess:
-    env_log = {"BALANCER_LOG_DIR": str(log.parent)}
-    return subprocess.run(
-        [str(ROOT / "spark-submit.sh"), "--master", "local[2]", "--once", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, **env_log, "PYSPARK_PYTHON": sys.executable},
-    )
+def submit(config: Path, folder: Path) -> subprocess.Popen:
+    """``spark-submit.sh --once`` on ``config``: started, its output in files under ``folder``."""
+    env = {**os.environ, "BALANCER_LOG_DIR": str(folder / "logs"), "PYSPARK_PYTHON": sys.executable}
+    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+        return subprocess.Popen(
+            [str(ROOT / "spark-submit.sh"), "--master", "local[2]", "--once", "--config", str(config)],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=env,
+        )
 
 
 def table_rows(root: Path | str, table: str, storage: dict[str, str] | None = None) -> list[tuple]:
@@ -80,9 +83,11 @@ def runs(kafka, tmp_path_factory):
     kafka.create_topic(topic, partitions=2, replication_factor=3)
     values = minutes_of(simulated(cluster="native"), 0, 6)
     produced = produce(kafka.bootstrap_servers, topic, values[:20] + POISON + values[20:])
-    lakehouses = {}
+    # Both submissions at once: each spends much of its time starting up and committing, so together they
+    # take well under the sum of their times alone on two cores.
+    folders, jobs = {}, {}
     for connector, engine in COMBOS:
-        folder = tmp_path_factory.mktemp(f"{connector}-{engine}")
+        folder = folders[(connector, engine)] = tmp_path_factory.mktemp(f"{connector}-{engine}")
         config = write_config(
             folder,
             kafka.bootstrap_servers,
@@ -91,11 +96,19 @@ def runs(kafka, tmp_path_factory):
             source={"connector": connector, "max_records_per_batch": 100_000},
             lakehouse={"engine": engine},
         )
-        started = time.monotonic()
-        result = submit(config, folder / "logs" / "x")
-        assert result.returncode == 0, (connector, engine, result.stdout[-2000:], result.stderr[-2000:])
-        print(f"{connector} + {engine}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-        lakehouses[(connector, engine)] = folder / "lakehouse"
+        jobs[(connector, engine)] = submit(config, folder)
+    started = time.monotonic()
+    try:
+        for combo, proc in jobs.items():
+            code = proc.wait(timeout=max(1.0, 900 - (time.monotonic() - started)))
+            output = (folders[combo] / "stdout").read_text()[-2000:], (folders[combo] / "stderr").read_text()
+            assert code == 0, (combo, output[0], output[1][-2000:])
+            print(f"{combo[0]} + {combo[1]}: done after {time.monotonic() - started:.0f} s", file=sys.stderr)
+    finally:
+        for proc in jobs.values():
+            if proc.poll() is None:
+                proc.kill()
+    lakehouses = {combo: folder / "lakehouse" for combo, folder in folders.items()}
     return produced, lakehouses
 
 
@@ -160,8 +173,11 @@ def test_sql_as_of_a_version_reads_delta_spark_tables_through_spark(runs, tmp_pa
     (the empty table as created), without it the rows landed."""
     produced, lakehouses = runs
     root = lakehouses[("python", "delta-spark")]
-    assert sql_count(root, tmp_path) == produced - len(POISON)
-    assert sql_count(root, tmp_path, "--as-of", "0") == 0
+    with ThreadPoolExecutor(2) as pool:  # two drivers at once: mostly start-up, which overlaps well
+        now = pool.submit(sql_count, root, tmp_path / "now")
+        first = pool.submit(sql_count, root, tmp_path / "first", "--as-of", "0")
+        assert now.result() == produced - len(POISON)
+        assert first.result() == 0
 
 
 def test_auto_picks_delta_spark_when_its_jar_is_loaded(tmp_path):
