@@ -20,6 +20,7 @@ from balancer.planner import (
     plan,
 )
 from balancer.planner.goals import CountDistributionGoal
+from balancer.planner.validate import check_plan
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
 
@@ -299,3 +300,18 @@ def test_count_goal_out_of_reach_plans_what_searching_and_undoing_would(spec, mo
     searched = plan(snap)
     assert skipped.actions == searched.actions
     assert skipped.after == searched.after
+
+
+def test_disk_goal_makes_room_for_a_giant_by_an_ejection_chain():
+    # Broker 0 holds two giants (700 and 500 of 1000); brokers 1 and 2 hold ten replicas of 40.
+    # The 500 fits on no broker (400 + 500 > the 727 limit), no swap of it for a 40 fits either;
+    # moving lighter replicas off broker 1 to broker 2 first makes the room.
+    small = [([b], 1, 0, 40) for b in (1, 2) for _ in range(10)]
+    snap = snapshot([([0], 1, 0, 700), ([0], 1, 0, 500)] + small, brokers=3, racks=(None, None, None))
+    before = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal()]).after["disk"]
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert before == pytest.approx(1.8)
+    assert result.after["disk"] == pytest.approx(1.05)  # the bound: the 700 alone
+    assert check_plan(snap, result) == []
+    giant = next(a for a in result.actions if a.partition == 1)
+    assert giant.old_replicas == (0,) and giant.new_replicas != (0,)

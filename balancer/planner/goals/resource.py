@@ -62,7 +62,8 @@ class ResourceGoal(Goal):
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
-    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership``: how a broker over its limit is shed;
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``ejects``: how a broker over its limit
+      is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
@@ -81,6 +82,9 @@ class ResourceGoal(Goal):
     carried_by_every_replica = False
     sheds_best_fit = False  # sheds by relief per byte, the smallest replica that covers the excess first
     chains_leadership = False  # a leadership whose follower lacks room may go on by a chain of two transfers
+    # A figure-setting broker that moves and swaps leave over the limit may move one heavy replica
+    # to a receiver after lighter ones left the receiver to make room (search.eject).
+    ejects = False
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -313,6 +317,9 @@ class DiskGoal(ResourceGoal):
 
     dim = DISK
     carried_by_every_replica = True
+    # Disk has partitions far bigger than the rest (retention x traffic): two giants on one broker
+    # may fit nowhere else until a receiver is emptied for one of them.
+    ejects = True
 
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.size[ps]

@@ -16,6 +16,13 @@ SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership 
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order
 SWAP_PICKS = 3  # exchanges tried per offer, those nearest the aimed transfer first
+# Ejection chains (search.eject): the heaviest replicas of a figure-setting broker tried, the receivers
+# (least to shed first) tried for each, the receiver's replicas tried per step of its shed (the most
+# overflow relieved per byte first) and in all.
+EJECT_HEADS = 2
+EJECT_RECEIVERS = 3
+EJECT_PICKS = 8
+EJECT_TRIES = 2000
 BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
 FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
 FILL_TRIES_FLOOR = 200  # candidates each under-loaded broker may try, however many there are

@@ -8,6 +8,7 @@ from ..actions import Move
 from ..model import DISK, OUT
 from .constants import BEST_FIT_WINDOW, DEST_TRIES, EPS, LEADERSHIP, REPLICA_MOVE, SCREEN_CHUNK, SCREEN_FIRST
 from .context import SearchContext
+from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
 from .swap import swap_out
@@ -43,7 +44,8 @@ def shed_all(ctx: SearchContext) -> None:
 
 def shed(a: int, ctx: SearchContext) -> None:
     """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
-    transfers (no data), then replica moves, then swaps, then swaps of two leaderships."""
+    transfers (no data), then replica moves, then swaps, then swaps of two leaderships; where the
+    goal ejects and ``a`` still sets its figure, an ejection chain."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
@@ -64,6 +66,8 @@ def shed(a: int, ctx: SearchContext) -> None:
         swap_out(a, ctx)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
+    if goal.ejects and goal.over(model, a) and goal.sets_figure(model, a):
+        eject_out(a, ctx)
 
 
 def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
