@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.planner import (
     ClusterModel,
@@ -315,3 +317,56 @@ def test_disk_goal_makes_room_for_a_giant_by_an_ejection_chain():
     assert check_plan(snap, result) == []
     giant = next(a for a in result.actions if a.partition == 1)
     assert giant.old_replicas == (0,) and giant.new_replicas != (0,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    giants=st.lists(st.integers(300, 900), min_size=1, max_size=3),
+    smalls=st.lists(st.integers(5, 80), min_size=4, max_size=40),
+    brokers=st.integers(3, 5),
+    rf=st.integers(1, 2),
+)
+def test_ejection_chains_keep_plans_valid(giants, smalls, brokers, rf):
+    # Giant partitions piled on broker 0, small ones spread over the rest: whatever the disk goal
+    # does, ejection chains included, the independent checker accepts the plan and no broker's
+    # disk ends above where the hottest one started.
+    parts = [([(0 + k) % brokers for k in range(rf)], 1, 0, g) for g in giants]
+    parts += [([(1 + i + k) % brokers for k in range(rf)], 1, 0, s) for i, s in enumerate(smalls)]
+    snap = snapshot(parts, brokers=brokers, racks=(None,) * brokers)
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert check_plan(snap, result) == []
+    assert result.after["disk"] <= result.before["disk"] + 1e-9
+
+
+def _giant_or_many_small(disk_capacity):
+    # Broker 0 is ~24 B/s over the network_in target: one giant (30 B/s in 300 bytes) or 24 of
+    # thirty small replicas (1 B/s in 1 byte each) relieve it; broker 1 is as far under.
+    snap = snapshot(
+        [([0], 30, 0, 300)] + [([0], 1, 0, 1)] * 30 + [([0], 40, 0, 2000), ([1], 40, 0, 2000)],
+        brokers=2,
+        racks=(None, None),
+    )
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": disk_capacity}
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    return snap, goals
+
+
+def test_network_in_puts_data_first_where_the_disk_goal_will_not_act():
+    # Disk idle (under its low-utilization threshold): every byte a traffic move copies is cost
+    # alone, so the small replicas go (24 bytes in 24 moves), not the giant (300 bytes in one).
+    snap, goals = _giant_or_many_small(disk_capacity=1e9)
+    result = plan(snap, PlannerOptions(low_utilization={"disk": 0.5}), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.bytes_to_move < 50
+    assert check_plan(snap, result) == []
+
+
+def test_network_in_keeps_its_few_big_moves_where_the_disk_goal_acts():
+    # Disk active: the bytes a traffic move copies relieve disk as well, and the per-move cost
+    # stands (one move of the giant).
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0)
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.replica_moves == 1 and result.bytes_to_move == 300

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,3 +36,11 @@ class SearchContext:
     # Guard ceiling / cluster utilization while a figure-setting broker is shed again; None: the
     # goal's threshold.
     guard_ratio: float | None = None
+
+    @property
+    def data_first(self) -> bool:
+        """The search sizes its per-move cost for data first (``search.cost``): the goal weighs
+        moves and no disk goal will act. Where one acts, the bytes a traffic move copies off a
+        broker relieve its disk as well (a broker's bytes count once for both), so the goal's
+        ceiling cost and its few big moves stand."""
+        return self.goal.weighs_moves and not math.isfinite(self.disk_line)
