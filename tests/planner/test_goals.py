@@ -232,6 +232,40 @@ def test_disk_goal_finishes_a_broker_with_the_smallest_replica_that_covers_its_e
     assert result.after["disk"] <= 1.09 + 1e-9
 
 
+def test_disk_goal_moves_no_giant_where_smaller_replicas_cover_the_excess_with_less_data():
+    """Broker 0 is ~200 bytes over the disk target (1.09 x the average of 3246). Its coldest
+    replica (600 bytes) covers that alone and fits on broker 1, but eight cold ones of 25 bytes
+    do it with a third of the data: data first, they go."""
+    parts = (
+        [([0], 0.001, 600)] + [([0], 0.01, 25)] * 10 + [([0], 1.0, 2888), ([1], 1.0, 2500), ([2], 1.0, 3500)]
+    )
+    snap = {
+        "cluster": "t",
+        "brokers": [
+            {"id": i, "capacity": {"network_in": 100.0, "network_out": 100.0, "disk": 10000.0}}
+            for i in (0, 1, 2)
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": reps,
+                "leader": reps[0],
+                "bytes_in": bi,
+                "bytes_out": bi,
+                "size": sz,
+            }
+            for i, (reps, bi, sz) in enumerate(parts)
+        ],
+    }
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert 0 not in [a.partition for a in result.actions]
+    assert result.bytes_to_move == 200
+    assert result.after["disk"] <= 1.09 + 1e-9
+    assert check_plan(snap, result) == []
+
+
 def test_network_in_fills_a_broker_with_the_smallest_replica_that_lifts_it_alone():
     """Broker 5 (35.5 bytes in) is under network_in's lower limit (0.91 x 45.08 = 41.0), 5.5
     short. Brokers 1 and 2 (47 each) may give up to 6 each: broker 1 a replica of 5.9 bytes in

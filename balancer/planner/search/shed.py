@@ -92,11 +92,16 @@ def shed(a: int, ctx: SearchContext) -> None:
 def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
     """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
     one replica that alone covers the excess first), then take back what the overshoot does
-    not need."""
+    not need. Data first: where the goal covers, a replica that alone covers the excess with more
+    than DATA_SLACK over the data the order's smaller candidates would copy is passed over, by
+    ``cover`` and by the order alone (every byte of disk moved relieves one byte: a cold giant
+    would overshoot by most of its size)."""
     model, goal = ctx.model, ctx.goal
     moved: list[Move] = []
     tried = np.zeros(len(ps), dtype=bool)
     covered_at = -1
+    upper_a = goal.limits(model)[0][a] * model.cap[a, goal.dim]
+    budget_at, budget = -1, np.inf
     i, n, misses, chunk = 0, len(ps), 0, 0
     while i < n:
         if not goal.over(model, a):
@@ -124,6 +129,12 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
         if tried[i]:
             i += 1
             continue
+        if goal.covers and relief[i] >= model.load[a, goal.dim] - upper_a:
+            if budget_at != model.moves_applied:
+                budget_at, budget = model.moves_applied, cover_budget(a, ps, relief, tried, ctx)
+            if model.size[ps[i]] > budget:
+                i += 1  # alone it covers the excess with more data than the order needs: skipped
+                continue
         p = int(ps[i])
         tried[i] = True
         i += 1
@@ -151,6 +162,9 @@ def cover(
     covering = np.flatnonzero(~tried & (relief >= need))
     if not len(covering):
         return False
+    covering = covering[model.size[ps[covering]] <= cover_budget(src, ps, relief, tried, ctx)]
+    if not len(covering):
+        return False
     covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
     free = source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
     for pick in covering[free][:DEST_TRIES].tolist():
@@ -161,6 +175,17 @@ def cover(
                 moved.append(model.log[-1])
             return True
     return False
+
+
+def cover_budget(a: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, ctx: SearchContext) -> float:
+    """Data first: the most one replica that alone covers ``a``'s excess may copy, DATA_SLACK over
+    what the untried candidates that do not cover it alone would copy, in order, to cover it
+    (inf where they cannot)."""
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    need = model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim]
+    rest = np.flatnonzero(~tried & (relief < need))
+    return (1.0 + DATA_SLACK) * cover_data(model.size[ps[rest]], relief[rest], need)
 
 
 def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
