@@ -373,11 +373,11 @@ def test_ejection_chains_keep_plans_valid(giants, smalls, brokers, rf):
     assert result.after["disk"] <= result.before["disk"] + 1e-9
 
 
-def _giant_or_many_small(disk_capacity):
+def _giant_or_many_small(disk_capacity, other_disk=2000):
     # Broker 0 is ~24 B/s over the network_in target: one giant (30 B/s in 300 bytes) or 24 of
     # thirty small replicas (1 B/s in 1 byte each) relieve it; broker 1 is as far under.
     snap = snapshot(
-        [([0], 30, 0, 300)] + [([0], 1, 0, 1)] * 30 + [([0], 40, 0, 2000), ([1], 40, 0, 2000)],
+        [([0], 30, 0, 300)] + [([0], 1, 0, 1)] * 30 + [([0], 40, 0, 2000), ([1], 40, 0, other_disk)],
         brokers=2,
         racks=(None, None),
     )
@@ -398,9 +398,18 @@ def test_network_in_puts_data_first_where_the_disk_goal_will_not_act():
 
 
 def test_network_in_keeps_its_few_big_moves_where_the_disk_goal_acts():
-    # Disk active: the bytes a traffic move copies relieve disk as well, and the per-move cost
-    # stands (one move of the giant).
-    snap, goals = _giant_or_many_small(disk_capacity=8000.0)
+    # Disk active, broker 0's above its target: the bytes a traffic move copies relieve disk as
+    # well, and the per-move cost stands (one move of the giant).
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0, other_disk=1000)
     result = plan(snap, PlannerOptions(), goals=goals)
     assert result.after["network_in"] <= 1.10
     assert result.replica_moves == 1 and result.bytes_to_move == 300
+
+
+def test_network_in_puts_data_first_where_no_broker_needs_disk_relief():
+    # Disk active (27% full) but every broker within the disk goal's target: the disk goal has
+    # nothing to do, so every byte a traffic move copies is cost alone.
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0)
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.bytes_to_move < 50

@@ -254,6 +254,7 @@ class ResourceGoal(Goal):
         resource goals among them that are not idle (an idle goal vetoes nothing) screen them."""
         optimized = tuple(optimized_goals)
         res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal) and not g.idle(model)) + (self,)
+        line = disk_line(model, options)
         return SearchContext(
             model=model,
             goal=self,
@@ -262,7 +263,8 @@ class ResourceGoal(Goal):
             res_goals=res_goals,
             rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
             options=options,
-            disk_line=disk_line(model, options),
+            disk_line=line,
+            disk_idle=not np.isfinite(line) or bool((model.load[:, DISK] <= line * model.cap[:, DISK]).all()),
         )
 
     def sets_figure(self, model: ClusterModel, a: int) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +39,11 @@ class SearchContext:
     @property
     def data_first(self) -> bool:
         """The search sizes its per-move cost for data first (``search.cost``): the goal weighs
-        moves and no disk goal will act. Where one acts, the bytes a traffic move copies off a
-        broker relieve its disk as well (a broker's bytes count once for both), so the goal's
-        ceiling cost and its few big moves stand."""
-        return self.goal.weighs_moves and not math.isfinite(self.disk_line)
+        moves and the disk goal has nothing to do (it will not act, or no broker's disk is above
+        its target as the search starts). Where it has, the bytes a traffic move copies relieve
+        disk as well, off a hot disk or onto a cold one (bytes the disk goal would move anyway),
+        so the goal's ceiling cost and its few big moves stand."""
+        return self.goal.weighs_moves and self.disk_idle
+
+    # The disk goal has nothing to do as this search starts (see ``data_first``).
+    disk_idle: bool = False
