@@ -728,6 +728,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--heldout", type=int, metavar="N", help="only plan N random clusters no scenario was tuned on"
     )
+    parser.add_argument(
+        "--seed", type=int, default=2024, help="the seed --heldout draws its clusters from (default 2024)"
+    )
     parser.add_argument("--child", choices=sorted(SCENARIOS), help=argparse.SUPPRESS)
     parser.add_argument("--no-baselines", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
@@ -736,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args.child, baselines=not args.no_baselines)))
         return 0
     if args.heldout:
-        return 0 if heldout(args.heldout) else 1
+        return 0 if heldout(args.heldout, args.seed) else 1
     if args.scale:
         names = args.only or list(SCALE_BUDGETS)
     else:

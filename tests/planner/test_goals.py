@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.planner import (
     ClusterModel,
@@ -20,6 +22,7 @@ from balancer.planner import (
     plan,
 )
 from balancer.planner.goals import CountDistributionGoal
+from balancer.planner.validate import check_plan
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
 
@@ -229,6 +232,40 @@ def test_disk_goal_finishes_a_broker_with_the_smallest_replica_that_covers_its_e
     assert result.after["disk"] <= 1.09 + 1e-9
 
 
+def test_disk_goal_moves_no_giant_where_smaller_replicas_cover_the_excess_with_less_data():
+    """Broker 0 is ~200 bytes over the disk target (1.09 x the average of 3246). Its coldest
+    replica (600 bytes) covers that alone and fits on broker 1, but eight cold ones of 25 bytes
+    do it with a third of the data: data first, they go."""
+    parts = (
+        [([0], 0.001, 600)] + [([0], 0.01, 25)] * 10 + [([0], 1.0, 2888), ([1], 1.0, 2500), ([2], 1.0, 3500)]
+    )
+    snap = {
+        "cluster": "t",
+        "brokers": [
+            {"id": i, "capacity": {"network_in": 100.0, "network_out": 100.0, "disk": 10000.0}}
+            for i in (0, 1, 2)
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": reps,
+                "leader": reps[0],
+                "bytes_in": bi,
+                "bytes_out": bi,
+                "size": sz,
+            }
+            for i, (reps, bi, sz) in enumerate(parts)
+        ],
+    }
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert 0 not in [a.partition for a in result.actions]
+    assert result.bytes_to_move == 200
+    assert result.after["disk"] <= 1.09 + 1e-9
+    assert check_plan(snap, result) == []
+
+
 def test_network_in_fills_a_broker_with_the_smallest_replica_that_lifts_it_alone():
     """Broker 5 (35.5 bytes in) is under network_in's lower limit (0.91 x 45.08 = 41.0), 5.5
     short. Brokers 1 and 2 (47 each) may give up to 6 each: broker 1 a replica of 5.9 bytes in
@@ -299,3 +336,80 @@ def test_count_goal_out_of_reach_plans_what_searching_and_undoing_would(spec, mo
     searched = plan(snap)
     assert skipped.actions == searched.actions
     assert skipped.after == searched.after
+
+
+def test_disk_goal_makes_room_for_a_giant_by_an_ejection_chain():
+    # Broker 0 holds two giants (700 and 500 of 1000); brokers 1 and 2 hold ten replicas of 40.
+    # The 500 fits on no broker (400 + 500 > the 727 limit), no swap of it for a 40 fits either;
+    # moving lighter replicas off broker 1 to broker 2 first makes the room.
+    small = [([b], 1, 0, 40) for b in (1, 2) for _ in range(10)]
+    snap = snapshot([([0], 1, 0, 700), ([0], 1, 0, 500)] + small, brokers=3, racks=(None, None, None))
+    before = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal()]).after["disk"]
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert before == pytest.approx(1.8)
+    assert result.after["disk"] == pytest.approx(1.05)  # the bound: the 700 alone
+    assert check_plan(snap, result) == []
+    giant = next(a for a in result.actions if a.partition == 1)
+    assert giant.old_replicas == (0,) and giant.new_replicas != (0,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    giants=st.lists(st.integers(300, 900), min_size=1, max_size=3),
+    smalls=st.lists(st.integers(5, 80), min_size=4, max_size=40),
+    brokers=st.integers(3, 5),
+    rf=st.integers(1, 2),
+)
+def test_ejection_chains_keep_plans_valid(giants, smalls, brokers, rf):
+    # Giant partitions piled on broker 0, small ones spread over the rest: whatever the disk goal
+    # does, ejection chains included, the independent checker accepts the plan and no broker's
+    # disk ends above where the hottest one started.
+    parts = [([(0 + k) % brokers for k in range(rf)], 1, 0, g) for g in giants]
+    parts += [([(1 + i + k) % brokers for k in range(rf)], 1, 0, s) for i, s in enumerate(smalls)]
+    snap = snapshot(parts, brokers=brokers, racks=(None,) * brokers)
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, goals=goals)
+    assert check_plan(snap, result) == []
+    assert result.after["disk"] <= result.before["disk"] + 1e-9
+
+
+def _giant_or_many_small(disk_capacity, other_disk=2000):
+    # Broker 0 is ~24 B/s over the network_in target: one giant (30 B/s in 300 bytes) or 24 of
+    # thirty small replicas (1 B/s in 1 byte each) relieve it; broker 1 is as far under.
+    snap = snapshot(
+        [([0], 30, 0, 300)] + [([0], 1, 0, 1)] * 30 + [([0], 40, 0, 2000), ([1], 40, 0, other_disk)],
+        brokers=2,
+        racks=(None, None),
+    )
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": disk_capacity}
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    return snap, goals
+
+
+def test_network_in_puts_data_first_where_the_disk_goal_will_not_act():
+    # Disk idle (under its low-utilization threshold): every byte a traffic move copies is cost
+    # alone, so the small replicas go (24 bytes in 24 moves), not the giant (300 bytes in one).
+    snap, goals = _giant_or_many_small(disk_capacity=1e9)
+    result = plan(snap, PlannerOptions(low_utilization={"disk": 0.5}), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.bytes_to_move < 50
+    assert check_plan(snap, result) == []
+
+
+def test_network_in_keeps_its_few_big_moves_where_the_disk_goal_acts():
+    # Disk active, broker 0's above its target: the bytes a traffic move copies relieve disk as
+    # well, and the per-move cost stands (one move of the giant).
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0, other_disk=1000)
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.replica_moves == 1 and result.bytes_to_move == 300
+
+
+def test_network_in_puts_data_first_where_no_broker_needs_disk_relief():
+    # Disk active (27% full) but every broker within the disk goal's target: the disk goal has
+    # nothing to do, so every byte a traffic move copies is cost alone.
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0)
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.bytes_to_move < 50

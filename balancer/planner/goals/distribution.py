@@ -267,8 +267,16 @@ class CountDistributionGoal(DistributionGoal):
     def min_gain_array(self, model: ClusterModel, excess: np.ndarray) -> np.ndarray:
         return np.full(len(excess), 0.5)
 
+    weighs_moves = False  # one unit per move: ordered by data alone
+
     def move_key(
-        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+        self,
+        model: ClusterModel,
+        ps: np.ndarray,
+        relief: np.ndarray,
+        brokers: np.ndarray | int,
+        *,
+        overhead: float | None = None,
     ) -> np.ndarray:
         key: np.ndarray = model.size[ps] + model.bytes_in[ps] * 1e-9  # cheapest data first
         return key

@@ -13,6 +13,8 @@ from typing import Self
 
 import numpy as np
 
+from balancer.vocabulary import SOFT_GOALS
+
 from ..actions import Move
 from ..model import DISK, IN, OUT, ClusterModel
 from ..options import PlannerOptions
@@ -37,12 +39,13 @@ BOUND_TOLERANCE = 0.02
 # minimum gain per move (say 0.5% of the average) would reject nearly every single move there and
 # leave network_out far above its target.
 MIN_GAIN_SHARE = 0.005
-# Fixed cost charged per replica move when ranking by relief per byte, as a multiple of the
-# model's move_overhead (half the mean partition size): 2 mean partitions per move. Fewer, bigger
-# moves disturb later goals less and spare operators a long tail of small moves: on the 7-broker
-# LinkedIn-like benchmark scenario 4x takes 179 replica moves (2.37% of data) where 1x takes 624
-# (2.03%) down the small short-retention partitions. Above 4x, replanning an executed plan starts
-# to move replicas again (the demo cluster's stability test).
+# The most a replica move is charged when ranking by relief per byte (data + cost x moves), as a
+# multiple of the model's move_overhead (half the mean partition size): fewer, bigger moves disturb
+# later goals less and spare operators a long tail of small moves. It is a ceiling: each shed and
+# fill charges the largest cost that keeps its data within DATA_SLACK of the least (search.cost),
+# since where a mean partition is far bigger than a typical one the full cost ranks big partitions
+# of poor relief per byte first. Above it, replanning an executed plan starts to move replicas
+# again (the demo cluster's stability test).
 MOVE_OVERHEAD_SCALE = 4.0
 
 
@@ -62,7 +65,8 @@ class ResourceGoal(Goal):
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
-    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership``: how a broker over its limit is shed;
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``ejects``: how a broker over its limit
+      is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
@@ -81,6 +85,9 @@ class ResourceGoal(Goal):
     carried_by_every_replica = False
     sheds_best_fit = False  # sheds by relief per byte, the smallest replica that covers the excess first
     chains_leadership = False  # a leadership whose follower lacks room may go on by a chain of two transfers
+    # A figure-setting broker that moves and swaps leave over the limit may move one heavy replica
+    # to a receiver after lighter ones left the receiver to make room (search.eject).
+    ejects = False
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -174,6 +181,11 @@ class ResourceGoal(Goal):
         """
         return self.improves(move, model) and self._guard_ok(move, model, guard_ratio)
 
+    def guard_band(self, model: ClusterModel, dim: int) -> float:
+        """The top of the band a guarded dimension is optimized to later (its utilization): what a
+        move may leave there without making work for that goal."""
+        return (1.0 + BALANCE_MARGIN * (self.threshold - 1.0)) * model.cluster_util(dim)
+
     def _guard_ok(self, move: Move, model: ClusterModel, guard_ratio: float | None) -> bool:
         """``move`` pushes no broker past the guard ceiling on a guarded dimension (see ``wants``)."""
         if not self.guards:
@@ -204,11 +216,28 @@ class ResourceGoal(Goal):
         return carried
 
     def move_key(
-        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+        self,
+        model: ClusterModel,
+        ps: np.ndarray,
+        relief: np.ndarray,
+        brokers: np.ndarray | int,
+        *,
+        overhead: float | None = None,
     ) -> np.ndarray:
         """Sort key (ascending = tried first) for moving ``ps``' replicas off ``brokers``: the most
-        relief per byte moved first, a fixed cost per move counted as bytes."""
-        return -_bucketed(relief / (model.size[ps] + MOVE_OVERHEAD_SCALE * model.move_overhead), relief)
+        relief per byte moved first, a fixed cost per move counted as bytes (``overhead``; by
+        default the most a move is charged, ``move_overhead_ceiling``)."""
+        if overhead is None:
+            overhead = self.move_overhead_ceiling(model)
+        return -_bucketed(relief / (model.size[ps] + overhead), relief)
+
+    # The search charges a per-move cost (``move_key``'s overhead) sized per shed so that its data
+    # stays within DATA_SLACK of the least (search.cost); False where the order ignores it.
+    weighs_moves = True
+
+    def move_overhead_ceiling(self, model: ClusterModel) -> float:
+        """The most one replica move is charged, in bytes, when ranking candidates."""
+        return MOVE_OVERHEAD_SCALE * model.move_overhead
 
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
         """Sort key (ascending = tried first) for handing ``ps``' leaderships on: the most relief first."""
@@ -225,6 +254,7 @@ class ResourceGoal(Goal):
         resource goals among them that are not idle (an idle goal vetoes nothing) screen them."""
         optimized = tuple(optimized_goals)
         res_goals = tuple(g for g in optimized if isinstance(g, ResourceGoal) and not g.idle(model)) + (self,)
+        line = disk_line(model, options)
         return SearchContext(
             model=model,
             goal=self,
@@ -233,7 +263,8 @@ class ResourceGoal(Goal):
             res_goals=res_goals,
             rack=next((g for g in optimized if isinstance(g, RackAwareGoal)), None),
             options=options,
-            disk_line=model.cluster_util(DISK) * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0)),
+            disk_line=line,
+            disk_idle=not np.isfinite(line) or bool((model.load[:, DISK] <= line * model.cap[:, DISK]).all()),
         )
 
     def sets_figure(self, model: ClusterModel, a: int) -> bool:
@@ -262,6 +293,18 @@ class ResourceGoal(Goal):
         return bool(model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model))
 
 
+def disk_line(model: ClusterModel, options: PlannerOptions) -> float:
+    """The disk a take-back, or a move that prefers disk room, may leave on a broker: the disk
+    goal's target band where that goal will act (it runs later and would move the bytes again);
+    no line (inf) where it will not (not run, or idle under its low-utilization threshold), so
+    that disk steers no destination for nothing."""
+    names = options.goals if options.goals is not None else SOFT_GOALS
+    util = model.cluster_util(DISK)
+    if "disk_distribution" not in names or util < options.low_utilization_of("disk"):
+        return float("inf")
+    return util * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
+
+
 def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
     """Relief per byte in 10% buckets, then the bigger relief first within a bucket.
 
@@ -287,10 +330,17 @@ class NetworkInGoal(ResourceGoal):
         return model.bytes_in[ps]
 
     def move_key(
-        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+        self,
+        model: ClusterModel,
+        ps: np.ndarray,
+        relief: np.ndarray,
+        brokers: np.ndarray | int,
+        *,
+        overhead: float | None = None,
     ) -> np.ndarray:
         # Followers first within a bucket: moving a leader replica drags its network_out along.
-        key: np.ndarray = super().move_key(model, ps, relief, brokers) + 0.5 * (model.leader[ps] == brokers)
+        key: np.ndarray = super().move_key(model, ps, relief, brokers, overhead=overhead)
+        key += 0.5 * (model.leader[ps] == brokers)
         return key
 
 
@@ -313,12 +363,22 @@ class DiskGoal(ResourceGoal):
 
     dim = DISK
     carried_by_every_replica = True
+    weighs_moves = False  # every byte moved relieves a byte: ordered by coldness alone
+    # Disk has partitions far bigger than the rest (retention x traffic): two giants on one broker
+    # may fit nowhere else until a receiver is emptied for one of them.
+    ejects = True
 
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.size[ps]
 
     def move_key(
-        self, model: ClusterModel, ps: np.ndarray, relief: np.ndarray, brokers: np.ndarray | int
+        self,
+        model: ClusterModel,
+        ps: np.ndarray,
+        relief: np.ndarray,
+        brokers: np.ndarray | int,
+        *,
+        overhead: float | None = None,
     ) -> np.ndarray:
         # Coldest data first (most bytes per unit of traffic): disk relief that leaves the
         # traffic balance, already settled, undisturbed; the biggest first within 10% of

@@ -10,13 +10,27 @@ LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE,
 EPS = 1e-9  # utilization tolerance of every limit check
 OPTIMIZE_PASSES = 6  # shed-then-fill passes per optimize (another only after one that moved something)
 DEST_TRIES = 4  # coldest feasible destinations tried per candidate
+RELAY_TRIES = 8  # leaderships of a destination offered to make network_out room for a leader replica
 BEST_FIT_WINDOW = 256  # candidates, in order, among which a best-fit shed picks
 CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two transfers
 SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order
 SWAP_PICKS = 3  # exchanges tried per offer, those nearest the aimed transfer first
+# Ejection chains (search.eject): the heaviest replicas of a figure-setting broker tried, the receivers
+# (least to shed first) tried for each, the receiver's replicas tried per step of its shed (the most
+# overflow relieved per byte first) and in all.
+EJECT_HEADS = 2
+EJECT_RECEIVERS = 3
+EJECT_PICKS = 8
+EJECT_TRIES = 2000
 BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
+# Data first, moves second (search.cost): a shed or fill may copy DATA_SLACK more data than the least
+# its candidates need, for fewer moves; the per-move costs tried, the ceiling divided by COST_STEP
+# up to COST_LADDER times, then none.
+DATA_SLACK = 0.10
+COST_STEP = 2.0
+COST_LADDER = 6
 FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker
 FILL_TRIES_FLOOR = 200  # candidates each under-loaded broker may try, however many there are
 # Candidates screened with numpy at once (screen.screen): none while candidates keep passing;

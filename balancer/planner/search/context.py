@@ -35,3 +35,15 @@ class SearchContext:
     # Guard ceiling / cluster utilization while a figure-setting broker is shed again; None: the
     # goal's threshold.
     guard_ratio: float | None = None
+
+    @property
+    def data_first(self) -> bool:
+        """The search sizes its per-move cost for data first (``search.cost``): the goal weighs
+        moves and the disk goal has nothing to do (it will not act, or no broker's disk is above
+        its target as the search starts). Where it has, the bytes a traffic move copies relieve
+        disk as well, off a hot disk or onto a cold one (bytes the disk goal would move anyway),
+        so the goal's ceiling cost and its few big moves stand."""
+        return self.goal.weighs_moves and self.disk_idle
+
+    # The disk goal has nothing to do as this search starts (see ``data_first``).
+    disk_idle: bool = False

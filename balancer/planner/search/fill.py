@@ -6,8 +6,17 @@ import numpy as np
 
 from ..actions import Move
 from ..model import IN, LBIN, NLEAD, OUT
-from .constants import DEST_TRIES, FILL_CANDIDATES, FILL_TRIES_FLOOR, REPLICA_MOVE, SCREEN_CHUNK, SCREEN_FIRST
+from .constants import (
+    DATA_SLACK,
+    DEST_TRIES,
+    FILL_CANDIDATES,
+    FILL_TRIES_FLOOR,
+    REPLICA_MOVE,
+    SCREEN_CHUNK,
+    SCREEN_FIRST,
+)
 from .context import SearchContext
+from .cost import cover_data, move_cost
 from .leadership import fill_leaderships
 from .screen import screen
 
@@ -41,7 +50,10 @@ def fill_all(ctx: SearchContext) -> None:
 
 def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
     """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
-    lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass."""
+    lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass. Where
+    the search puts data first (``SearchContext.data_first``), only a replica within DATA_SLACK of
+    the data the pool, in its order, would copy to lift ``dst`` that far: one giant replica is not
+    worth its bytes."""
     model, goal = ctx.model, ctx.goal
     _, lower = goal.limits(model)
     dim = goal.dim
@@ -50,7 +62,13 @@ def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
     held = (model.replicas[pool_p] == pool_src[:, None]).any(axis=1)
     on_dst = (model.replicas[pool_p] == dst).any(axis=1)
     relief = goal.relief(model, pool_p, pool_src)
-    covering = np.flatnonzero(held & ~on_dst & (relief >= need))
+    eligible = held & ~on_dst
+    budget = np.inf
+    if ctx.data_first:
+        budget = (1.0 + DATA_SLACK) * cover_data(
+            model.size[pool_p[eligible]], np.minimum(relief[eligible], need), need
+        )
+    covering = np.flatnonzero(eligible & (relief >= need) & (model.size[pool_p] <= budget))
     if not len(covering) or not model.dest_ok[dst]:
         return False
     refused = 0
@@ -145,9 +163,32 @@ def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
     relief = goal.relief(model, ps, bs)
     keep = relief > 0
     ps, bs, relief = ps[keep], bs[keep], relief[keep]
-    key = goal.move_key(model, ps, relief, bs)
+    overhead = None
+    if ctx.data_first and len(ps):
+        # Data + cost x moves, as a shed: the cost sized for the brokers' whole deficit, on the
+        # candidates the first FILL_CANDIDATES could come from (the best by relief per byte with
+        # no cost and with the most), so that sizing it stays off the whole cluster.
+        _, lower = goal.limits(model)
+        deficit = np.maximum(lower * model.cap[:, goal.dim] - model.load[:, goal.dim], 0.0)
+        need = float(deficit[model.dest_ok].sum())
+        ranked = np.minimum(relief, need)
+        ceiling = goal.move_overhead_ceiling(model)
+        size = model.size[ps]
+        some = np.union1d(
+            _best(ranked / size.clip(min=1e-300), FILL_CANDIDATES),
+            _best(ranked / (size + ceiling), FILL_CANDIDATES),
+        )
+        overhead = move_cost(size[some], ranked[some], need, ceiling)
+    key = goal.move_key(model, ps, relief, bs, overhead=overhead)
     if len(key) > FILL_CANDIDATES:
         top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
         ps, bs, key = ps[top], bs[top], key[top]
     order = np.lexsort((bs, ps, key))
     return ps[order], bs[order]
+
+
+def _best(score: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores (all of them where there are fewer), in no order."""
+    if len(score) <= k:
+        return np.arange(len(score))
+    return np.argpartition(-score, k)[:k]

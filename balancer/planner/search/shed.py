@@ -6,8 +6,20 @@ import numpy as np
 
 from ..actions import Move
 from ..model import DISK, OUT
-from .constants import BEST_FIT_WINDOW, DEST_TRIES, EPS, LEADERSHIP, REPLICA_MOVE, SCREEN_CHUNK, SCREEN_FIRST
+from .constants import (
+    BEST_FIT_WINDOW,
+    DATA_SLACK,
+    DEST_TRIES,
+    EPS,
+    LEADERSHIP,
+    RELAY_TRIES,
+    REPLICA_MOVE,
+    SCREEN_CHUNK,
+    SCREEN_FIRST,
+)
 from .context import SearchContext
+from .cost import cover_data, move_cost
+from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
 from .swap import swap_out
@@ -43,7 +55,8 @@ def shed_all(ctx: SearchContext) -> None:
 
 def shed(a: int, ctx: SearchContext) -> None:
     """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
-    transfers (no data), then replica moves, then swaps, then swaps of two leaderships."""
+    transfers (no data), then replica moves, then swaps, then swaps of two leaderships; where the
+    goal ejects and ``a`` still sets its figure, an ejection chain."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
@@ -53,7 +66,15 @@ def shed(a: int, ctx: SearchContext) -> None:
         relief = goal.relief(model, ps, a)
         keep = relief > 0
         ps, relief = ps[keep], relief[keep]
-        key = goal.move_key(model, ps, relief, a)
+        overhead, ranked = None, relief
+        if ctx.data_first:
+            # Data + cost x moves, the cost sized for this shed; relief beyond a's excess is
+            # worth nothing, so a replica hotter than the excess ranks by what it relieves of it.
+            upper, _ = goal.limits(model)
+            need = float(model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim])
+            ranked = np.minimum(relief, need)
+            overhead = move_cost(model.size[ps], ranked, need, goal.move_overhead_ceiling(model))
+        key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
         ps, relief, key = ps[order], relief[order], key[order]
         if goal.sheds_best_fit:
@@ -64,16 +85,23 @@ def shed(a: int, ctx: SearchContext) -> None:
         swap_out(a, ctx)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
+    if goal.ejects and goal.over(model, a) and goal.sets_figure(model, a):
+        eject_out(a, ctx)
 
 
 def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
     """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
     one replica that alone covers the excess first), then take back what the overshoot does
-    not need."""
+    not need. Data first: where the goal covers, a replica that alone covers the excess with more
+    than DATA_SLACK over the data the order's smaller candidates would copy is passed over, by
+    ``cover`` and by the order alone (every byte of disk moved relieves one byte: a cold giant
+    would overshoot by most of its size)."""
     model, goal = ctx.model, ctx.goal
     moved: list[Move] = []
     tried = np.zeros(len(ps), dtype=bool)
     covered_at = -1
+    upper_a = goal.limits(model)[0][a] * model.cap[a, goal.dim]
+    budget_at, budget = -1, np.inf
     i, n, misses, chunk = 0, len(ps), 0, 0
     while i < n:
         if not goal.over(model, a):
@@ -101,6 +129,12 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
         if tried[i]:
             i += 1
             continue
+        if goal.covers and relief[i] >= model.load[a, goal.dim] - upper_a:
+            if budget_at != model.moves_applied:
+                budget_at, budget = model.moves_applied, cover_budget(a, ps, relief, tried, ctx)
+            if model.size[ps[i]] > budget:
+                i += 1  # alone it covers the excess with more data than the order needs: skipped
+                continue
         p = int(ps[i])
         tried[i] = True
         i += 1
@@ -128,6 +162,9 @@ def cover(
     covering = np.flatnonzero(~tried & (relief >= need))
     if not len(covering):
         return False
+    covering = covering[model.size[ps[covering]] <= cover_budget(src, ps, relief, tried, ctx)]
+    if not len(covering):
+        return False
     covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
     free = source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
     for pick in covering[free][:DEST_TRIES].tolist():
@@ -140,9 +177,22 @@ def cover(
     return False
 
 
+def cover_budget(a: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, ctx: SearchContext) -> float:
+    """Data first: the most one replica that alone covers ``a``'s excess may copy, DATA_SLACK over
+    what the untried candidates that do not cover it alone would copy, in order, to cover it
+    (inf where they cannot)."""
+    model, goal = ctx.model, ctx.goal
+    upper, _ = goal.limits(model)
+    need = model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim]
+    rest = np.flatnonzero(~tried & (relief < need))
+    return (1.0 + DATA_SLACK) * cover_data(model.size[ps[rest]], relief[rest], need)
+
+
 def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
-    alone covers a's remaining excess (one move, fewest bytes), else the biggest one."""
+    alone covers a's remaining excess (one move, fewest bytes), else the biggest one. Where the
+    search puts data first, a covering replica only if it copies no more than DATA_SLACK over the
+    order's own data for the excess."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     d = goal.dim
@@ -153,6 +203,12 @@ def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray,
         top = bucket[left[0]]
         window = [i for i in left[:BEST_FIT_WINDOW] if bucket[i] >= top - 1]
         covering = [i for i in window if relief[i] >= need]
+        if covering and ctx.data_first:
+            # Data first: one covering move only within DATA_SLACK of the data the rest of the
+            # order would copy to cover the excess (fewer moves are not worth more bytes).
+            rest = ps[left]
+            in_order = cover_data(model.size[rest], np.minimum(relief[left], need), need)
+            covering = [i for i in covering if model.size[ps[i]] <= (1.0 + DATA_SLACK) * in_order]
         pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
         left.remove(pick)
         mark = len(model.log)
@@ -219,6 +275,68 @@ def move_out(part: int, src: int, ctx: SearchContext) -> bool:
         for dst in dests.tolist():
             if move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
                 return True
+        if ctx.data_first:
+            for dst in dests.tolist():
+                if move_as_follower(Move(REPLICA_MOVE, part, src, dst), ctx):
+                    return True
+            for dst in dests.tolist():
+                if move_with_relay(Move(REPLICA_MOVE, part, src, dst), ctx):
+                    return True
+    return False
+
+
+def move_with_relay(move: Move, ctx: SearchContext) -> bool:
+    """Move a leader replica whose network_out would overload ``dst`` after ``dst`` hands one of
+    its own leaderships (no data), the lightest that makes the room, to a follower whose
+    network_out stays within the guarded goal's target band. The pair counts only together. For
+    a search that puts data first (``SearchContext.data_first``)."""
+    model, goal = ctx.model, ctx.goal
+    p, a, dst = move.p, move.src, move.dst
+    if not goal.improves(move, model):
+        return False
+    ratio = ctx.guard_ratio if ctx.guard_ratio is not None else goal.threshold
+    excess = (
+        model.load[dst, OUT] + model.leader_out[p] - ratio * model.cluster_util(OUT) * model.cap[dst, OUT]
+    )
+    if excess <= 0:
+        return False
+    line = goal.guard_band(model, OUT) * model.cap[:, OUT]
+    on = model.partitions_on(dst)
+    qs = on[(model.leader[on] == dst) & model.movable[on] & (model.rf[on] > 1) & (on != p)]
+    qs = qs[model.leader_out[qs] >= excess]
+    for q in qs[np.argsort(model.leader_out[qs], kind="stable")][:RELAY_TRIES].tolist():
+        room = line - model.load[:, OUT] - model.leader_out[q]
+        followers = [b for b in model.replicas[q].tolist() if b >= 0 and b not in (dst, a) and room[b] >= 0]
+        for f in sorted(followers, key=lambda b: (-room[b], b)):
+            relay = Move(LEADERSHIP, q, dst, f)
+            if not goal.try_move(relay, model, ctx.checks):
+                continue
+            if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+                return True
+            model.apply(Move(LEADERSHIP, q, f, dst))  # undo: the pair only counts together
+            return False
+    return False
+
+
+def move_as_follower(move: Move, ctx: SearchContext) -> bool:
+    """Move a leader replica whose network_out would overload ``dst`` as a follower: its leadership
+    first goes (no data) to another of its replicas whose network_out stays within the target band
+    of the guarded goal (that goal runs later and must find nothing to undo there), then the
+    replica moves without it. The pair counts only together. For a search that puts data first
+    (``SearchContext.data_first``): the cheapest bytes may be led by the broker being shed."""
+    model, goal = ctx.model, ctx.goal
+    p, a = move.p, move.src
+    line = goal.guard_band(model, OUT) * model.cap[:, OUT]
+    load = model.load[:, OUT] + model.leader_out[p]
+    followers = [b for b in model.replicas[p].tolist() if b >= 0 and b != a and model.dest_ok[b]]
+    for f in sorted((b for b in followers if load[b] <= line[b]), key=lambda b: (load[b] / line[b], b)):
+        hand = Move(LEADERSHIP, p, a, f)
+        if not goal.try_move(hand, model, ctx.checks):
+            continue
+        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+            return True
+        model.apply(Move(LEADERSHIP, p, f, a))  # undo: the pair only counts together
+        return False
     return False
 
 

@@ -1,0 +1,56 @@
+"""Data first, moves second: a shed or fill minimises data + cost x moves, with the largest per-move
+cost whose data stays within DATA_SLACK of the least its candidates need."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .constants import COST_LADDER, COST_STEP, DATA_SLACK
+
+
+def cover_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
+    """Data a shed in this order copies to relieve ``need``: candidates in turn until the next one
+    would reach it, then the smallest of the rest that reaches it alone (inf if none does)."""
+    if need <= 0:
+        return 0.0
+    got = np.cumsum(relief)
+    k = int(np.searchsorted(got, need))
+    if k >= len(size):
+        return float("inf")
+    short = need - (float(got[k - 1]) if k else 0.0)
+    rest = size[k:][relief[k:] >= short]
+    return float(size[:k].sum() + rest.min()) if len(rest) else float("inf")
+
+
+def least_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
+    """The least data any set of these candidates copies to relieve ``need`` (the fractional cover:
+    a lower bound; inf if all of them do not reach it)."""
+    if need <= 0:
+        return 0.0
+    order = np.argsort(size / np.maximum(relief, 1e-300), kind="stable")
+    got = np.cumsum(relief[order])
+    k = int(np.searchsorted(got, need))
+    if k >= len(order):
+        return float("inf")
+    short = need - (float(got[k - 1]) if k else 0.0)
+    return float(size[order][:k].sum() + size[order][k] * short / relief[order][k])
+
+
+def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float) -> float:
+    """The per-move cost (bytes) to rank candidates by, relief / (size + cost): the largest of
+    ``ceiling`` divided by COST_STEP up to COST_LADDER times whose order copies at most
+    1 + DATA_SLACK times the least data, else the smallest (a move is never free: the last few %
+    of data would take thousands of tiny moves). ``relief`` is what each relieves of ``need``
+    (capped at it: relief beyond the need is worth nothing)."""
+    if need <= 0 or not len(size) or ceiling <= 0:
+        return ceiling
+    least = least_data(size, relief, need)
+    if not np.isfinite(least):
+        return ceiling
+    within = (1.0 + DATA_SLACK) * least
+    for j in range(COST_LADDER + 1):
+        cost = ceiling / COST_STEP**j
+        order = np.argsort(-relief / (size + cost), kind="stable")
+        if cover_data(size[order], relief[order], need) <= within:
+            return cost
+    return cost

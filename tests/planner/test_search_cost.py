@@ -1,0 +1,45 @@
+"""Data first, moves second (search.cost): the cost a shed charges per move keeps its data within
+DATA_SLACK of the least."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from balancer.planner.search.constants import COST_LADDER, COST_STEP, DATA_SLACK
+from balancer.planner.search.cost import cover_data, least_data, move_cost
+
+candidates = st.lists(st.tuples(st.floats(1.0, 1e6), st.floats(0.01, 100.0)), min_size=1, max_size=60).map(
+    lambda rows: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cands=candidates, share=st.floats(0.01, 0.999), ceiling=st.floats(0.0, 1e6))
+def test_the_cost_keeps_data_within_the_slack_of_the_least(cands, share, ceiling):
+    size, relief = cands
+    need = share * float(relief.sum())
+    relief = np.minimum(relief, need)
+    least = least_data(size, relief, need)
+    # Any order's data is at least the fractional cover's.
+    assert cover_data(size, relief, need) >= least * (1 - 1e-9)
+    cost = move_cost(size, relief, need, ceiling)
+    assert 0.0 <= cost <= ceiling
+    order = np.argsort(-relief / (size + cost), kind="stable")
+    data = cover_data(size[order], relief[order], need)
+    smallest = ceiling / COST_STEP**COST_LADDER
+    assert data <= (1 + DATA_SLACK) * least * (1 + 1e-9) or cost == pytest.approx(smallest)
+
+
+def test_a_cheap_cover_of_many_small_moves_beats_one_giant():
+    # Ten small replicas relieve the need with 10 bytes; one giant does alone with 1000: data first.
+    size = np.array([1.0] * 10 + [1000.0])
+    relief = np.array([1.0] * 10 + [10.0])
+    assert least_data(size, relief, 10.0) == pytest.approx(10.0)
+    cost = move_cost(size, relief, 10.0, ceiling=100.0)
+    order = np.argsort(-relief / (size + cost), kind="stable")
+    assert cover_data(size[order], relief[order], 10.0) == pytest.approx(10.0)
+    # Where the giant is no worse in data, the one move wins.
+    assert move_cost(np.array([1.0] * 10 + [10.0]), relief, 10.0, ceiling=100.0) == 100.0
