@@ -308,13 +308,9 @@ def move_with_relay(move: Move, ctx: SearchContext) -> bool:
         room = line - model.load[:, OUT] - model.leader_out[q]
         followers = [b for b in model.replicas[q].tolist() if b >= 0 and b not in (dst, a) and room[b] >= 0]
         for f in sorted(followers, key=lambda b: (-room[b], b)):
-            relay = Move(LEADERSHIP, q, dst, f)
-            if not goal.try_move(relay, model, ctx.checks):
-                continue
-            if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-                return True
-            model.apply(Move(LEADERSHIP, q, f, dst))  # undo: the pair only counts together
-            return False
+            done = _after_leadership(Move(LEADERSHIP, q, dst, f), move, ctx)
+            if done is not None:
+                return done
     return False
 
 
@@ -330,13 +326,22 @@ def move_as_follower(move: Move, ctx: SearchContext) -> bool:
     load = model.load[:, OUT] + model.leader_out[p]
     followers = [b for b in model.replicas[p].tolist() if b >= 0 and b != a and model.dest_ok[b]]
     for f in sorted((b for b in followers if load[b] <= line[b]), key=lambda b: (load[b] / line[b], b)):
-        hand = Move(LEADERSHIP, p, a, f)
-        if not goal.try_move(hand, model, ctx.checks):
-            continue
-        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-            return True
-        model.apply(Move(LEADERSHIP, p, f, a))  # undo: the pair only counts together
-        return False
+        done = _after_leadership(Move(LEADERSHIP, p, a, f), move, ctx)
+        if done is not None:
+            return done
+    return False
+
+
+def _after_leadership(hand: Move, move: Move, ctx: SearchContext) -> bool | None:
+    """``hand`` (a leadership transfer, no data) then ``move``: the pair counts only together, so
+    ``hand`` is undone when ``move`` is refused. None when ``hand`` itself is refused (the caller
+    may try another), else whether the pair was made."""
+    model, goal = ctx.model, ctx.goal
+    if not goal.try_move(hand, model, ctx.checks):
+        return None
+    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+        return True
+    model.apply(Move(LEADERSHIP, hand.p, hand.dst, hand.src))
     return False
 
 
