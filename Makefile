@@ -4,6 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The installer: uv resolves nothing here (requirements.lock pins every package), it only downloads and
+# installs in parallel, about three times faster than pip on a cold cache.
+UV := uv==0.13.9
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
@@ -37,9 +40,9 @@ $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
 	@command -v java >/dev/null || { echo "error: java not found (Java 17 is required by Spark)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet $(UV)
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.lock
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
 	@touch $(STAMP)
 
 # The end-to-end demo on real Apache Kafka brokers (README "make run"): four KRaft brokers, producers and a
