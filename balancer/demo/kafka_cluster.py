@@ -36,7 +36,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from balancer.demo.embedded_broker import free_port
-from balancer.jvm import JarSet, classpath, jars
+from balancer.jvm import SHORT_LIVED_OPTIONS, JarSet, classpath, jars
 
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 _PR_SET_PDEATHSIG = 1
@@ -207,10 +207,9 @@ class KafkaCluster:
             shutil.which("java") or "java",
             f"-Xmx{self.heap}",
             f"-Xms{self.heap}",
-            # Two cores shared with Spark and the tests: few GC and compiler threads, quick C1 start-up.
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:ReservedCodeCacheSize=240m",  # C1 alone reserves 48 MB; full, the compiler stops for good
+            # Two cores shared with Spark and the tests: the short-lived drivers' JVM options (C1, its code
+            # cache, the serial GC; balancer.jvm), and few compiler threads.
+            *SHORT_LIVED_OPTIONS,
             "-XX:CICompilerCount=2",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile=file:{node.directory / 'log4j2.properties'}",
