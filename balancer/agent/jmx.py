@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from balancer import cruise_control as cc
 from balancer.agent import prometheus
-from balancer.agent.measurement import BrokerMeasurement, Problems
+from balancer.agent.measurement import BrokerMeasurement, Problems, RoundTrips
 from balancer.agent.rates import CounterRates
 from balancer.metadata import TOPIC_NAME
 
@@ -111,6 +111,7 @@ class JmxSource:
         # rate: its counts end no interval and start none; its gauges (sizes, CPU) still count.
         self.max_skew_s = max_skew_s
         self.untimed = Problems()
+        self.round_trips = RoundTrips()
         self.rates = CounterRates(max_gap_s=max_gap_s, max_rate=max_rate, max_series=max_series)
         self.unmapped = Problems()  # series of the families read whose labels or value cannot be used
         self.failures = Problems()  # scrapes that gave nothing, by broker and reason
@@ -142,6 +143,7 @@ class JmxSource:
                         failed[result[0]] = result[1]
         measurements = []
         for scrape in scrapes:
+            self.round_trips.add(scrape.round_trip_s)
             try:
                 measurements.append(self.read(scrape))
             except ScrapeError as exc:

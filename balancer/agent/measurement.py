@@ -7,7 +7,7 @@ the reporter does, '.' as '_').
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from balancer import cruise_control as cc
@@ -58,3 +58,23 @@ class Problems:
 
     def summary(self, top: int = 5) -> str:
         return ", ".join(f"{reason}: {n}" for reason, n in self.counts.most_common(top))
+
+
+class RoundTrips:
+    """The latest ``keep`` scrape round trips (seconds): what the agent's timing rule (a scrape is placed at
+    the middle of its round trip, and one slower than the skew bound times no rate) meets in practice."""
+
+    def __init__(self, keep: int = 1000) -> None:
+        self.recent: deque[float] = deque(maxlen=keep)
+
+    def add(self, seconds: float) -> None:
+        self.recent.append(seconds)
+
+    def summary(self) -> str:
+        """``p50 12 ms, max 340 ms over the last 1000 scrapes``; empty before the first."""
+        if not self.recent:
+            return ""
+        ordered = sorted(self.recent)
+        p50 = ordered[(len(ordered) - 1) // 2]
+        slowest = ordered[-1]
+        return f"p50 {p50 * 1000:.0f} ms, max {slowest * 1000:.0f} ms over the last {len(ordered)} scrapes"

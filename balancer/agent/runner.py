@@ -27,7 +27,8 @@ log = logging.getLogger("balancer.agent")
 MAX_GAP_INTERVALS = 1.5
 # A scrape is timed at the middle of its round trip; one slower than a whole interval cannot be placed in
 # its interval and times no rate (a cold exporter's first answer; on a busy box answers of a second or two
-# are common and still count).
+# are common and still count). Each interval's log line gives the scrapes' round trips (p50, max), to check
+# this bound against what the exporters really answer.
 MAX_SKEW_INTERVALS = 0.5
 
 
@@ -168,12 +169,15 @@ class Agent:
         self.totals.cpu_s += report.cpu_s
         self.last = report
         untimed = self.source.untimed.total() if isinstance(self.source, JmxSource) else 0
+        trips = self.source.round_trips.summary() if isinstance(self.source, JmxSource) else ""
         log.info(
-            "interval: %d brokers measured, %d records published%s%s%s; unmapped so far: %d (%s); cpu %.3fs",
+            "interval: %d brokers measured, %d records published%s%s%s%s; unmapped so far: %d (%s); "
+            "cpu %.3fs",
             len(report.measured),
             report.published,
             f", no measurement from {failed}" if failed else "",
             f", impossible figures withheld {dict(report.rejected)}" if report.rejected else "",
+            f", scrape round trips {trips}" if trips else "",
             f", scrapes too slow to time a rate so far: {untimed}" if untimed else "",
             self.source.unmapped.total(),
             self.source.unmapped.summary(),

@@ -9,6 +9,7 @@ restarted, garbage on an endpoint, a topic deleted while measured."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 
@@ -157,7 +158,8 @@ def test_loads_through_the_job_match_producer_rates_and_log_dirs(spark, broker, 
             assert disk[b] == pytest.approx(sizes[b], rel=0.001), (source, b)
 
 
-def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported):
+def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported, caplog):
+    caplog.set_level(logging.INFO, logger="balancer.agent")
     topic = f"steady-{uuid.uuid4().hex[:6]}"
     exported.create_topic(topic, assignment=[[1]])
     metrics = f"agent-gap-{uuid.uuid4().hex[:6]}"
@@ -186,6 +188,12 @@ def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported):
         load.stop()
         endpoint.down()
         agent.stop()
+    # Round trips are those of the 15 scrapes that answered (9 intervals x 2 endpoints, 3 of them down).
+    assert len(agent.source.round_trips.recent) == 15
+    assert 0 < max(agent.source.round_trips.recent) < config.agent.jmx.timeout.seconds
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("interval:")]
+    assert len(lines) == 9, lines
+    assert "scrape round trips p50 " in lines[-1] and "over the last 15 scrapes" in lines[-1], lines[-1]
     rows = [r for r in published(broker.bootstrap_servers, metrics) if r["broker"] == 1]
     assert not [r for r in rows if down_from <= r["ts"] < up_from], "records for broker 1 while it was down"
     rates = [r["value"] for r in rows if r["name"] == "TOPIC_BYTES_IN" and r["topic"] == topic]

@@ -6,6 +6,7 @@ import pytest
 
 from balancer import cruise_control as cc
 from balancer.agent.jmx import JmxSource, Scrape, ScrapeError
+from balancer.agent.measurement import RoundTrips
 
 RULED = """\
 kafka_server_brokertopicmetrics_bytesin_total{{topic="orders.v2"}} {bytes_in}
@@ -91,3 +92,11 @@ def test_a_slow_answer_times_no_rate_and_starts_none_but_its_sizes_count():
     assert after.topic_rates == {}, "the slow reading must not be the next rate's baseline"
     good = jmx.read(Scrape(7, RULED.format(bytes_in=25_000, started=1.0), 125.0, round_trip_s=0.4))
     assert good.topic_rates[(cc.TOPIC_BYTES_IN, "orders.v2")] == pytest.approx(1000.0)
+
+
+def test_round_trips_report_the_median_and_slowest_of_the_latest_scrapes_only():
+    trips = RoundTrips(keep=3)
+    assert trips.summary() == ""
+    for seconds in (5.0, 0.010, 0.030, 0.020):  # the 5 s one is older than the last 3
+        trips.add(seconds)
+    assert trips.summary() == "p50 20 ms, max 30 ms over the last 3 scrapes"
