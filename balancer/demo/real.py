@@ -670,7 +670,10 @@ def _demo(args: argparse.Namespace, config: Config, line: Callable[[str], None])
         + f" ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
     )
     root = Path(config.lakehouse.path).resolve()
-    sql = "SELECT batch, kind, bytes_to_move, throttle, measured_seconds, outcome FROM plan_executions"
+    sql = (
+        "SELECT batch, kind, bytes_to_move, throttle, measured_seconds, outcome FROM plan_executions "
+        "WHERE batch >= 0"
+    )
     line(f'Query the tables: .venv/bin/balancer sql --set lakehouse.path={root} "{sql}"')
     return 0 if ok else 1
 

@@ -13,6 +13,9 @@ before each batch), and a reader checks them together.
 
 Rules, in the order a run applies them:
 
+0. One run per plan: a run claims the plan before anything else and holds it while it runs
+   (``balancer.execution.lease``); a second ``balancer execute`` of a plan that a live run holds refuses,
+   naming the holder, and changes nothing (its clean-up would remove the throttles of the batch in flight).
 1. A plan is acted on only when it is whole in the lakehouse (the store checks the action and batch
    counts against the plan's own figures) and is ``proposed`` (the job's lifecycle: no event yet, or
    ``executing``). The lifecycle is read again before every batch: a plan that became ``superseded``,
@@ -41,14 +44,16 @@ Rules, in the order a run applies them:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
+
+from . import lease
+from .records import PLAN_LEVEL, ExecutionRecord, Outcome
 
 TopicPartition = tuple[str, int]
 
@@ -59,22 +64,6 @@ class ExecutionError(RuntimeError):
 
 class PlanIncompleteError(ExecutionError):
     """The plan's rows are not all committed yet (the job writes its tables one after another)."""
-
-
-class Outcome(StrEnum):
-    """``plan_executions.outcome``."""
-
-    STARTED = "started"  # throttles recorded, about to be set
-    COMPLETED = "completed"
-    STALLED = "stalled"
-    STOPPED = "stopped"
-    INTERRUPTED = "interrupted"  # found open by the next start: its run died; throttles removed
-    FAILED = "failed"
-    STOP_REQUESTED = "stop_requested"  # plan-level (batch -1): balancer execute --stop
-
-
-ENDS = frozenset({Outcome.COMPLETED, Outcome.STALLED, Outcome.STOPPED, Outcome.INTERRUPTED, Outcome.FAILED})
-PLAN_LEVEL = -1  # plan_executions.batch of plan-level rows
 
 
 class BatchKind(StrEnum):
@@ -140,75 +129,6 @@ class Reassigning:
         return tuple(b for b in self.replicas if b not in self.removing)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExecutionRecord:
-    """One ``plan_executions`` row."""
-
-    plan_id: str
-    cluster: str
-    run_id: str
-    batch: int
-    outcome: Outcome
-    recorded_at: datetime
-    kind: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    actions: int | None = None
-    bytes_to_move: int | None = None
-    throttle: Mapping[int, int] | None = None
-    throttled_topics: tuple[str, ...] = ()
-    estimated_seconds: float | None = None
-    measured_seconds: float | None = None
-    duration_ratio: float | None = None
-    detail: str | None = None
-
-    def row(self) -> dict[str, Any]:
-        return {
-            "plan_id": self.plan_id,
-            "cluster": self.cluster,
-            "run_id": self.run_id,
-            "batch": self.batch,
-            "kind": self.kind,
-            "outcome": str(self.outcome),
-            "recorded_at": self.recorded_at,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "actions": self.actions,
-            "bytes_to_move": self.bytes_to_move,
-            "throttle": json.dumps({str(b): int(r) for b, r in sorted(self.throttle.items())})
-            if self.throttle
-            else None,
-            "throttled_topics": list(self.throttled_topics),
-            "estimated_seconds": self.estimated_seconds,
-            "measured_seconds": self.measured_seconds,
-            "duration_ratio": self.duration_ratio,
-            "detail": self.detail,
-        }
-
-    @staticmethod
-    def from_row(row: Mapping[str, Any]) -> ExecutionRecord:
-        throttle = json.loads(row["throttle"]) if row.get("throttle") else None
-        return ExecutionRecord(
-            plan_id=row["plan_id"],
-            cluster=row["cluster"],
-            run_id=row["run_id"],
-            batch=int(row["batch"]),
-            outcome=Outcome(row["outcome"]),
-            recorded_at=row["recorded_at"],
-            kind=row.get("kind"),
-            started_at=row.get("started_at"),
-            ended_at=row.get("ended_at"),
-            actions=row.get("actions"),
-            bytes_to_move=row.get("bytes_to_move"),
-            throttle={int(b): int(r) for b, r in throttle.items()} if throttle else None,
-            throttled_topics=tuple(row.get("throttled_topics") or ()),
-            estimated_seconds=row.get("estimated_seconds"),
-            measured_seconds=row.get("measured_seconds"),
-            duration_ratio=row.get("duration_ratio"),
-            detail=row.get("detail"),
-        )
-
-
 class ClusterAdmin(Protocol):
     """The Admin API calls the executor makes. Errors per broker or partition come back as text."""
 
@@ -263,9 +183,12 @@ class ExecuteOptions:
     poll_seconds: float = 2.0  # between ListPartitionReassignments polls
     stall_seconds: float = 120.0  # no added replica grows and no partition finishes for this long
     fallback_throttle: int | None = None  # bytes/s, for replica batches the plan has no computed throttle
+    # A run renews its hold on the plan every third of this; a run on another host that has not renewed
+    # for this long is taken as dead (one on this host is checked by its process id at once).
+    lease_seconds: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in ("poll_seconds", "stall_seconds"):
+        for name in ("poll_seconds", "stall_seconds", "lease_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
@@ -370,12 +293,21 @@ class Executor:
         self.clock = clock
         self.sleep = sleep
         self.say = say
+        self._renewed = 0.0  # when this executor's run last wrote its claim (clock seconds)
 
     # -- entry points ----------------------------------------------------------------------------------
 
     def run(self, plan_id: str) -> RunReport:
         plan = self.store.load_plan(plan_id)
         run_id = str(uuid.uuid4())
+        self._claim(plan, run_id)
+        try:
+            return self._run(plan, run_id)
+        finally:
+            self._release(plan, run_id)
+
+    def _run(self, plan: PlanToRun, run_id: str) -> RunReport:
+        plan_id = plan.plan_id
         report = RunReport(plan_id, run_id)
         history = self.store.executions(plan_id)
         # Clean-up comes before every check: a plan that may not go on still must not leave a throttle.
@@ -397,6 +329,7 @@ class Executor:
             if self._stop_requested(plan_id, run_started):
                 raise ExecutionError(f"plan {plan_id}: stopped on request before batch {batch.index}")
             self._check_lifecycle(plan, f"before batch {batch.index}")
+            self._renew(plan, run_id)
             self._fill_throttle(plan, batch)
             report.ran.append(self._run_batch(plan, run_id, batch, run_started))
         self.say(f"plan {plan_id}: all {len(plan.batches)} batches done")
@@ -483,6 +416,54 @@ class Executor:
             self._end(plan, run_id, batch, started, Outcome.STOPPED, detail + self._left_text(left))
             stopped.append(index)
         return stopped
+
+    # -- the plan's lease (rule 0) -------------------------------------------------------------------------
+
+    def _plan_row(self, plan: PlanToRun, run_id: str, outcome: Outcome, detail: str) -> None:
+        self.store.record(
+            [
+                ExecutionRecord(
+                    plan_id=plan.plan_id,
+                    cluster=plan.cluster,
+                    run_id=run_id,
+                    batch=PLAN_LEVEL,
+                    outcome=outcome,
+                    recorded_at=self._now(),
+                    detail=detail,
+                )
+            ]
+        )
+
+    def _holder(self, plan: PlanToRun, run_id: str) -> lease.Claim | None:
+        history = self.store.executions(plan.plan_id)
+        return lease.holder(history, now=self._now(), lease_seconds=self.options.lease_seconds, me=run_id)
+
+    def _claim(self, plan: PlanToRun, run_id: str) -> None:
+        """Hold the plan for this run, or raise naming the live run that holds it (checked again after
+        this run's claim is written: of two claims at once, the older keeps the plan)."""
+        for attempt in ("before", "after"):
+            other = self._holder(plan, run_id)
+            if other is not None:
+                if attempt == "after":
+                    self._release(plan, run_id)
+                age = (self._now() - other.seen).total_seconds()
+                raise ExecutionError(
+                    f"plan {plan.plan_id} is being executed by run {other.run_id} ({other.text}, seen "
+                    f"{age:.0f} s ago): follow it in plan_executions, or stop it with balancer execute "
+                    f"{plan.plan_id} --stop; a run that died on another host is taken over "
+                    f"{self.options.lease_seconds:.0f} s after it was last seen"
+                )
+            if attempt == "before":
+                self._plan_row(plan, run_id, Outcome.RUNNING, lease.Claim.detail(*lease.this_process()))
+        self._renewed = self.clock()
+
+    def _renew(self, plan: PlanToRun, run_id: str) -> None:
+        if self.clock() - self._renewed >= self.options.lease_seconds / 3:
+            self._plan_row(plan, run_id, Outcome.RUNNING, lease.Claim.detail(*lease.this_process()))
+            self._renewed = self.clock()
+
+    def _release(self, plan: PlanToRun, run_id: str) -> None:
+        self._plan_row(plan, run_id, Outcome.RELEASED, "the run ended")
 
     # -- checks ----------------------------------------------------------------------------------------
 
@@ -673,7 +654,7 @@ class Executor:
                         "the cluster refused the reassignment of "
                         + ", ".join(f"{_tp(tp)} ({why})" for tp, why in sorted(refused.items())),
                     )
-            self._wait(plan, batch, pending, run_started)
+            self._wait(plan, run_id, batch, pending, run_started)
             if batch.elect:
                 refused = self.admin.elect_preferred(batch.elect)
                 if refused:
@@ -721,6 +702,7 @@ class Executor:
     def _wait(
         self,
         plan: PlanToRun,
+        run_id: str,
         batch: BatchSpec,
         pending: Mapping[TopicPartition, tuple[int, ...]],
         run_started: float,
@@ -742,6 +724,7 @@ class Executor:
                     return
             if self._stop_requested(plan.plan_id, run_started):
                 raise _AbortError(Outcome.STOPPED, "stopped on request (balancer execute --stop)")
+            self._renew(plan, run_id)
             live = self.admin.live_brokers()
             down = sorted(batch.brokers - live)
             if down:

@@ -26,12 +26,12 @@ from .executor import (
     BatchKind,
     BatchSpec,
     ExecutionError,
-    ExecutionRecord,
     Lifecycle,
     PlanIncompleteError,
     PlanToRun,
 )
 from .export import ExportError, _rows
+from .records import ExecutionRecord
 
 TABLE = "plan_executions"
 

@@ -313,7 +313,9 @@ def test_a_reassignment_started_by_someone_else_makes_execute_refuse_naming_it(k
         assert "did not start" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert assignment(kafka, topic) == before
-        assert executions(root, plan_id) == []
+        rows = executions(root, plan_id)
+        assert [r for r in rows if r["batch"] >= 0] == [], rows  # no batch was started
+        assert [r["outcome"] for r in rows] == ["running", "released"], rows  # its claim, let go
     finally:
         admin.alter_partition_reassignments({TopicPartition(other, 0): None})
         admin.alter_configs(
@@ -362,16 +364,25 @@ def test_a_plan_is_not_acted_on_until_its_actions_and_batches_are_all_committed(
     assert assignment(kafka, topic)[0] == ([1, 2], 1)
 
 
-def test_stop_cancels_the_batch_in_flight_and_removes_its_throttles(kafka, tmp_path):
-    """Runs on real Kafka: ``execute --stop`` while a slow batch copies: the running executor ends, the
-    reassignment is cancelled (partition 0 back on [1, 2]), no throttle is left, and the record says
-    stopped."""
+def test_a_second_execute_is_refused_while_a_run_holds_the_plan_and_stop_cancels_its_batch(kafka, tmp_path):
+    """Runs on real Kafka: while a slow batch copies, a second ``execute`` of the plan refuses, naming the
+    run that holds it, and leaves that batch's throttles and record as they are (its clean-up would have
+    removed them). Then ``execute --stop``: the running executor ends, the reassignment is cancelled
+    (partition 0 back on [1, 2]), no throttle is left, and the record says stopped."""
     topic, actions = skewed(kafka)
     root = tmp_path / "lh"
     plan_id = write_plan(root, actions, deadline_seconds=120)  # ~0.4 MB/s: the batch is still running
     process = start_execute(root, kafka, plan_id, tmp_path / "run.log")
     try:
         wait_for(lambda: "broker 3" in throttles_set(kafka, [topic]), 120, "batch 1's throttles")
+        throttled = throttles_set(kafka, [topic])
+        second = execute(root, kafka, plan_id)
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert "is being executed by run" in second.stderr and f"pid {process.pid} " in second.stderr, (
+            second.stderr
+        )
+        assert throttles_set(kafka, [topic]) == throttled
+        assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started"]
         stopped = execute(root, kafka, plan_id, "--stop")
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         code = process.wait(timeout=60)

@@ -9,13 +9,12 @@ import pytest
 
 from balancer.execution.executor import (
     ExecuteOptions,
-    ExecutionRecord,
-    Outcome,
     PartitionState,
     completed_batches,
     open_batches,
     throttled_replicas,
 )
+from balancer.execution.records import ExecutionRecord, Outcome
 from balancer.execution.store import PlanIncompleteError, check_whole
 
 T = datetime(2026, 11, 25, 21, 0, tzinfo=UTC)
