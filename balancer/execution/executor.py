@@ -28,12 +28,14 @@ Rules, in the order a run applies them:
 4. A reassignment in progress that this plan did not start stops the run before it changes anything,
    naming it: two reassignments on one cluster share bandwidth no throttle was computed for.
 5. Per replica batch: the batch's computed rate on exactly its brokers (``leader.`` and
-   ``follower.replication.throttled.rate``), the moving replicas listed in their topics'
+   ``follower.replication.throttled.rate``), the moving replicas added to their topics'
    ``leader.``/``follower.replication.throttled.replicas`` (Kafka's own rule: the current replicas on
    the leader side, the added ones on the follower side), AlterPartitionReassignments, then
    ListPartitionReassignments polled until none of the batch's partitions is in progress and the
    metadata shows the targets, then a preferred election where the plan's leader was already a
-   replica, then the throttles removed.
+   replica, then the throttles removed. Throttles an operator set stay theirs (Cruise Control's rule): a
+   broker that already has a rate keeps it (the batch sets none there), an entry already in a list is
+   not the batch's, and only what the batch set is recorded and removed.
 6. A batch that stalls (a broker of the batch leaves the cluster, or no added replica grows and no
    partition finishes for ``stall_seconds``), is stopped (``--stop``) or fails: its reassignments are
    cancelled (Kafka reverts them), its throttles removed, the outcome recorded, and the run ends.
@@ -56,6 +58,11 @@ from . import lease
 from .records import PLAN_LEVEL, ExecutionRecord, Outcome
 
 TopicPartition = tuple[str, int]
+# topic -> (leader entries, follower entries) of its throttled-replica lists, each "partition:broker"
+ThrottledReplicas = Mapping[str, tuple[Sequence[str], Sequence[str]]]
+# Kafka's throttle keys: each broker's rates, each topic's (leader, follower) throttled-replica lists.
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 class ExecutionError(RuntimeError):
@@ -146,14 +153,17 @@ class ClusterAdmin(Protocol):
         """ElectLeaders (preferred); an election that was not needed is no error."""
         ...
 
-    def set_throttles(
-        self, rates: Mapping[int, int], topics: Mapping[str, tuple[Sequence[str], Sequence[str]]]
-    ) -> None:
-        """Each broker's rate (leader and follower), each topic's (leader, follower) throttled replicas."""
+    def set_throttles(self, rates: Mapping[int, int], replicas: ThrottledReplicas) -> None:
+        """Sets each broker's rate (leader and follower) and adds the entries to each topic's (leader,
+        follower) throttled-replica lists, keeping the entries already there."""
         ...
 
-    def remove_throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, str]:
-        """Deletes the four throttle keys; returns the resources it could not reach ("broker 3": why)."""
+    def remove_throttles(
+        self, brokers: Iterable[int], replicas: ThrottledReplicas, whole_topics: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """Deletes the brokers' rate keys, takes the entries out of the topics' lists (deleting a list left
+        empty) and deletes ``whole_topics``' lists; returns the resources it could not reach
+        ("broker 3": why)."""
         ...
 
     def throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -256,6 +266,19 @@ def throttled_replicas(
         leaders += [f"{partition}:{b}" for b in state.replicas]
         followers += [f"{partition}:{b}" for b in added]
     return out
+
+
+def merged_replicas(
+    rows: Iterable[ThrottledReplicas],
+) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The union of several records' throttled-replica entries, per topic and side."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for replicas in rows:
+        for topic, (leaders, followers) in replicas.items():
+            lead, follow = out.setdefault(topic, (set(), set()))
+            lead.update(leaders)
+            follow.update(followers)
+    return {t: (tuple(sorted(lead)), tuple(sorted(follow))) for t, (lead, follow) in sorted(out.items())}
 
 
 def open_batches(history: Sequence[ExecutionRecord]) -> dict[int, ExecutionRecord]:
@@ -411,7 +434,7 @@ class Executor:
         for index, started in sorted(open_batches(history).items()):
             batch = by_index[index]
             cancelled = self._cancel(batch)
-            left = self._remove(started.throttle or {}, started.throttled_topics)
+            left = self._removable(started)
             detail = f"stopped on request; {len(cancelled)} reassignment(s) cancelled (they revert)"
             self._end(plan, run_id, batch, started, Outcome.STOPPED, detail + self._left_text(left))
             stopped.append(index)
@@ -526,9 +549,11 @@ class Executor:
     def _clean_up(self, plan: PlanToRun, run_id: str, history: Sequence[ExecutionRecord]) -> list[int]:
         """Remove every throttle the plan's ``started`` rows name (idempotent: a delete of an unset key
         is no change), then close the batches a dead run left open."""
-        brokers = sorted({b for r in history if r.outcome is Outcome.STARTED for b in (r.throttle or {})})
-        topics = sorted({t for r in history if r.outcome is Outcome.STARTED for t in r.throttled_topics})
-        left = self._remove({b: 0 for b in brokers}, topics) if brokers or topics else {}
+        rows = [r for r in history if r.outcome is Outcome.STARTED]
+        brokers = {b: 0 for r in rows for b in (r.throttle or {})}
+        replicas = merged_replicas(r.throttled_replicas for r in rows if r.throttled_replicas)
+        whole = {t for r in rows if r.throttled_replicas is None for t in r.throttled_topics}
+        left = self._remove(brokers, replicas, whole) if brokers or replicas or whole else {}
         if left:
             self.say(f"plan {plan.plan_id}: throttles not removed yet: {self._left_text(left).lstrip('; ')}")
         by_index = {b.index: b for b in plan.batches}
@@ -544,8 +569,34 @@ class Executor:
             cleaned.append(index)
         return cleaned
 
-    def _remove(self, rates: Mapping[int, int], topics: Iterable[str]) -> dict[str, str]:
-        return self.admin.remove_throttles(sorted(rates), sorted(set(topics)))
+    def _remove(
+        self, rates: Mapping[int, int], replicas: ThrottledReplicas, whole_topics: Iterable[str] = ()
+    ) -> dict[str, str]:
+        return self.admin.remove_throttles(sorted(rates), replicas, sorted(set(whole_topics)))
+
+    def _removable(self, started: ExecutionRecord) -> dict[str, str]:
+        """Remove what a ``started`` row names (rows from before throttled_replicas: the whole lists)."""
+        whole = started.throttled_topics if started.throttled_replicas is None else ()
+        return self._remove(started.throttle or {}, started.throttled_replicas or {}, whole)
+
+    def _own_throttles(
+        self, rates: Mapping[int, int], replicas: ThrottledReplicas
+    ) -> tuple[dict[int, int], dict[str, tuple[tuple[str, ...], tuple[str, ...]]], dict[int, str]]:
+        """Of the rates and entries a batch wants, those it sets itself (rule 5): the rates of brokers that
+        have none, the entries not already listed; and the brokers that keep a rate set before (its value)."""
+        current = self.admin.throttles(rates, replicas) if rates or replicas else {}
+        kept = {b: next(iter(current[f"broker {b}"].values())) for b in rates if current.get(f"broker {b}")}
+        own_rates = {b: r for b, r in rates.items() if b not in kept}
+        own: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for topic, sides in replicas.items():
+            listed = current.get(f"topic {topic}", {})
+            new = tuple(
+                tuple(e for e in entries if e not in set(listed.get(key, "").split(",")))
+                for key, entries in zip(REPLICA_KEYS, sides, strict=True)
+            )
+            if new[0] or new[1]:
+                own[topic] = (new[0], new[1])
+        return own_rates, own, kept
 
     @staticmethod
     def _left_text(left: Mapping[str, str]) -> str:
@@ -594,6 +645,7 @@ class Executor:
                     bytes_to_move=batch.bytes_to_move,
                     throttle=started.throttle,
                     throttled_topics=started.throttled_topics,
+                    throttled_replicas=started.throttled_replicas,
                     estimated_seconds=batch.estimated_seconds,
                     measured_seconds=measured,
                     duration_ratio=ratio(measured, batch.estimated_seconds) if measured is not None else None,
@@ -604,11 +656,12 @@ class Executor:
 
     def _run_batch(self, plan: PlanToRun, run_id: str, batch: BatchSpec, run_started: float) -> BatchResult:
         rates: dict[int, int] = {}
-        topics: dict[str, tuple[list[str], list[str]]] = {}
+        topics: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        kept: dict[int, str] = {}
         current = self.admin.partitions({tp[0] for tp in batch.targets}) if batch.targets else {}
         if batch.kind is BatchKind.REPLICA_MOVE:
-            rates = dict(batch.throttle) or self._fallback_rates(batch)
-            topics = throttled_replicas(batch.targets, current)
+            wanted = dict(batch.throttle) or self._fallback_rates(batch)
+            rates, topics, kept = self._own_throttles(wanted, throttled_replicas(batch.targets, current))
         begun = self.clock()
         started = ExecutionRecord(
             plan_id=plan.plan_id,
@@ -623,6 +676,7 @@ class Executor:
             bytes_to_move=batch.bytes_to_move,
             throttle=rates or None,
             throttled_topics=tuple(sorted(topics)),
+            throttled_replicas=topics if batch.kind is BatchKind.REPLICA_MOVE else None,
             estimated_seconds=batch.estimated_seconds,
         )
         self.store.record([started])  # before any throttle is set (rule 3)
@@ -632,6 +686,9 @@ class Executor:
                 ", throttle " + ", ".join(f"broker {b} {_mb(r)}/s" for b, r in sorted(rates.items()))
                 if rates
                 else ""
+            )
+            + "".join(
+                f", broker {b} keeps the rate set before ({_mb(float(v))}/s)" for b, v in sorted(kept.items())
             )
         )
         try:

@@ -22,15 +22,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from balancer.kafka_python import kafka_python_options
 
-from .executor import ExecutionError, PartitionState, Reassigning, TopicPartition
+from .executor import (
+    RATE_KEYS,
+    REPLICA_KEYS,
+    ExecutionError,
+    PartitionState,
+    Reassigning,
+    ThrottledReplicas,
+    TopicPartition,
+)
 
-RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 T = TypeVar("T")
-REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 def client_options(options: Mapping[str, str]) -> dict[str, object]:
@@ -136,9 +142,7 @@ class KafkaPythonAdmin:
                     refused[(result.topic, p.partition_id)] = p.error_message or f"error code {p.error_code}"
         return refused
 
-    def set_throttles(
-        self, rates: Mapping[int, int], topics: Mapping[str, tuple[Sequence[str], Sequence[str]]]
-    ) -> None:
+    def set_throttles(self, rates: Mapping[int, int], replicas: ThrottledReplicas) -> None:
         from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
         resources = [
@@ -149,15 +153,18 @@ class KafkaPythonAdmin:
             )
             for b, r in sorted(rates.items())
         ] + [
+            # APPEND: the entries join whatever the lists hold already (Kafka adds only absent ones).
             ConfigResource(
                 ConfigResourceType.TOPIC,
                 topic,
                 configs={
-                    REPLICA_KEYS[0]: (AlterConfigOp.SET, ",".join(leaders)),
-                    REPLICA_KEYS[1]: (AlterConfigOp.SET, ",".join(followers)),
+                    key: (AlterConfigOp.APPEND, ",".join(entries))
+                    for key, entries in zip(REPLICA_KEYS, (leaders, followers), strict=True)
+                    if entries
                 },
             )
-            for topic, (leaders, followers) in sorted(topics.items())
+            for topic, (leaders, followers) in sorted(replicas.items())
+            if leaders or followers
         ]
         failed = _failures(self.client.alter_configs(resources, raise_on_unknown=False, incremental=True))
         if failed:
@@ -165,38 +172,81 @@ class KafkaPythonAdmin:
                 "setting the throttles failed: " + "; ".join(f"{k}: {v}" for k, v in failed.items())
             )
 
-    def remove_throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, str]:
+    def remove_throttles(
+        self, brokers: Iterable[int], replicas: ThrottledReplicas, whole_topics: Iterable[str] = ()
+    ) -> dict[str, str]:
         from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
-        from kafka.errors import KafkaError
 
         left: dict[str, str] = {}
-        resources = [
-            ConfigResource(
-                ConfigResourceType.BROKER,
-                str(b),
-                configs={k: (AlterConfigOp.DELETE, None) for k in RATE_KEYS},
-            )
-            for b in sorted(set(brokers))
-        ] + [
-            ConfigResource(
-                ConfigResourceType.TOPIC, t, configs={k: (AlterConfigOp.DELETE, None) for k in REPLICA_KEYS}
-            )
-            for t in sorted(set(topics))
-        ]
+        resources = (
+            [
+                ConfigResource(
+                    ConfigResourceType.BROKER,
+                    str(b),
+                    configs={k: (AlterConfigOp.DELETE, None) for k in RATE_KEYS},
+                )
+                for b in sorted(set(brokers))
+            ]
+            + [
+                # SUBTRACT: only these entries leave the lists; an operator's own stay.
+                ConfigResource(
+                    ConfigResourceType.TOPIC,
+                    topic,
+                    configs={
+                        key: (AlterConfigOp.SUBTRACT, ",".join(entries))
+                        for key, entries in zip(REPLICA_KEYS, (leaders, followers), strict=True)
+                        if entries
+                    },
+                )
+                for topic, (leaders, followers) in sorted(replicas.items())
+                if leaders or followers
+            ]
+            + [
+                ConfigResource(
+                    ConfigResourceType.TOPIC,
+                    t,
+                    configs={k: (AlterConfigOp.DELETE, None) for k in REPLICA_KEYS},
+                )
+                for t in sorted(set(whole_topics))
+            ]
+        )
         # One request per resource: a broker that is down (its own configs go to it) must not keep the
         # others' throttles in place.
         for resource in resources:
-            name = f"{resource.resource_type.name.lower()} {resource.name}"
+            left.update(self._alter_one(resource))
+        # A list left empty by SUBTRACT stays set to "": delete it, as Kafka's own tool leaves none.
+        emptied = sorted({t for t in replicas if f"topic {t}" not in left})
+        if emptied:
             try:
-                failed = _failures(
-                    self.client.alter_configs([resource], raise_on_unknown=False, incremental=True)
-                )
-            except KafkaError as error:
-                failed = {name: _error_text(error)}
-            except Exception as error:  # kafka-python raises plain errors for a node it cannot reach
-                failed = {name: str(error) or type(error).__name__}
-            left.update(failed)
+                current = self.throttles((), emptied)
+            except Exception as error:  # not reachable now: empty lists throttle nothing
+                current = {}
+                left.update({f"topic {t}": str(error) or type(error).__name__ for t in emptied})
+            for topic in emptied:
+                empty = [k for k in REPLICA_KEYS if k not in current.get(f"topic {topic}", {})]
+                if empty:
+                    left.update(
+                        self._alter_one(
+                            ConfigResource(
+                                ConfigResourceType.TOPIC,
+                                topic,
+                                configs={k: (AlterConfigOp.DELETE, None) for k in empty},
+                            )
+                        )
+                    )
         return left
+
+    def _alter_one(self, resource: Any) -> dict[str, str]:
+        """One IncrementalAlterConfigs request; the resource it could not change ("topic t": why), if any."""
+        from kafka.errors import KafkaError
+
+        name = f"{resource.resource_type.name.lower()} {resource.name}"
+        try:
+            return _failures(self.client.alter_configs([resource], raise_on_unknown=False, incremental=True))
+        except KafkaError as error:
+            return {name: _error_text(error)}
+        except Exception as error:  # kafka-python raises plain errors for a node it cannot reach
+            return {name: str(error) or type(error).__name__}
 
     def throttles(self, brokers: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
         from kafka.admin import ConfigResource, ConfigResourceType

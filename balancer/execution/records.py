@@ -53,6 +53,9 @@ class ExecutionRecord:
     measured_seconds: float | None = None
     duration_ratio: float | None = None
     detail: str | None = None
+    # topic -> (leader entries, follower entries) "partition:broker" this batch added to its throttled-
+    # replica lists (None on rows written before the column existed: then throttled_topics' keys are whole)
+    throttled_replicas: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
 
     def row(self) -> dict[str, Any]:
         return {
@@ -75,11 +78,20 @@ class ExecutionRecord:
             "measured_seconds": self.measured_seconds,
             "duration_ratio": self.duration_ratio,
             "detail": self.detail,
+            "throttled_replicas": json.dumps(
+                {
+                    t: {"leader": list(lead), "follower": list(follow)}
+                    for t, (lead, follow) in sorted(self.throttled_replicas.items())
+                }
+            )
+            if self.throttled_replicas is not None
+            else None,
         }
 
     @staticmethod
     def from_row(row: Mapping[str, Any]) -> ExecutionRecord:
         throttle = json.loads(row["throttle"]) if row.get("throttle") else None
+        replicas = json.loads(row["throttled_replicas"]) if row.get("throttled_replicas") else None
         return ExecutionRecord(
             plan_id=row["plan_id"],
             cluster=row["cluster"],
@@ -98,4 +110,7 @@ class ExecutionRecord:
             measured_seconds=row.get("measured_seconds"),
             duration_ratio=row.get("duration_ratio"),
             detail=row.get("detail"),
+            throttled_replicas={t: (tuple(v["leader"]), tuple(v["follower"])) for t, v in replicas.items()}
+            if replicas is not None
+            else None,
         )

@@ -128,7 +128,8 @@ class DeltaPlanStore:
             storage_options=options,
         )
         data = pa.Table.from_pylist([r.row() for r in records], schema=schema)
-        write_deltalake(path, data, mode="append", storage_options=options)
+        # merge: a table created before a column was added (throttled_replicas) gains it on the next append.
+        write_deltalake(path, data, mode="append", schema_mode="merge", storage_options=options)
 
 
 def check_whole(plan: dict[str, Any], actions: list[dict[str, Any]], batches: list[dict[str, Any]]) -> None:

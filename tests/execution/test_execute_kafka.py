@@ -442,3 +442,62 @@ def test_dry_run_prints_each_batch_and_changes_nothing(kafka, tmp_path):
     assert assignment(kafka, topic) == before
     assert throttles_set(kafka, [topic]) == {}
     assert executions(root, plan_id) == []
+
+
+def test_throttles_an_operator_set_before_the_batch_stay_and_only_its_own_are_removed(kafka, tmp_path):
+    """Runs on real Kafka, Cruise Control's rule: broker 3 already has an operator's rate, and the topic's
+    lists already hold an operator's entries (one of them, 0:1, one the batch would add too). The batch
+    sets no rate on broker 3 (it keeps the operator's), adds only the entries that were missing, records
+    only what it set, and afterwards exactly the operator's throttles are left."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    topic = create_topic(kafka, {0: [1, 2], 1: [2, 3]})
+    fill(kafka, topic, {0: 2 * MB, 1: 1 * MB})
+    sizes = log_sizes(kafka, topic)
+    actions = [Action("replica_move", topic, 0, (1, 2), (3, 2), 1, 3, sizes[(0, 1)])]
+    root = tmp_path / "lh"
+    plan_id = write_plan(root, actions, deadline_seconds=DEADLINE)
+    operator = {
+        "broker 3": {"follower.replication.throttled.rate": "50000000"},
+        f"topic {topic}": {
+            "leader.replication.throttled.replicas": "0:1",
+            "follower.replication.throttled.replicas": "1:3",
+        },
+    }
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers.split(","))
+    try:
+        admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.BROKER if name.startswith("broker") else ConfigResourceType.TOPIC,
+                    name.split(" ", 1)[1],
+                    configs={k: (AlterConfigOp.SET, v) for k, v in configs.items()},
+                )
+                for name, configs in operator.items()
+            ],
+            raise_on_unknown=False,
+            incremental=True,
+        )
+        wait_for(lambda: throttles_set(kafka, [topic]) == operator, 30, "the operator's throttles")
+        ran = execute(root, kafka, plan_id)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "broker 3 keeps the rate set before (50.0 MB/s)" in ran.stdout, ran.stdout
+        assert set(assignment(kafka, topic)[0][0]) == {3, 2}
+        assert throttles_set(kafka, [topic]) == operator
+        started = next(r for r in executions(root, plan_id) if r["outcome"] == "started")
+        assert json.loads(started["throttle"]).keys() == {"1"}
+        assert json.loads(started["throttled_replicas"]) == {topic: {"leader": ["0:2"], "follower": ["0:3"]}}
+    finally:
+        admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.BROKER if name.startswith("broker") else ConfigResourceType.TOPIC,
+                    name.split(" ", 1)[1],
+                    configs={k: (AlterConfigOp.DELETE, None) for k in configs},
+                )
+                for name, configs in operator.items()
+            ],
+            raise_on_unknown=False,
+            incremental=True,
+        )
+        admin.close()

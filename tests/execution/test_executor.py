@@ -11,6 +11,7 @@ from balancer.execution.executor import (
     ExecuteOptions,
     PartitionState,
     completed_batches,
+    merged_replicas,
     open_batches,
     throttled_replicas,
 )
@@ -90,3 +91,27 @@ def test_a_plan_missing_rows_is_not_whole(actions, batches):
 def test_options_are_checked_at_the_edge(field, value):
     with pytest.raises(ValueError, match=field):
         ExecuteOptions(**{field: value})
+
+
+def test_a_started_row_keeps_exactly_the_entries_its_batch_added_and_older_rows_read_as_whole_lists():
+    own = {"t": (("0:2",), ("0:3",))}
+    row = ExecutionRecord(
+        plan_id="p",
+        cluster="c",
+        run_id="r",
+        batch=1,
+        outcome=Outcome.STARTED,
+        recorded_at=T,
+        throttle={1: 5},
+        throttled_topics=("t",),
+        throttled_replicas=own,
+    ).row()
+    assert ExecutionRecord.from_row(row).throttled_replicas == own
+    older = {**row, "throttled_replicas": None}  # written before the column existed
+    assert ExecutionRecord.from_row(older).throttled_replicas is None
+
+
+def test_entries_of_several_started_rows_merge_per_topic_and_side():
+    rows = [{"t": (("0:1",), ("0:3",))}, {"t": (("1:2", "0:1"), ())}, {"u": ((), ("2:1",))}]
+    merged = merged_replicas(rows)
+    assert merged == {"t": (("0:1", "1:2"), ("0:3",)), "u": ((), ("2:1",))}
