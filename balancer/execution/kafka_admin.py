@@ -152,20 +152,7 @@ class KafkaPythonAdmin:
                 configs={k: (AlterConfigOp.SET, str(int(r))) for k in RATE_KEYS},
             )
             for b, r in sorted(rates.items())
-        ] + [
-            # APPEND: the entries join whatever the lists hold already (Kafka adds only absent ones).
-            ConfigResource(
-                ConfigResourceType.TOPIC,
-                topic,
-                configs={
-                    key: (AlterConfigOp.APPEND, ",".join(entries))
-                    for key, entries in zip(REPLICA_KEYS, (leaders, followers), strict=True)
-                    if entries
-                },
-            )
-            for topic, (leaders, followers) in sorted(replicas.items())
-            if leaders or followers
-        ]
+        ] + _list_edits(AlterConfigOp.APPEND, replicas)  # Kafka adds only the entries not listed yet
         failed = _failures(self.client.alter_configs(resources, raise_on_unknown=False, incremental=True))
         if failed:
             raise ExecutionError(
@@ -187,20 +174,7 @@ class KafkaPythonAdmin:
                 )
                 for b in sorted(set(brokers))
             ]
-            + [
-                # SUBTRACT: only these entries leave the lists; an operator's own stay.
-                ConfigResource(
-                    ConfigResourceType.TOPIC,
-                    topic,
-                    configs={
-                        key: (AlterConfigOp.SUBTRACT, ",".join(entries))
-                        for key, entries in zip(REPLICA_KEYS, (leaders, followers), strict=True)
-                        if entries
-                    },
-                )
-                for topic, (leaders, followers) in sorted(replicas.items())
-                if leaders or followers
-            ]
+            + _list_edits(AlterConfigOp.SUBTRACT, replicas)  # only these entries leave; an operator's stay
             + [
                 ConfigResource(
                     ConfigResourceType.TOPIC,
@@ -219,9 +193,9 @@ class KafkaPythonAdmin:
         if emptied:
             try:
                 current = self.throttles((), emptied)
-            except Exception as error:  # not reachable now: empty lists throttle nothing
-                current = {}
+            except Exception as error:  # not readable now: an empty list throttles nothing, leave it
                 left.update({f"topic {t}": str(error) or type(error).__name__ for t in emptied})
+                return left
             for topic in emptied:
                 empty = [k for k in REPLICA_KEYS if k not in current.get(f"topic {topic}", {})]
                 if empty:
@@ -280,6 +254,26 @@ class KafkaPythonAdmin:
                             if (topic["name"], p["partition_index"]) in wanted:
                                 total += int(p["partition_size"])
         return total
+
+
+def _list_edits(op: Any, replicas: ThrottledReplicas) -> list[Any]:
+    """One topic resource per topic that edits its (leader, follower) throttled-replica lists by ``op``
+    (IncrementalAlterConfigs APPEND or SUBTRACT) with the given entries."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    return [
+        ConfigResource(
+            ConfigResourceType.TOPIC,
+            topic,
+            configs={
+                key: (op, ",".join(entries))
+                for key, entries in zip(REPLICA_KEYS, (leaders, followers), strict=True)
+                if entries
+            },
+        )
+        for topic, (leaders, followers) in sorted(replicas.items())
+        if leaders or followers
+    ]
 
 
 def _failures(answer: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
