@@ -36,6 +36,15 @@ def least_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
     return float(size[order][:k].sum() + size[order][k] * short / relief[order][k])
 
 
+def affordable(size: np.ndarray, relief: np.ndarray, need: float) -> np.ndarray:
+    """Per candidate: not one that alone covers ``need`` with more than DATA_SLACK over the least
+    data (a data-first shed passes such a giant over; ranked by relief per move it would come
+    first at every cost)."""
+    least = least_data(size, relief, need)
+    ok: np.ndarray = (relief < need) | (size <= (1.0 + DATA_SLACK) * least)
+    return ok
+
+
 def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float) -> float:
     """The per-move cost (bytes) to rank candidates by, relief / (size + cost): the largest of
     ``ceiling`` divided by COST_STEP up to COST_LADDER times whose order copies at most

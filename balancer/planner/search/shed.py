@@ -18,7 +18,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import cover_data, move_cost
+from .cost import affordable, cover_data, move_cost
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
@@ -73,6 +73,11 @@ def shed(a: int, ctx: SearchContext) -> None:
             upper, _ = goal.limits(model)
             need = float(model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim])
             ranked = np.minimum(relief, need)
+            # A giant the shed would pass over (too much data alone) is no candidate: ranked by
+            # relief per move it would come first at every cost and size the cost down to the
+            # smallest, with thousands of tiny moves.
+            keep = affordable(model.size[ps], ranked, need)
+            ps, relief, ranked = ps[keep], relief[keep], ranked[keep]
             overhead = move_cost(model.size[ps], ranked, need, goal.move_overhead_ceiling(model))
         key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
