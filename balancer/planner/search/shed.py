@@ -55,8 +55,9 @@ def shed_all(ctx: SearchContext) -> None:
 
 def shed(a: int, ctx: SearchContext) -> None:
     """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
-    transfers (no data), then replica moves, then swaps, then swaps of two leaderships; where the
-    goal ejects and ``a`` still sets its figure, an ejection chain."""
+    transfers (no data), then replica moves (data first: to brokers under the goal's lower limit
+    first, then to any), then swaps, then swaps of two leaderships; where the goal ejects and ``a``
+    still sets its figure, an ejection chain."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
@@ -82,16 +83,39 @@ def shed(a: int, ctx: SearchContext) -> None:
         key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
         ps, relief, key = ps[order], relief[order], key[order]
-        if goal.sheds_best_fit:
-            best_fit_out(a, ps, relief, np.floor(-key), ctx)
-        else:
-            shed_in_order(a, ps, relief, ctx)
+        if ctx.data_first and short_brokers(ctx).any():
+            # Bytes a broker under the lower limit needs first: the fill would otherwise copy
+            # the same relief there again, off brokers that did not need to lose it.
+            ctx.to_short = True
+            try:
+                shed_moves(a, ps, relief, key, ctx)
+            finally:
+                ctx.to_short = False
+        if goal.over(model, a):
+            still = (model.replicas[ps] == a).any(axis=1)
+            shed_moves(a, ps[still], relief[still], key[still], ctx)
     if goal.swaps and goal.over(model, a):
         swap_out(a, ctx)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
     if goal.ejects and goal.over(model, a) and goal.sets_figure(model, a):
         eject_out(a, ctx)
+
+
+def shed_moves(a: int, ps: np.ndarray, relief: np.ndarray, key: np.ndarray, ctx: SearchContext) -> None:
+    """Move replicas ``ps`` (in the goal's order, ``key`` ascending) off ``a`` as the goal sheds."""
+    if ctx.goal.sheds_best_fit:
+        best_fit_out(a, ps, relief, np.floor(-key), ctx)
+    else:
+        shed_in_order(a, ps, relief, ctx)
+
+
+def short_brokers(ctx: SearchContext) -> np.ndarray:
+    """Per broker: under the goal's lower limit (and able to receive)."""
+    model, goal = ctx.model, ctx.goal
+    _, lower = goal.limits(model)
+    short: np.ndarray = (model.load[:, goal.dim] < lower * model.cap[:, goal.dim]) & model.dest_ok
+    return short
 
 
 def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
@@ -261,6 +285,8 @@ def move_out(part: int, src: int, ctx: SearchContext) -> bool:
     if not source_ok(src, vec, ctx):
         return False
     mask = dest_mask(part, src, vec, ctx)
+    if ctx.to_short:
+        mask &= short_brokers(ctx)
     dests = np.nonzero(mask)[0]
     if not len(dests):
         return False
