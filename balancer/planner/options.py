@@ -178,6 +178,7 @@ class PlannerOptions:
             capacity_threshold=balancer_config.capacity_threshold,
             max_bytes_to_move=balancer_config.max_bytes_to_move,
             max_moves_per_broker=balancer_config.max_moves_per_broker,
+            data_slack=getattr(balancer_config, "data_slack", None),
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
             drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),

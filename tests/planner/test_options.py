@@ -41,11 +41,19 @@ def test_keyword_only_and_frozen():
 
 def test_from_config():
     config = BalancerConfig(
-        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=[4], max_bytes_to_move=10
+        balance_threshold=1.2,
+        excluded_topics="__.*",
+        excluded_brokers=[4],
+        max_bytes_to_move=10,
+        data_slack=0.3,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
-        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=(4,), max_bytes_to_move=10
+        balance_threshold=1.2,
+        excluded_topics="__.*",
+        excluded_brokers=(4,),
+        max_bytes_to_move=10,
+        data_slack=0.3,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
