@@ -339,6 +339,9 @@ class BalancerConfig(_Strict):
     capacity_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     max_bytes_to_move: int | None = Field(default=None, gt=0)
     max_moves_per_broker: int | None = Field(default=None, gt=0)
+    # Where traffic is balanced data first: how much more data than the least each shed may copy
+    # for fewer replica moves (PlannerOptions.data_slack); null: the planner's default.
+    data_slack: float | None = Field(default=None, ge=0.0, le=1.0)
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

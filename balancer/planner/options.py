@@ -69,6 +69,10 @@ class PlannerOptions:
     low_utilization: Mapping[str, float] = field(default_factory=dict)
     # Soft goals to run, in priority order (names from SOFT_GOALS); None: all, in SOFT_GOALS' order.
     goals: tuple[str, ...] | None = None
+    # Where the traffic goals put data first (the disk goal has nothing to do): how much more data
+    # than the least each shed or fill may copy to make fewer replica moves, as a share (0.2: up
+    # to 20% more bytes). 0.0: the least data, however many moves. None: search.constants.DATA_SLACK.
+    data_slack: float | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -85,6 +89,11 @@ class PlannerOptions:
         ct = self.capacity_threshold
         if isinstance(ct, bool) or not isinstance(ct, (int, float)) or not 0.0 < ct <= 1.0:
             raise bad("capacity_threshold", "must be a number in (0.0, 1.0]", ct)
+        ds = self.data_slack
+        if ds is not None and (
+            isinstance(ds, bool) or not isinstance(ds, (int, float)) or not 0.0 <= ds <= 1.0
+        ):
+            raise bad("data_slack", "must be None or a number in [0.0, 1.0]", ds)
         for name in ("max_bytes_to_move", "max_moves_per_broker"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -143,6 +152,8 @@ class PlannerOptions:
         object.__setattr__(self, "capacity_threshold", float(ct))
         if dt is not None:
             object.__setattr__(self, "disk_balance_threshold", float(dt))
+        if ds is not None:
+            object.__setattr__(self, "data_slack", float(ds))
 
     @property
     def disk_threshold(self) -> float:
@@ -167,6 +178,7 @@ class PlannerOptions:
             capacity_threshold=balancer_config.capacity_threshold,
             max_bytes_to_move=balancer_config.max_bytes_to_move,
             max_moves_per_broker=balancer_config.max_moves_per_broker,
+            data_slack=getattr(balancer_config, "data_slack", None),
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
             drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),

@@ -22,6 +22,7 @@ from balancer.planner import (
     plan,
 )
 from balancer.planner.goals import CountDistributionGoal
+from balancer.planner.model import IN
 from balancer.planner.validate import check_plan
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
@@ -413,3 +414,33 @@ def test_network_in_puts_data_first_where_no_broker_needs_disk_relief():
     result = plan(snap, PlannerOptions(), goals=goals)
     assert result.after["network_in"] <= 1.10
     assert result.bytes_to_move < 50
+
+
+def test_network_in_shed_brings_its_bytes_to_a_broker_under_the_lower_limit_first():
+    # Data first (disk idle). Broker 0 is over the network_in band, broker 1 far under it and
+    # with no network_out room (the guard keeps leaders off it), broker 2 inside the band with a
+    # little room. The cheapest bytes per relief on broker 0 carry network_out, so only broker 2
+    # takes them; sent there, they leave broker 1 under its lower limit for good. Sent to broker 1
+    # first (the out-free replicas), every broker ends inside the band.
+    parts = [([0], 10, 0, 100)] * 4 + [([0], 5, 10, 20)] * 3 + [([0], 30, 0, 3000)]
+    parts += [([1], 10, 100, 3000), ([2], 45, 0, 3000)]
+    snap = snapshot(parts, brokers=3, racks=(None, None, None))
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 1e9}
+    goal = NetworkInDistributionGoal(1.10)
+    result = plan(snap, PlannerOptions(low_utilization={"disk": 0.5}), goals=[ReplicationFactorGoal(), goal])
+    assert check_plan(snap, result) == []
+    final = {p["partition"]: p["replicas"] for p in snap["partitions"]}
+    final.update({a.partition: list(a.new_replicas) for a in result.actions})
+    model = ClusterModel(
+        {
+            **snap,
+            "partitions": [
+                {**p, "replicas": final[p["partition"]], "leader": final[p["partition"]][0]}
+                for p in snap["partitions"]
+            ],
+        }
+    )
+    upper, lower = goal.limits(model)
+    util = model.util(IN)
+    assert (util >= lower - goal.slack(model)).all() and (util <= upper + goal.slack(model)).all()

@@ -7,13 +7,16 @@ import itertools
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import data_lower_bound, network_in_move_bound
+from planner_bench import data_lower_bound, network_in_move_bound, plan_outcome, resize
 
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, plan
+from balancer.planner.model import DISK, IN, ClusterModel
 
 CAP = {"network_in": 100.0, "network_out": 1000.0, "disk": 1e6}
 # (bytes_in, size) of broker 0's replicas (RF 1); brokers 1 and 2 hold one light replica each.
@@ -81,8 +84,13 @@ def test_joint_data_bound_is_never_above_the_optimum(disk_figure):
     (which no full plan can beat), nor falls below either single bound."""
     snap = _snapshot()
     total = sum(p["size"] for p in snap["partitions"])
-    options = PlannerOptions(balance_threshold=1.10)
-    bound = data_lower_bound(snap, {"network_in": 1.10, "disk": disk_figure}, options)
+    # Disk balanced at any fill (the default leaves a disk this empty alone).
+    options = PlannerOptions(balance_threshold=1.10, low_utilization={"disk": 0.0})
+    model = ClusterModel(snap, options)
+    outcome = model.load / model.cap  # brokers 1 and 2 need nothing: they end where they are
+    outcome[0, IN] = 1.10 * model.cluster_util(IN)
+    outcome[0, DISK] = disk_figure * model.cluster_util(DISK)
+    bound = data_lower_bound(snap, outcome, options)
     total_in = sum(bi for bi, _ in HOT) + 4.0
     in_need = sum(bi for bi, _ in HOT) - 1.10 * total_in / 3
     disk_need = sum(sz for _, sz in HOT) - disk_figure * total / 3
@@ -95,3 +103,111 @@ def test_joint_data_bound_is_never_above_the_optimum(disk_figure):
     assert bound["joint"] * total <= least + 1e-6
     assert bound["joint"] >= max(bound["network_in"], bound["disk"]) - 1e-12
     assert bound["bound"] == bound["joint"]
+
+
+# Small clusters of the held-out kinds: (spec, size model or None, disks of three sizes).
+SMALL = [
+    (
+        dict(brokers=7, racks=0, topics=60, replication_factor=2, skew=0.9, size_sigma=1.0, seed=11),
+        None,
+        True,
+    ),
+    (dict(brokers=9, racks=3, topics=80, replication_factor=3, skew=1.2, seed=12), "pareto", False),
+    (
+        dict(
+            brokers=8,
+            racks=4,
+            topics=70,
+            replication_factor=2,
+            zipf_exponent=1.1,
+            heterogeneous_capacity=True,
+            seed=13,
+        ),
+        "anti",
+        True,
+    ),
+    (
+        dict(brokers=6, racks=0, topics=50, replication_factor=3, skew=0.6, size_sigma=0.5, seed=14),
+        "independent",
+        True,
+    ),
+]
+
+
+def _small(spec: dict, sizes: str | None, mixed: bool) -> dict:
+    snap = generate(ScenarioSpec(partitions_per_topic=(4, 40), **spec))
+    if sizes is not None:
+        snap = resize(snap, sizes, spec["seed"])
+    if mixed:
+        mult = np.resize(np.array([1.0, 1.5, 2.0]), len(snap["brokers"]))
+        snap["brokers"] = [
+            {**b, "capacity": {**b["capacity"], "disk": b["capacity"]["disk"] * m / mult.mean()}}
+            for b, m in zip(snap["brokers"], mult.tolist())
+        ]
+    return snap
+
+
+@pytest.mark.parametrize("case", range(len(SMALL)))
+def test_data_bound_is_never_above_the_planners_own_plan(case):
+    """The planner's plan leaves every broker at its own outcome: it is one of the plans the bound
+    holds for, so its data is never below the bound."""
+    snap = _small(*SMALL[case])
+    options = PlannerOptions()
+    result = plan(snap, options)
+    assert result.replica_moves > 0  # the case has something to bound
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)
+    assert 0 < bound["bound"] * result.total_bytes <= result.bytes_to_move * (1 + 1e-9)
+
+
+def _disk_cluster(disk_bytes: list[list[float]], disk_cap: list[float]) -> dict:
+    """RF 1, broker i holds replicas of ``disk_bytes[i]`` sizes, equal light traffic per broker."""
+    brokers = [
+        {"id": i, "capacity": {"network_in": 1000.0, "network_out": 1000.0, "disk": c}}
+        for i, c in enumerate(disk_cap)
+    ]
+    held = [(b, sz, len(sizes)) for b, sizes in enumerate(disk_bytes) for sz in sizes]
+    parts = [
+        {
+            "topic": "t",
+            "partition": k,
+            "replicas": [b],
+            "leader": b,
+            "bytes_in": 10.0 / n,
+            "bytes_out": 10.0 / n,
+            "size": sz,
+        }
+        for k, (b, sz, n) in enumerate(held)
+    ]
+    return {"cluster": "t", "brokers": brokers, "partitions": parts}
+
+
+def test_data_bound_counts_a_brokers_disk_excess_while_another_broker_is_stuck():
+    """Broker 0 holds one giant that fits nowhere (it ends at 0.6, twice the cluster's 0.3, and sets
+    the disk figure); broker 1 ends inside the disk goal's band. The bytes above the band on broker 1
+    must leave it whatever broker 0 does: the bound counts them."""
+    snap = _disk_cluster([[600.0], [50.0] * 8, [25.0] * 4, [25.0] * 4], [1000.0] * 4)
+    options = PlannerOptions()
+    model = ClusterModel(snap, options)
+    avg = model.cluster_util(DISK)
+    assert avg >= options.low_utilization_of("disk")  # the disk goal acts
+    outcome = model.load / model.cap
+    outcome[:, DISK] = [0.6, avg, avg, avg]
+    band = 1.0 + 0.9 * (options.disk_threshold - 1.0)  # the disk goal's target band
+    broker_1_excess = 400.0 - band * avg * 1000.0
+    total = 1200.0
+    bound = data_lower_bound(snap, outcome, options)
+    assert bound["disk"] * total == pytest.approx(broker_1_excess)
+    assert bound["bound"] * total >= broker_1_excess - 1e-6
+
+
+def test_data_bound_counts_bytes_above_the_capacity_ceiling_where_the_disk_goal_is_idle():
+    """A disk far under the disk goal's low-utilization threshold on average is not balanced, but
+    broker 0's bytes above 0.8 of its capacity must still leave it (the capacity goal is hard)."""
+    snap = _disk_cluster([[45.0, 45.0], [10.0], [10.0]], [100.0, 10_000.0, 10_000.0])
+    options = PlannerOptions()
+    model = ClusterModel(snap, options)
+    assert model.cluster_util(DISK) < options.low_utilization_of("disk")  # the disk goal is idle
+    outcome = model.load / model.cap
+    outcome[0, DISK] = 0.45
+    bound = data_lower_bound(snap, outcome, options)
+    assert bound["disk"] * 110.0 == pytest.approx(90.0 - 0.8 * 100.0)

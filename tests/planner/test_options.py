@@ -19,6 +19,10 @@ from balancer.planner import DistributionGoal, PlannerOptions
         ({"excluded_topics": "("}, "excluded_topics"),
         ({"excluded_brokers": ["1"]}, "excluded_brokers"),
         ({"excluded_brokers": None}, "excluded_brokers"),
+        ({"data_slack": -0.1}, "data_slack"),
+        ({"data_slack": 1.5}, "data_slack"),
+        ({"data_slack": True}, "data_slack"),
+        ({"data_slack": "0.2"}, "data_slack"),
     ],
 )
 def test_bad_values_name_the_argument(kwargs, name):
@@ -37,11 +41,19 @@ def test_keyword_only_and_frozen():
 
 def test_from_config():
     config = BalancerConfig(
-        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=[4], max_bytes_to_move=10
+        balance_threshold=1.2,
+        excluded_topics="__.*",
+        excluded_brokers=[4],
+        max_bytes_to_move=10,
+        data_slack=0.3,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
-        balance_threshold=1.2, excluded_topics="__.*", excluded_brokers=(4,), max_bytes_to_move=10
+        balance_threshold=1.2,
+        excluded_topics="__.*",
+        excluded_brokers=(4,),
+        max_bytes_to_move=10,
+        data_slack=0.3,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
@@ -65,3 +77,18 @@ def test_each_registered_soft_goal_carries_the_name_it_is_registered_under():
     assert [SOFT_GOAL_REGISTRY[name].from_options(PlannerOptions()).name for name in SOFT_GOALS] == list(
         SOFT_GOALS
     )
+
+
+def test_the_data_slack_a_search_uses_is_the_options_else_the_default():
+    from balancer.planner import ClusterModel, NetworkInDistributionGoal
+    from balancer.planner.search.constants import DATA_SLACK
+
+    snap = {
+        "cluster": "t",
+        "brokers": [{"id": 0, "capacity": {"network_in": 1.0, "network_out": 1.0, "disk": 1.0}}],
+        "partitions": [],
+    }
+    goal = NetworkInDistributionGoal(1.10)
+    for options, slack in ((PlannerOptions(), DATA_SLACK), (PlannerOptions(data_slack=0), 0.0)):
+        ctx = goal.search_context(ClusterModel(snap, options), (), options)
+        assert ctx.data_slack == slack and isinstance(ctx.data_slack, float)

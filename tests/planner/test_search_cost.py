@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancer.planner.search.constants import COST_LADDER, COST_STEP, DATA_SLACK
-from balancer.planner.search.cost import cover_data, least_data, move_cost
+from balancer.planner.search.cost import affordable, cover_data, least_data, move_cost
 
 candidates = st.lists(st.tuples(st.floats(1.0, 1e6), st.floats(0.01, 100.0)), min_size=1, max_size=60).map(
     lambda rows: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
@@ -25,7 +25,7 @@ def test_the_cost_keeps_data_within_the_slack_of_the_least(cands, share, ceiling
     least = least_data(size, relief, need)
     # Any order's data is at least the fractional cover's.
     assert cover_data(size, relief, need) >= least * (1 - 1e-9)
-    cost = move_cost(size, relief, need, ceiling)
+    cost = move_cost(size, relief, need, ceiling, DATA_SLACK)
     assert 0.0 <= cost <= ceiling
     order = np.argsort(-relief / (size + cost), kind="stable")
     data = cover_data(size[order], relief[order], need)
@@ -38,8 +38,23 @@ def test_a_cheap_cover_of_many_small_moves_beats_one_giant():
     size = np.array([1.0] * 10 + [1000.0])
     relief = np.array([1.0] * 10 + [10.0])
     assert least_data(size, relief, 10.0) == pytest.approx(10.0)
-    cost = move_cost(size, relief, 10.0, ceiling=100.0)
+    cost = move_cost(size, relief, 10.0, 100.0, DATA_SLACK)
     order = np.argsort(-relief / (size + cost), kind="stable")
     assert cover_data(size[order], relief[order], 10.0) == pytest.approx(10.0)
     # Where the giant is no worse in data, the one move wins.
-    assert move_cost(np.array([1.0] * 10 + [10.0]), relief, 10.0, ceiling=100.0) == 100.0
+    assert move_cost(np.array([1.0] * 10 + [10.0]), relief, 10.0, 100.0, DATA_SLACK) == 100.0
+
+
+def test_the_cost_is_sized_without_the_giants_a_shed_passes_over():
+    # Ten small replicas relieve the need with 10 bytes; a giant hotter than the need relieves it
+    # alone with 1000, more than DATA_SLACK over the least: a data-first shed never takes it. Left
+    # in, it ranks first at every large cost and drags the cost (and the move count) down; taken
+    # out (``affordable``), the cost stays at the ceiling, the small replicas in relief order.
+    size = np.array([1.0] * 10 + [1000.0])
+    relief = np.array([1.0] * 10 + [10.0])
+    keep = affordable(size, relief, 10.0, DATA_SLACK)
+    assert keep.tolist() == [True] * 10 + [False]
+    assert move_cost(size, relief, 10.0, 5000.0, DATA_SLACK) < 5000.0
+    assert move_cost(size[keep], relief[keep], 10.0, 5000.0, DATA_SLACK) == 5000.0
+    # A giant within the slack of the least is kept: it is the one-move cover.
+    assert affordable(np.array([1.0] * 10 + [10.5]), relief, 10.0, DATA_SLACK).all()

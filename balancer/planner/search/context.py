@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..model import ClusterModel
 from ..options import PlannerOptions
+from .constants import DATA_SLACK
 
 if TYPE_CHECKING:
     from ..goals import Goal, RackAwareGoal, ResourceGoal
@@ -45,5 +46,14 @@ class SearchContext:
         so the goal's ceiling cost and its few big moves stand."""
         return self.goal.weighs_moves and self.disk_idle
 
+    @property
+    def data_slack(self) -> float:
+        """How much more data than the least a data-first shed or fill may copy for fewer moves:
+        ``PlannerOptions.data_slack``, else DATA_SLACK."""
+        slack = self.options.data_slack
+        return DATA_SLACK if slack is None else slack
+
     # The disk goal has nothing to do as this search starts (see ``data_first``).
     disk_idle: bool = False
+    # A shed's replica moves go only to brokers under the goal's lower limit (``shed.shed``).
+    to_short: bool = False

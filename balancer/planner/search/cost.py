@@ -1,11 +1,11 @@
 """Data first, moves second: a shed or fill minimises data + cost x moves, with the largest per-move
-cost whose data stays within DATA_SLACK of the least its candidates need."""
+cost whose data stays within ``slack`` (PlannerOptions.data_slack) of the least its candidates need."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .constants import COST_LADDER, COST_STEP, DATA_SLACK
+from .constants import COST_LADDER, COST_STEP
 
 
 def cover_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
@@ -36,10 +36,19 @@ def least_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
     return float(size[order][:k].sum() + size[order][k] * short / relief[order][k])
 
 
-def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float) -> float:
+def affordable(size: np.ndarray, relief: np.ndarray, need: float, slack: float) -> np.ndarray:
+    """Per candidate: not one that alone covers ``need`` with more than ``slack`` over the least
+    data (a data-first shed passes such a giant over; ranked by relief per move it would come
+    first at every cost)."""
+    least = least_data(size, relief, need)
+    ok: np.ndarray = (relief < need) | (size <= (1.0 + slack) * least)
+    return ok
+
+
+def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float, slack: float) -> float:
     """The per-move cost (bytes) to rank candidates by, relief / (size + cost): the largest of
     ``ceiling`` divided by COST_STEP up to COST_LADDER times whose order copies at most
-    1 + DATA_SLACK times the least data, else the smallest (a move is never free: the last few %
+    1 + ``slack`` times the least data, else the smallest (a move is never free: the last few %
     of data would take thousands of tiny moves). ``relief`` is what each relieves of ``need``
     (capped at it: relief beyond the need is worth nothing)."""
     if need <= 0 or not len(size) or ceiling <= 0:
@@ -47,7 +56,7 @@ def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float)
     least = least_data(size, relief, need)
     if not np.isfinite(least):
         return ceiling
-    within = (1.0 + DATA_SLACK) * least
+    within = (1.0 + slack) * least
     for j in range(COST_LADDER + 1):
         cost = ceiling / COST_STEP**j
         order = np.argsort(-relief / (size + cost), kind="stable")

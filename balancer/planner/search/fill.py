@@ -7,7 +7,6 @@ import numpy as np
 from ..actions import Move
 from ..model import IN, LBIN, NLEAD, OUT
 from .constants import (
-    DATA_SLACK,
     DEST_TRIES,
     FILL_CANDIDATES,
     FILL_TRIES_FLOOR,
@@ -51,7 +50,7 @@ def fill_all(ctx: SearchContext) -> None:
 def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
     """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
     lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass. Where
-    the search puts data first (``SearchContext.data_first``), only a replica within DATA_SLACK of
+    the search puts data first (``SearchContext.data_first``), only a replica within the data slack of
     the data the pool, in its order, would copy to lift ``dst`` that far: one giant replica is not
     worth its bytes."""
     model, goal = ctx.model, ctx.goal
@@ -65,7 +64,7 @@ def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
     eligible = held & ~on_dst
     budget = np.inf
     if ctx.data_first:
-        budget = (1.0 + DATA_SLACK) * cover_data(
+        budget = (1.0 + ctx.data_slack) * cover_data(
             model.size[pool_p[eligible]], np.minimum(relief[eligible], need), need
         )
     covering = np.flatnonzero(eligible & (relief >= need) & (model.size[pool_p] <= budget))
@@ -178,7 +177,7 @@ def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
             _best(ranked / size.clip(min=1e-300), FILL_CANDIDATES),
             _best(ranked / (size + ceiling), FILL_CANDIDATES),
         )
-        overhead = move_cost(size[some], ranked[some], need, ceiling)
+        overhead = move_cost(size[some], ranked[some], need, ceiling, ctx.data_slack)
     key = goal.move_key(model, ps, relief, bs, overhead=overhead)
     if len(key) > FILL_CANDIDATES:
         top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]

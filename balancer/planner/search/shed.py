@@ -8,7 +8,6 @@ from ..actions import Move
 from ..model import DISK, OUT
 from .constants import (
     BEST_FIT_WINDOW,
-    DATA_SLACK,
     DEST_TRIES,
     EPS,
     LEADERSHIP,
@@ -18,7 +17,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import cover_data, move_cost
+from .cost import affordable, cover_data, move_cost
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
@@ -55,8 +54,9 @@ def shed_all(ctx: SearchContext) -> None:
 
 def shed(a: int, ctx: SearchContext) -> None:
     """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
-    transfers (no data), then replica moves, then swaps, then swaps of two leaderships; where the
-    goal ejects and ``a`` still sets its figure, an ejection chain."""
+    transfers (no data), then replica moves (data first: to brokers under the goal's lower limit
+    first, then to any), then swaps, then swaps of two leaderships; where the goal ejects and ``a``
+    still sets its figure, an ejection chain."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
@@ -73,14 +73,28 @@ def shed(a: int, ctx: SearchContext) -> None:
             upper, _ = goal.limits(model)
             need = float(model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim])
             ranked = np.minimum(relief, need)
-            overhead = move_cost(model.size[ps], ranked, need, goal.move_overhead_ceiling(model))
+            # A giant the shed would pass over (too much data alone) is no candidate: ranked by
+            # relief per move it would come first at every cost and size the cost down to the
+            # smallest, with thousands of tiny moves.
+            keep = affordable(model.size[ps], ranked, need, ctx.data_slack)
+            ps, relief, ranked = ps[keep], relief[keep], ranked[keep]
+            overhead = move_cost(
+                model.size[ps], ranked, need, goal.move_overhead_ceiling(model), ctx.data_slack
+            )
         key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
         ps, relief, key = ps[order], relief[order], key[order]
-        if goal.sheds_best_fit:
-            best_fit_out(a, ps, relief, np.floor(-key), ctx)
-        else:
-            shed_in_order(a, ps, relief, ctx)
+        if ctx.data_first and short_brokers(ctx).any():
+            # Bytes a broker under the lower limit needs first: the fill would otherwise copy
+            # the same relief there again, off brokers that did not need to lose it.
+            ctx.to_short = True
+            try:
+                shed_moves(a, ps, relief, key, ctx)
+            finally:
+                ctx.to_short = False
+        if goal.over(model, a):
+            still = (model.replicas[ps] == a).any(axis=1)
+            shed_moves(a, ps[still], relief[still], key[still], ctx)
     if goal.swaps and goal.over(model, a):
         swap_out(a, ctx)
     if goal.leadership and goal.over(model, a):
@@ -89,11 +103,27 @@ def shed(a: int, ctx: SearchContext) -> None:
         eject_out(a, ctx)
 
 
+def shed_moves(a: int, ps: np.ndarray, relief: np.ndarray, key: np.ndarray, ctx: SearchContext) -> None:
+    """Move replicas ``ps`` (in the goal's order, ``key`` ascending) off ``a`` as the goal sheds."""
+    if ctx.goal.sheds_best_fit:
+        best_fit_out(a, ps, relief, np.floor(-key), ctx)
+    else:
+        shed_in_order(a, ps, relief, ctx)
+
+
+def short_brokers(ctx: SearchContext) -> np.ndarray:
+    """Per broker: under the goal's lower limit (and able to receive)."""
+    model, goal = ctx.model, ctx.goal
+    _, lower = goal.limits(model)
+    short: np.ndarray = (model.load[:, goal.dim] < lower * model.cap[:, goal.dim]) & model.dest_ok
+    return short
+
+
 def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
     """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
     one replica that alone covers the excess first), then take back what the overshoot does
     not need. Data first: where the goal covers, a replica that alone covers the excess with more
-    than DATA_SLACK over the data the order's smaller candidates would copy is passed over, by
+    than the data slack over the data the order's smaller candidates would copy is passed over, by
     ``cover`` and by the order alone (every byte of disk moved relieves one byte: a cold giant
     would overshoot by most of its size)."""
     model, goal = ctx.model, ctx.goal
@@ -178,20 +208,20 @@ def cover(
 
 
 def cover_budget(a: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, ctx: SearchContext) -> float:
-    """Data first: the most one replica that alone covers ``a``'s excess may copy, DATA_SLACK over
+    """Data first: the most one replica that alone covers ``a``'s excess may copy, the data slack over
     what the untried candidates that do not cover it alone would copy, in order, to cover it
     (inf where they cannot)."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     need = model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim]
     rest = np.flatnonzero(~tried & (relief < need))
-    return (1.0 + DATA_SLACK) * cover_data(model.size[ps[rest]], relief[rest], need)
+    return (1.0 + ctx.data_slack) * cover_data(model.size[ps[rest]], relief[rest], need)
 
 
 def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
     alone covers a's remaining excess (one move, fewest bytes), else the biggest one. Where the
-    search puts data first, a covering replica only if it copies no more than DATA_SLACK over the
+    search puts data first, a covering replica only if it copies no more than the data slack over the
     order's own data for the excess."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
@@ -204,11 +234,11 @@ def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray,
         window = [i for i in left[:BEST_FIT_WINDOW] if bucket[i] >= top - 1]
         covering = [i for i in window if relief[i] >= need]
         if covering and ctx.data_first:
-            # Data first: one covering move only within DATA_SLACK of the data the rest of the
+            # Data first: one covering move only within the data slack of the data the rest of the
             # order would copy to cover the excess (fewer moves are not worth more bytes).
             rest = ps[left]
             in_order = cover_data(model.size[rest], np.minimum(relief[left], need), need)
-            covering = [i for i in covering if model.size[ps[i]] <= (1.0 + DATA_SLACK) * in_order]
+            covering = [i for i in covering if model.size[ps[i]] <= (1.0 + ctx.data_slack) * in_order]
         pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
         left.remove(pick)
         mark = len(model.log)
@@ -256,6 +286,8 @@ def move_out(part: int, src: int, ctx: SearchContext) -> bool:
     if not source_ok(src, vec, ctx):
         return False
     mask = dest_mask(part, src, vec, ctx)
+    if ctx.to_short:
+        mask &= short_brokers(ctx)
     dests = np.nonzero(mask)[0]
     if not len(dests):
         return False
