@@ -91,6 +91,16 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
 
+def random_cluster_id() -> str:
+    """A cluster id as ``kafka-storage random-uuid`` gives it: a random UUID in URL-safe base64, never one
+    that starts with '-' (Kafka's ``Uuid.randomUuid`` rule: the storage tool would read it as an option
+    and refuse to format, one start in 64)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
+
+
 class KafkaCluster:
     """``size`` KRaft nodes on loopback under ``directory``; a context manager.
 
@@ -125,7 +135,7 @@ class KafkaCluster:
         self.jmx_exporter = None if jmx_exporter is None else Path(jmx_exporter).resolve()
         if self.jmx_exporter is not None and not self.jmx_exporter.is_file():
             raise ValueError(f"jmx_exporter: no rules file at {self.jmx_exporter}")
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = random_cluster_id()
         self.nodes = [
             Node(i + 1, racks[i], free_port(), free_port(), free_port(), self.directory / f"node-{i + 1}")
             for i in range(size)
