@@ -462,23 +462,27 @@ class Executor:
         return lease.holder(history, now=self._now(), lease_seconds=self.options.lease_seconds, me=run_id)
 
     def _claim(self, plan: PlanToRun, run_id: str) -> None:
-        """Hold the plan for this run, or raise naming the live run that holds it (checked again after
-        this run's claim is written: of two claims at once, the older keeps the plan)."""
-        for attempt in ("before", "after"):
-            other = self._holder(plan, run_id)
-            if other is not None:
-                if attempt == "after":
-                    self._release(plan, run_id)
-                age = (self._now() - other.seen).total_seconds()
-                raise ExecutionError(
-                    f"plan {plan.plan_id} is being executed by run {other.run_id} ({other.text}, seen "
-                    f"{age:.0f} s ago): follow it in plan_executions, or stop it with balancer execute "
-                    f"{plan.plan_id} --stop; a run that died on another host is taken over "
-                    f"{self.options.lease_seconds:.0f} s after it was last seen"
-                )
-            if attempt == "before":
-                self._plan_row(plan, run_id, Outcome.RUNNING, lease.Claim.detail(*lease.this_process()))
+        """Hold the plan for this run, or raise naming the live run that holds it. Checked again once this
+        run's claim is written: of two claims made at once, the older keeps the plan."""
+        self._refuse_held(plan, run_id)
+        self._plan_row(plan, run_id, Outcome.RUNNING, lease.Claim.detail(*lease.this_process()))
         self._renewed = self.clock()
+        try:
+            self._refuse_held(plan, run_id)
+        except ExecutionError:
+            self._release(plan, run_id)
+            raise
+
+    def _refuse_held(self, plan: PlanToRun, run_id: str) -> None:
+        other = self._holder(plan, run_id)
+        if other is not None:
+            age = (self._now() - other.seen).total_seconds()
+            raise ExecutionError(
+                f"plan {plan.plan_id} is being executed by run {other.run_id} ({other.text}, seen "
+                f"{age:.0f} s ago): follow it in plan_executions, or stop it with balancer execute "
+                f"{plan.plan_id} --stop; a run that died on another host is taken over "
+                f"{self.options.lease_seconds:.0f} s after it was last seen"
+            )
 
     def _renew(self, plan: PlanToRun, run_id: str) -> None:
         if self.clock() - self._renewed >= self.options.lease_seconds / 3:
@@ -590,9 +594,10 @@ class Executor:
         own: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for topic, sides in replicas.items():
             listed = current.get(f"topic {topic}", {})
+            present = [set(listed.get(key, "").split(",")) for key in REPLICA_KEYS]
             new = tuple(
-                tuple(e for e in entries if e not in set(listed.get(key, "").split(",")))
-                for key, entries in zip(REPLICA_KEYS, sides, strict=True)
+                tuple(e for e in entries if e not in there)
+                for entries, there in zip(sides, present, strict=True)
             )
             if new[0] or new[1]:
                 own[topic] = (new[0], new[1])

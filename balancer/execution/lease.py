@@ -38,7 +38,7 @@ class Claim:
 
     @property
     def text(self) -> str:
-        return f"pid {self.pid} on host {self.host}"
+        return Claim.detail(self.host, self.pid)
 
     @staticmethod
     def detail(host: str, pid: int) -> str:
