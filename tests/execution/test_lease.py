@@ -73,3 +73,18 @@ def test_rows_that_are_not_claims_are_ignored():
         plan_id="p", cluster="c", run_id="x", batch=1, outcome=Outcome.STARTED, recorded_at=T
     )
     assert holder([stop, started], now=1) is None
+
+
+def test_a_running_row_whose_detail_names_no_process_claims_nothing():
+    """Rows are read back from a table anyone may write: a garbled detail is no claim, never an error."""
+    for detail in (None, "", "pid x on host h", "pid 7 on host", "pid 7 on host a b", "\xff\x00"):
+        bad = ExecutionRecord(
+            plan_id="p",
+            cluster="c",
+            run_id="g",
+            batch=PLAN_LEVEL,
+            outcome=Outcome.RUNNING,
+            recorded_at=T,
+            detail=detail,
+        )
+        assert holder([bad], now=1) is None, detail
