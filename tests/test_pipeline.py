@@ -143,7 +143,11 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     first = [tm.encode(r) for minute in range(7) for r in cluster.telemetry(T0 + minute * 60_000)]
     produce(broker.bootstrap_servers, topic, first)
     config = job_config(tmp_path, broker, topic)
-    job.run_until_idle(spark, job.start(spark, config, once=True))
+    queries = job.start(spark, config, once=True)
+    job.run_until_idle(spark, queries)
+    # --once ends at the first empty trigger after the topic is drained (Spark's own default reports an
+    # empty trigger only 10 s after the last batch with data, and the run would idle that long).
+    assert idle_after_last_data(queries[0]) < 5.0
     lakehouse = Lakehouse(spark, config.lakehouse.path, engine="delta-rs")
     assert lakehouse.read("telemetry_raw").count() == len(first)
     plans_before = lakehouse.read("balance_plans").count()
@@ -172,6 +176,19 @@ def test_rerun_on_same_checkpoint_writes_nothing_twice(spark, broker, topic, tmp
     now = capsys.readouterr().out
     assert shown_row(then) == [plans_before, len(first)]
     assert shown_row(now) == [plans_before + 1, len(first) + len(second)]
+
+
+def idle_after_last_data(query) -> float:
+    """Seconds from the end of the query's last batch with data to the empty trigger's report after it."""
+    progress = query.recentProgress
+    last = max(i for i, p in enumerate(progress) if p["numInputRows"] > 0)
+    assert last + 1 < len(progress), "no empty trigger was reported after the last batch with data"
+
+    def moment(p: dict) -> float:
+        return datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    ended = moment(progress[last]) + progress[last]["durationMs"]["triggerExecution"] / 1000
+    return moment(progress[last + 1]) - ended
 
 
 def shown_row(out: str) -> list[int]:

@@ -101,6 +101,9 @@ def parse_stream(kafka: DataFrame, config: Config) -> DataFrame:
     )
 
 
+ONCE_NO_DATA_PROGRESS = "100ms"
+
+
 def start(
     spark: SparkSession, config: Config, *, once: bool = False, on_plans: PlanListener | None = None
 ) -> list[StreamingQuery]:
@@ -114,7 +117,12 @@ def start(
     lakehouse.create_all(config.lakehouse.retention.table_properties())
     checkpoint = Path(config.checkpoint.path).resolve() / "balancer"
     parsed = parse_stream(kafka_stream(spark, config), config)
-    # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done.
+    # --once drains with a fast trigger instead of availableNow, so run_until_idle can tell when it is done:
+    # by a progress report of an empty trigger. Spark posts the first of those only
+    # noDataProgressEventInterval (10 s by default) after the last batch with data; --once asks for it at
+    # the next trigger, so a drained topic ends the run at once instead of ten seconds later.
+    if once:
+        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", ONCE_NO_DATA_PROGRESS)
     query = (
         parsed.writeStream.queryName("balancer")
         .trigger(processingTime="1 second" if once else config.trigger.interval.text)
