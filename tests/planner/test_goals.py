@@ -472,3 +472,17 @@ def test_disk_goal_swaps_for_the_lightest_replica_that_passes():
     assert sorted(a.partition for a in result.actions) == [1, 4]
     assert result.bytes_to_move == 41
     assert check_plan(snap, result) == []
+
+
+def test_ejection_chain_moves_the_lightest_replica_that_covers_the_excess():
+    # Broker 0 holds 300 + 150; brokers 1-3 hold twenty replicas of 10 each. The disk goal's limit
+    # is the 300 alone (one partition forces it, 1.14 x the average): broker 0 must lose the 150
+    # (or the 300), and neither fits on a broker without it shedding replicas of 10 first. The
+    # 150 and five replicas of 10 do it with 200 bytes; the 300 and its receiver's twenty with 500.
+    small = [([b], 1, 0, 10) for b in (1, 2, 3) for _ in range(20)]
+    snap = snapshot([([0], 1, 0, 300), ([0], 1, 0, 150)] + small, brokers=4, racks=(None,) * 4)
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert result.after["disk"] == pytest.approx(300 / 262.5)
+    assert result.bytes_to_move == 200
+    assert [a.partition for a in result.actions if 0 in a.old_replicas] == [1]
+    assert check_plan(snap, result) == []
