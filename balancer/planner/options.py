@@ -72,6 +72,8 @@ class PlannerOptions:
     # Where the traffic goals put data first (the disk goal has nothing to do): how much more data
     # than the least each shed or fill may copy to make fewer replica moves, as a share (0.2: up
     # to 20% more bytes). 0.0: the least data, however many moves. None: search.constants.DATA_SLACK.
+    # The disk goals' swaps too: an exchange copies at most that share more than the bytes its net
+    # relief takes moved plainly (twice that off the broker that sets the figure).
     data_slack: float | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option

@@ -444,3 +444,45 @@ def test_network_in_shed_brings_its_bytes_to_a_broker_under_the_lower_limit_firs
     upper, lower = goal.limits(model)
     util = model.util(IN)
     assert (util >= lower - goal.slack(model)).all() and (util <= upper + goal.slack(model)).all()
+
+
+def test_disk_goal_swaps_no_near_equals():
+    # Broker 0 holds 60 + 50, broker 1 holds 45 + 5 (the disk goal's limit: 1.09 x 80 = 87.2).
+    # Neither of broker 0's replicas fits on broker 1; exchanging 60 for 45 would copy 105 bytes
+    # to take 15 off broker 0 (the one setting the figure, still over the limit after it): a
+    # swap copies at most twice the data slack over the bytes it relieves there, so none is made.
+    snap = snapshot(
+        [([0], 1, 0, 60), ([0], 1, 0, 50), ([1], 1, 0, 45), ([1], 1, 0, 5)], brokers=2, racks=(None, None)
+    )
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert result.bytes_to_move == 0
+    assert check_plan(snap, result) == []
+
+
+def test_disk_goal_swaps_for_the_lightest_replica_that_passes():
+    # Broker 0 holds 60 + 40, broker 1 holds 30 + 3 + 1 (limit 1.09 x 67 = 73.0; room on broker 1:
+    # 39). Exchanging 40 for 1 (41 bytes for 39) or for 3 (43 for 37) both pass; the lighter one
+    # goes: less data, more relief.
+    snap = snapshot(
+        [([0], 1, 0, 60), ([0], 1, 0, 40), ([1], 1, 0, 30), ([1], 1, 0, 3), ([1], 1, 0, 1)],
+        brokers=2,
+        racks=(None, None),
+    )
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert sorted(a.partition for a in result.actions) == [1, 4]
+    assert result.bytes_to_move == 41
+    assert check_plan(snap, result) == []
+
+
+def test_ejection_chain_moves_the_lightest_replica_that_covers_the_excess():
+    # Broker 0 holds 300 + 150; brokers 1-3 hold twenty replicas of 10 each. The disk goal's limit
+    # is the 300 alone (one partition forces it, 1.14 x the average): broker 0 must lose the 150
+    # (or the 300), and neither fits on a broker without it shedding replicas of 10 first. The
+    # 150 and five replicas of 10 do it with 200 bytes; the 300 and its receiver's twenty with 500.
+    small = [([b], 1, 0, 10) for b in (1, 2, 3) for _ in range(20)]
+    snap = snapshot([([0], 1, 0, 300), ([0], 1, 0, 150)] + small, brokers=4, racks=(None,) * 4)
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert result.after["disk"] == pytest.approx(300 / 262.5)
+    assert result.bytes_to_move == 200
+    assert [a.partition for a in result.actions if 0 in a.old_replicas] == [1]
+    assert check_plan(snap, result) == []

@@ -65,8 +65,8 @@ class ResourceGoal(Goal):
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
-    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``ejects``: how a broker over its limit
-      is shed;
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``ejects`` / ``swaps_least_data``: how a
+      broker over its limit is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """
@@ -88,6 +88,10 @@ class ResourceGoal(Goal):
     # A figure-setting broker that moves and swaps leave over the limit may move one heavy replica
     # to a receiver after lighter ones left the receiver to make room (search.eject).
     ejects = False
+    # Swaps put data first (search.swap): an exchange copies at most the data slack over the least
+    # data its net relief takes, and the lightest replica on the partner that passes goes (the
+    # least data, the most relief for the offer) rather than the one that leaves both brokers level.
+    swaps_least_data = False
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -367,6 +371,9 @@ class DiskGoal(ResourceGoal):
     # Disk has partitions far bigger than the rest (retention x traffic): two giants on one broker
     # may fit nowhere else until a receiver is emptied for one of them.
     ejects = True
+    # A swap copies both replicas' bytes for a net relief of their difference: aimed at leaving
+    # both brokers level, an exchange of near equals copies many times the bytes it relieves.
+    swaps_least_data = True
 
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.size[ps]

@@ -26,7 +26,8 @@ EJECT_PICKS = 8
 EJECT_TRIES = 2000
 BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
 # Data first, moves second (search.cost): a shed or fill may copy DATA_SLACK more data than the least
-# its candidates need, for fewer moves (the default of PlannerOptions.data_slack); the per-move costs
+# its candidates need, for fewer moves (the default of PlannerOptions.data_slack), a disk swap that much
+# more than its net relief (search.swap); the per-move costs
 # tried, the ceiling divided by COST_STEP up to COST_LADDER times, then none. 0.20: where the cheapest
 # relief is thousands of tiny replicas (linkedin_7_disks, the published LinkedIn brokers), 0.0 takes
 # 6,233 replica moves at 1.10x the data bound, 0.10 5,322 at 1.13x, 0.20 3,938 at 1.22x, 0.30 2,833

@@ -16,16 +16,23 @@ def eject_out(a: int, ctx: SearchContext) -> None:
     to a receiver with no room for it yet, which then sheds lighter replicas to other brokers
     until it is within every optimized goal's limits again (``chain``).
 
-    The heaviest EJECT_HEADS replicas are tried, each on the EJECT_RECEIVERS receivers that would
-    have the least to shed on this goal's dimension; a receiver must be able to hold the heavy
-    replica alone and end below ``a``'s utilization.
+    The EJECT_HEADS lightest replicas that alone cover a's excess (else the heaviest) are tried,
+    each on the EJECT_RECEIVERS receivers that would have the least to shed on this goal's
+    dimension; a receiver must be able to hold the heavy replica alone and end below ``a``'s
+    utilization.
     """
     model, goal = ctx.model, ctx.goal
     dim = goal.dim
     ps = model.partitions_on(a)
     ps = ps[model.movable[ps]]
     relief = goal.relief(model, ps, a)
-    heads = ps[np.argsort(-relief, kind="stable")][:EJECT_HEADS]
+    # Data first: the lightest replicas that alone cover a's excess, else the heaviest (a head
+    # beyond the excess copies its overshoot, and the receiver sheds about as much again).
+    upper, _ = goal.limits(model)
+    need = model.load[a, dim] - upper[a] * model.cap[a, dim]
+    covering = relief >= need
+    order = np.lexsort((np.where(covering, relief, -relief), ~covering))
+    heads = ps[order][:EJECT_HEADS]
     for p in heads.tolist():
         if not goal.over(model, a):
             return

@@ -75,6 +75,12 @@ def swap_with(
     if not len(offered) or not len(held):
         return
     held_load = model.contrib_matrix(held, partner)
+    # Data first: a swap copies at most the data slack over the least data its relief takes (the
+    # bytes moved plainly); where ``src`` sets the goal's figure, whose relief is balance, at most
+    # twice that.
+    ratio = np.inf
+    if goal.swaps_least_data:
+        ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
     for offer in range(len(offered)):
         if not goal.over(model, src):
             return
@@ -87,6 +93,10 @@ def swap_with(
         # widened), a cheap cut; the exact per-goal screen runs on what is left.
         net_d = offered_load[offer, dim] - held_load[:, dim]
         ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
+        if goal.swaps_least_data:
+            # Both replicas' bytes are copied for a relief of their difference: an exchange of
+            # near equals copies many times what it relieves.
+            ok &= model.size[offered[offer]] + model.size[held] <= ratio * net_d
         for other, (lo, hi) in swap_windows(src, partner, ctx).items():
             net_other = offered_load[offer, other] - held_load[:, other]
             ok &= (net_other <= hi) & (net_other >= lo)
@@ -99,10 +109,17 @@ def swap_with(
             ok[passing[~exact]] = False
         if not ok.any():
             continue
-        # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
-        want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
         cand = np.nonzero(ok)[0]
-        cand = cand[np.argsort(np.abs(net_d[cand] - want), kind="stable")][:SWAP_PICKS]
+        if goal.swaps_least_data:
+            # The offer's bytes copied both ways (its size and the replica's it is exchanged for)
+            # for a net transfer of the difference: the lightest exchange is the least data and
+            # the most relief for this offer (at most the partner's room).
+            order = np.argsort(-net_d[cand], kind="stable")
+        else:
+            # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
+            want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
+            order = np.argsort(np.abs(net_d[cand] - want), kind="stable")
+        cand = cand[order][:SWAP_PICKS]
         for pick in cand.tolist():
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
             if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
