@@ -431,11 +431,14 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     bytes_in, its size) off exactly one broker and puts it on exactly one other; a leadership
     transfer changes neither network_in nor disk. So in any plan that leaves every broker within
     its lines, the replicas leaving b carry at least b's network_in excess over its upper line
-    (replicas arriving only add to it), so their sizes are at least the fractional cover of that
-    excess by b's movable replicas (relief per replica capped at the excess), and at least b's
-    disk excess: per broker the larger of the two (``leave``). Likewise the replicas arriving on
-    b carry at least its network_in deficit under its lower line, at least the fractional cover
-    by the movable partitions not on b (``arrive``). Every byte copied leaves one broker and
+    (replicas arriving only add to it), and sizes at least b's disk excess E. A set of b's
+    movable replicas reaching an excess either holds one replica that reaches it alone, so
+    copies at least the smallest such, or only smaller ones, so copies at least their fractional
+    cover of it (``_least_cover``); for disk, where relief and copy are both the size, that is
+    min(the smallest movable replica >= E, E if the replicas < E sum to E): per broker the larger
+    of the network_in and disk figures (``leave``). Likewise the replicas arriving on b carry at
+    least its network_in deficit under its lower line, at least the same cover by the movable
+    partitions not on b (``arrive``). Every byte copied leaves one broker and
     arrives on one, so the data is at least max(sum of ``leave``, sum of ``arrive``); a drained
     broker's every byte leaves it. ``network_in`` / ``disk`` / ``drained`` are the parts of
     ``leave`` alone; ``bound`` (= ``joint``) is the largest, as a share of all data (every
@@ -460,19 +463,27 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
             drained += float(model.load[b, DISK])
             leave += float(model.load[b, DISK])
             continue
-        cover = 0.0
-        if in_excess[b] > 0:
+        cover = shed = 0.0
+        if in_excess[b] > 0 or disk_excess[b] > 0:
             ps = model.partitions_on(b)
-            ps = ps[model.movable[ps] & (model.bytes_in[ps] > 0)]
+            ps = ps[model.movable[ps]]
+        if in_excess[b] > 0:
             need = float(in_excess[b])
-            cover = _fractional_cover(model.size[ps], np.minimum(model.bytes_in[ps], need), need)
+            cover = _least_cover(model.size[ps], model.bytes_in[ps], need)
+        if disk_excess[b] > 0:
+            need = float(disk_excess[b])
+            # A replica's disk relief is its size, which is also what it copies. No set of movable
+            # replicas reaching the excess would mean no plan reaches the line, the measured one
+            # included; the excess itself stays the floor then.
+            shed = _least_cover(model.size[ps], model.size[ps], need)
+            shed = need if math.isinf(shed) else shed
         net_in += cover
-        disk += float(disk_excess[b])
-        leave += max(cover, float(disk_excess[b]))
+        disk += shed
+        leave += max(cover, shed)
         if in_deficit[b] > 0:
-            away = ~(model.replicas == b).any(axis=1) & model.movable & (model.bytes_in > 0)
+            away = ~(model.replicas == b).any(axis=1) & model.movable
             need = float(in_deficit[b])
-            arrive += _fractional_cover(model.size[away], np.minimum(model.bytes_in[away], need), need)
+            arrive += _least_cover(model.size[away], model.bytes_in[away], need)
     out = {
         "network_in": net_in,
         "disk": disk,
@@ -495,6 +506,27 @@ def disk_floor(snapshot: dict, threshold: float, options=None) -> float:
     live = getattr(model, "live", np.ones(model.n_brokers, dtype=bool))
     over = ((load - threshold * model.cluster_util(DISK) * cap).clip(min=0) * live).sum()
     return float(over / load.sum()) if load.sum() else 0.0
+
+
+def _least_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> float:
+    """A lower bound on the least total cost of any set of items whose relief reaches ``need``
+    (inf if none can): min(the cheapest single item whose relief alone reaches ``need``, the
+    fractional cover of ``need`` by the items whose relief is below it).
+
+    Why: a set whose relief reaches ``need`` either holds an item whose relief alone reaches it,
+    so costs at least the cheapest such item, or holds only items whose relief is below ``need``,
+    so is a selection among those alone and costs at least their fractional cover (which is inf
+    when even all of them fall short). Either way it costs at least the smaller of the two. It is
+    never below the fractional cover by all items with relief capped at ``need``, which takes any
+    big item at fraction one as one of its options: big items no longer count as fractions.
+    For disk (relief = cost = size) it reads: the smallest replica at least the excess, or the
+    excess itself if the replicas below it sum to it."""
+    if need <= 0:
+        return 0.0
+    big = relief >= need
+    single = float(cost[big].min()) if big.any() else math.inf
+    small = ~big & (relief > 0)
+    return min(single, _fractional_cover(cost[small], relief[small], need))
 
 
 def _fractional_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> float:

@@ -210,4 +210,102 @@ def test_data_bound_counts_bytes_above_the_capacity_ceiling_where_the_disk_goal_
     outcome = model.load / model.cap
     outcome[0, DISK] = 0.45
     bound = data_lower_bound(snap, outcome, options)
-    assert bound["disk"] * 110.0 == pytest.approx(90.0 - 0.8 * 100.0)
+    # 10 bytes above the ceiling, but only a whole 45 takes them off.
+    assert 90.0 - 0.8 * 100.0 < 45.0
+    assert bound["disk"] * 110.0 == pytest.approx(45.0)
+
+
+def _broker_0(held: list[tuple[float, float]]) -> dict:
+    """RF 1: broker 0 holds ``held`` ((bytes_in, size) per replica), brokers 1 and 2 one light
+    replica each; capacities as ``CAP``."""
+    parts = [(0, bi, sz) for bi, sz in held] + [(1, 1.0, 1.0), (2, 1.0, 1.0)]
+    return {
+        "cluster": "t",
+        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": [b],
+                "leader": b,
+                "bytes_in": bi,
+                "bytes_out": 0.0,
+                "size": sz,
+            }
+            for i, (b, bi, sz) in enumerate(parts)
+        ],
+    }
+
+
+def _least_shed(held, in_figure, disk_figure) -> tuple[float, float, float]:
+    """Brute force over every set of broker 0's replicas: the least data of one that takes broker 0
+    to ``in_figure`` and ``disk_figure`` times the cluster's network_in and disk; and the two
+    excesses. (Replicas arriving on broker 0 only add to both.)"""
+    in_excess = sum(bi for bi, _ in held) - in_figure * (sum(bi for bi, _ in held) + 2.0) / 3
+    disk_excess = sum(sz for _, sz in held) - disk_figure * (sum(sz for _, sz in held) + 2.0) / 3
+    least = min(
+        (
+            sum(sz for _, sz in group)
+            for n in range(len(held) + 1)
+            for group in itertools.combinations(held, n)
+            if sum(bi for bi, _ in group) >= in_excess - 1e-9
+            and sum(sz for _, sz in group) >= disk_excess - 1e-9
+        ),
+        default=float("inf"),
+    )
+    return least, in_excess, disk_excess
+
+
+def _shed_bound(held, in_figure, disk_figure) -> dict:
+    snap = _broker_0(held)
+    options = PlannerOptions(balance_threshold=1.10, low_utilization={"disk": 0.0, "network_in": 0.0})
+    model = ClusterModel(snap, options)
+    outcome = model.load / model.cap  # brokers 1 and 2 need nothing: they end where they are
+    outcome[0, IN] = in_figure * model.cluster_util(IN)
+    outcome[0, DISK] = disk_figure * model.cluster_util(DISK)
+    bound = data_lower_bound(snap, outcome, options)
+    return {k: v * float(model.size.sum()) for k, v in bound.items()}
+
+
+def test_data_bound_counts_the_smallest_replica_that_covers_a_disk_excess():
+    """Broker 0's disk is 70 over its line; the replicas under 70 sum to 48, so the 90 must go:
+    the bound is 90 (the brute-force least), not the excess."""
+    held = [(1.0, 90.0), (1.0, 25.0), (1.0, 10.0), (1.0, 8.0), (1.0, 5.0)]
+    disk_figure = 3 * (138.0 - 70.0) / 140.0
+    least, _, disk_excess = _least_shed(held, 2.9, disk_figure)
+    assert disk_excess == pytest.approx(70.0) and least == 90.0
+    bound = _shed_bound(held, 2.9, disk_figure)
+    assert bound["disk"] == pytest.approx(90.0)
+    assert bound["bound"] <= least + 1e-6
+
+
+def test_data_bound_counts_the_cheapest_replica_that_covers_a_network_in_excess():
+    """Broker 0's network_in is 16 over its line; the replicas under 16 carry 8 of it, so the 20
+    (size 60) must go: the bound is 60, where the fractional cover took 10 of the 5 and a share of
+    the 20's size."""
+    held = [(20.0, 60.0), (5.0, 10.0), (2.0, 8.0), (1.0, 5.0)]
+    in_figure = 3 * (28.0 - 16.0) / 30.0
+    least, in_excess, _ = _least_shed(held, in_figure, 2.9)
+    assert in_excess == pytest.approx(16.0) and least == 60.0
+    bound = _shed_bound(held, in_figure, 2.9)
+    assert bound["network_in"] == pytest.approx(60.0)
+    assert bound["bound"] <= least + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_data_bound_is_never_above_the_brute_force_shed(seed):
+    """Random replicas on broker 0 (sizes with a heavy tail) and random lines for both resources:
+    the per-broker bound is never above the least data of any set of replicas that reaches both."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    held = list(
+        zip(
+            np.round(rng.pareto(1.2, n) * 3 + 0.5, 2).tolist(),
+            np.round(rng.pareto(1.1, n) * 10 + 1, 2).tolist(),
+        )
+    )
+    in_figure, disk_figure = float(rng.uniform(1.1, 2.6)), float(rng.uniform(1.1, 2.8))
+    least, _, _ = _least_shed(held, in_figure, disk_figure)
+    bound = _shed_bound(held, in_figure, disk_figure)
+    assert bound["bound"] <= least + 1e-6
+    assert bound["network_in"] <= least + 1e-6 and bound["disk"] <= least + 1e-6
