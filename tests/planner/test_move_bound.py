@@ -24,23 +24,7 @@ HOT = [(9.0, 30.0), (7.0, 50.0), (6.0, 12.0), (5.0, 40.0), (4.0, 9.0), (3.0, 20.
 
 
 def _snapshot():
-    parts = [(0, bi, sz) for bi, sz in HOT] + [(1, 2.0, 1.0), (2, 2.0, 1.0)]
-    return {
-        "cluster": "t",
-        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
-        "partitions": [
-            {
-                "topic": "t",
-                "partition": i,
-                "replicas": [b],
-                "leader": b,
-                "bytes_in": bi,
-                "bytes_out": 0.0,
-                "size": sz,
-            }
-            for i, (b, bi, sz) in enumerate(parts)
-        ],
-    }
+    return _broker_0(HOT, light_bytes_in=2.0)
 
 
 def _brute_force(threshold, max_moves, max_bytes):
@@ -215,10 +199,11 @@ def test_data_bound_counts_bytes_above_the_capacity_ceiling_where_the_disk_goal_
     assert bound["disk"] * 110.0 == pytest.approx(45.0)
 
 
-def _broker_0(held: list[tuple[float, float]]) -> dict:
+def _broker_0(held: list[tuple[float, float]], *, light_bytes_in: float = 1.0) -> dict:
     """RF 1: broker 0 holds ``held`` ((bytes_in, size) per replica), brokers 1 and 2 one light
-    replica each; capacities as ``CAP``."""
-    parts = [(0, bi, sz) for bi, sz in held] + [(1, 1.0, 1.0), (2, 1.0, 1.0)]
+    replica each (``light_bytes_in``, size 1); capacities as ``CAP``."""
+    light = (light_bytes_in, 1.0)
+    parts = [(0, bi, sz) for bi, sz in held] + [(1, *light), (2, *light)]
     return {
         "cluster": "t",
         "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
