@@ -503,19 +503,3 @@ def test_network_in_shed_moves_no_cold_giant_for_relief_no_figure_shows():
     assert check_plan(snap, result) == []
     assert result.bytes_to_move == 0
     assert result.after["network_in"] == pytest.approx(result.before["network_in"])
-
-
-def test_network_in_fill_takes_no_cold_giant_off_a_broker_within_its_disk_target():
-    # Broker 2's disk is far above the disk goal's target (not data first); broker 0's is within
-    # it. Broker 1 is under the network_in band; the only hot replica that could fill it would take
-    # it far over, and the other one on a broker above average is broker 0's cold giant: moving it
-    # would copy 4000 bytes for a millionth of the deficit, and broker 0 needs no disk relief.
-    parts = [([0], 150, 0, 10), ([0], 1e-6, 0, 4000), ([1], 50, 0, 10), ([2], 100, 0, 8000)]
-    snap = snapshot(parts, brokers=3, racks=(None,) * 3)
-    for broker in snap["brokers"]:
-        broker["capacity"] = {"network_in": 400.0, "network_out": 400.0, "disk": 10000.0}
-    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
-    result = plan(snap, PlannerOptions(), goals=goals)
-    assert check_plan(snap, result) == []
-    assert result.bytes_to_move == 0
-    assert result.after["network_in"] == pytest.approx(result.before["network_in"])

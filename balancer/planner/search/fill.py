@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from ..model import DISK, IN, LBIN, NLEAD, OUT
+from ..model import IN, LBIN, NLEAD, OUT
 from .constants import (
     DEST_TRIES,
     FILL_CANDIDATES,
@@ -15,7 +15,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import cover_data, move_cost, negligible_giants
+from .cost import cover_data, move_cost
 from .leadership import fill_leaderships
 from .screen import screen
 
@@ -162,22 +162,14 @@ def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
     relief = goal.relief(model, ps, bs)
     keep = relief > 0
     ps, bs, relief = ps[keep], bs[keep], relief[keep]
-    # As in a shed, a giant that fills almost nothing of the brokers' deficit is no candidate,
-    # unless its broker's disk is above the disk goal's target: there its bytes are disk relief
-    # (taking them from the fill leaves that broker's disk for the disk goal, which may not reach
-    # it). Where the fill cannot reach the line the pool's order would otherwise go on to the
-    # coldest replicas and move each whole.
-    _, lower = goal.limits(model)
-    deficit = np.maximum(lower * model.cap[:, goal.dim] - model.load[:, goal.dim], 0.0)
-    need = float(deficit[model.dest_ok].sum())
-    cool = model.load[bs, DISK] <= ctx.disk_line * model.cap[bs, DISK]
-    keep = ~(negligible_giants(model.size[ps], relief, need, ctx.data_slack) & cool)
-    ps, bs, relief = ps[keep], bs[keep], relief[keep]
     overhead = None
     if ctx.data_first and len(ps):
         # Data + cost x moves, as a shed: the cost sized for the brokers' whole deficit, on the
         # candidates the first FILL_CANDIDATES could come from (the best by relief per byte with
         # no cost and with the most), so that sizing it stays off the whole cluster.
+        _, lower = goal.limits(model)
+        deficit = np.maximum(lower * model.cap[:, goal.dim] - model.load[:, goal.dim], 0.0)
+        need = float(deficit[model.dest_ok].sum())
         ranked = np.minimum(relief, need)
         ceiling = goal.move_overhead_ceiling(model)
         size = model.size[ps]
