@@ -486,3 +486,20 @@ def test_ejection_chain_moves_the_lightest_replica_that_covers_the_excess():
     assert result.bytes_to_move == 200
     assert [a.partition for a in result.actions if 0 in a.old_replicas] == [1]
     assert check_plan(snap, result) == []
+
+
+def test_network_in_shed_moves_no_cold_giant_for_relief_no_figure_shows():
+    # The disk goal has work (broker 0's disk is far above its target), so the shed is not data
+    # first. Broker 0 is over the network_in band; its two hot replicas cannot go (each could
+    # only go to the one broker without it, which it would take over the band), and the only
+    # other one is a cold giant: moving it would copy 4000 bytes for a millionth of the excess.
+    parts = [([0, 1], 60, 0, 10), ([0, 2], 60, 0, 10), ([0], 1e-6, 0, 4000)]
+    parts += [([1], 35, 0, 10), ([2], 35, 0, 10)]
+    snap = snapshot(parts, brokers=3, racks=(None,) * 3)
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 5000.0}
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert check_plan(snap, result) == []
+    assert result.bytes_to_move == 0
+    assert result.after["network_in"] == pytest.approx(result.before["network_in"])

@@ -33,6 +33,9 @@ BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed 
 # 6,233 replica moves at 1.10x the data bound, 0.10 5,322 at 1.13x, 0.20 3,938 at 1.22x, 0.30 2,833
 # at 1.30x (past issue 24's 1.25x); on the other benchmark shapes it moves the multiple by <= 0.01.
 DATA_SLACK = 0.20
+# A replica that relieves a broker of less than this share of its excess relieves nothing a figure
+# shows: a giant of that kind is no shed candidate, whatever the search puts first (search.cost).
+NEGLIGIBLE_RELIEF = 1e-6
 COST_STEP = 2.0
 COST_LADDER = 6
 FILL_CANDIDATES = 20000  # replicas considered when filling an under-loaded broker

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .constants import COST_LADDER, COST_STEP
+from .constants import COST_LADDER, COST_STEP, NEGLIGIBLE_RELIEF
 
 
 def cover_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
@@ -43,6 +43,18 @@ def affordable(size: np.ndarray, relief: np.ndarray, need: float, slack: float) 
     least = least_data(size, relief, need)
     ok: np.ndarray = (relief < need) | (size <= (1.0 + slack) * least)
     return ok
+
+
+def negligible_giants(size: np.ndarray, relief: np.ndarray, need: float, slack: float) -> np.ndarray:
+    """Per candidate: one that relieves less than NEGLIGIBLE_RELIEF of ``need`` and alone copies
+    more than ``slack`` over the least data for all of it (a cold giant: its bytes buy no relief,
+    whether or not the search puts data first). Small cold replicas stay candidates."""
+    tiny: np.ndarray = relief < NEGLIGIBLE_RELIEF * need
+    if need <= 0 or not tiny.any():
+        return tiny & False
+    least = least_data(size, np.minimum(relief, need), need)
+    giant: np.ndarray = tiny & (size > (1.0 + slack) * least)
+    return giant
 
 
 def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float, slack: float) -> float:

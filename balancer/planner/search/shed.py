@@ -17,7 +17,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import affordable, cover_data, move_cost
+from .cost import affordable, cover_data, move_cost, negligible_giants
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
@@ -64,14 +64,19 @@ def shed(a: int, ctx: SearchContext) -> None:
         ps = model.partitions_on(a)
         ps = ps[model.movable[ps]]
         relief = goal.relief(model, ps, a)
+        upper, _ = goal.limits(model)
+        need = float(model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim])
         keep = relief > 0
+        ps, relief = ps[keep], relief[keep]
+        # A giant that relieves almost nothing of the excess is no candidate: where the shed cannot
+        # reach the line (the replicas that would are held back by other goals) the order goes on
+        # to the coldest replicas and moves each whole, for no relief a figure shows.
+        keep = ~negligible_giants(model.size[ps], relief, need, ctx.data_slack)
         ps, relief = ps[keep], relief[keep]
         overhead, ranked = None, relief
         if ctx.data_first:
             # Data + cost x moves, the cost sized for this shed; relief beyond a's excess is
             # worth nothing, so a replica hotter than the excess ranks by what it relieves of it.
-            upper, _ = goal.limits(model)
-            need = float(model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim])
             ranked = np.minimum(relief, need)
             # A giant the shed would pass over (too much data alone) is no candidate: ranked by
             # relief per move it would come first at every cost and size the cost down to the
