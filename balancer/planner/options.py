@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from balancer.vocabulary import RESOURCES, SOFT_GOALS
+
+if TYPE_CHECKING:  # the planner reads no config at run time: the caller hands the parsed section over
+    from balancer.config import BalancerConfig, ThresholdsConfig
 
 # Resource -> the soft goal that balances it.
 RESOURCE_GOALS = {
@@ -173,38 +176,32 @@ class PlannerOptions:
         return self.low_utilization.get(resource, LOW_UTILIZATION_DEFAULTS[resource])
 
     @classmethod
-    def from_config(cls, balancer_config: Any) -> PlannerOptions:
-        """From ``balancer.config.BalancerConfig`` (or anything with the same attributes)."""
+    def from_config(cls, balancer_config: BalancerConfig) -> PlannerOptions:
+        """From the parsed ``balancer`` section of the YAML config."""
         return cls(
             balance_threshold=balancer_config.balance_threshold,
             capacity_threshold=balancer_config.capacity_threshold,
             max_bytes_to_move=balancer_config.max_bytes_to_move,
             max_moves_per_broker=balancer_config.max_moves_per_broker,
-            data_slack=getattr(balancer_config, "data_slack", None),
+            data_slack=balancer_config.data_slack,
             excluded_topics=balancer_config.excluded_topics,
-            excluded_brokers=tuple(balancer_config.excluded_brokers or ()),
-            drain_brokers=tuple(getattr(balancer_config, "drain_brokers", None) or ()),
-            **_thresholds_from(getattr(balancer_config, "thresholds", None)),
-            goals=tuple(balancer_config.goals)
-            if getattr(balancer_config, "goals", None) is not None
-            else None,
+            excluded_brokers=tuple(balancer_config.excluded_brokers),
+            drain_brokers=tuple(balancer_config.drain_brokers),
+            **_thresholds_from(balancer_config.thresholds),
+            goals=None if balancer_config.goals is None else tuple(balancer_config.goals),
         )
 
     def topic_excluded(self, topic: str) -> bool:
         return self.excluded_topics is not None and re.fullmatch(self.excluded_topics, topic) is not None
 
 
-def _thresholds_from(section: Any) -> dict[str, Any]:
+def _thresholds_from(section: ThresholdsConfig) -> dict[str, Any]:
     """``balancer.thresholds`` (config) as ``thresholds`` / ``low_utilization`` kwargs: only keys set."""
-    if section is None:
-        return {}
     balance, low = {}, {}
     for resource in RESOURCE_GOALS:
-        entry = getattr(section, resource, None)
-        if entry is None:
-            continue
-        if getattr(entry, "balance", None) is not None:
+        entry = getattr(section, resource)
+        if entry.balance is not None:
             balance[resource] = entry.balance
-        if getattr(entry, "low_utilization", None) is not None:
+        if entry.low_utilization is not None:
             low[resource] = entry.low_utilization
     return {"thresholds": balance, "low_utilization": low}
