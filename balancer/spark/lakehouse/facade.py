@@ -27,7 +27,7 @@ from balancer.spark.lakehouse.engine import (
     RoutedAppend,
     Summarizer,
 )
-from balancer.spark.lakehouse.tables import TABLES, table_ddl
+from balancer.spark.lakehouse.tables import TABLES, arrow_schema, table_ddl
 from balancer.spark.session import delta_jar_available
 from balancer.storage import Storage
 
@@ -110,6 +110,15 @@ class Lakehouse:
         if not isinstance(data, DataFrame | pa.Table):
             raise TypeError(f"data must be a Spark DataFrame or a pyarrow Table, got {type(data).__name__}")
         return self.backend.append(table, data, app_id=app_id, batch_id=batch_id)
+
+    def append_rows(self, table: str, rows: Sequence[dict], *, app_id: str, batch_id: int) -> int:
+        """``append`` of driver-side rows in ``table``'s schema; nothing is written when there are none.
+        Returns the rows given (a replayed batch's are counted, though ``append`` skips them)."""
+        if rows:
+            self.append(
+                table, pa.Table.from_pylist(list(rows), arrow_schema(table)), app_id=app_id, batch_id=batch_id
+            )
+        return len(rows)
 
     def append_routed(
         self,

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -32,7 +30,8 @@ from balancer.consumers.admin import poll_groups
 from balancer.consumers.model import Snapshot
 from balancer.consumers.rows import COLUMNS, assignment_rows
 from balancer.consumers.windows import RATE_COLUMNS, Settings, window_figures
-from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.lakehouse import Lakehouse
+from balancer.spark.land import Interval
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class ConsumerLog:
         )
         self.options = dict(consumers.options)
         self.groups = re.compile(consumers.groups) if consumers.groups else None
-        self.interval = consumers.interval.seconds
+        self.interval = Interval(consumers.interval.seconds)
         # The newest read before a window is its baseline: look back a window, or two reads if longer.
         self.lookback = timedelta(seconds=max(config.windows.size.seconds, 2 * consumers.interval.seconds))
         self.window_size = timedelta(seconds=config.windows.size.seconds)
@@ -65,7 +64,6 @@ class ConsumerLog:
             storm_min_windows=consumers.storm_min_windows,
             min_lag_growth=consumers.min_lag_growth,
         )
-        self._read_at: float | None = None
 
     def read(self) -> Snapshot:
         return poll_groups(self.bootstrap, self.options, self.cluster, groups=self.groups)
@@ -75,28 +73,21 @@ class ConsumerLog:
         read is logged and skipped: the windows then have fewer reads, never invented ones."""
         if not self.enabled:
             return 0
-        now = time.monotonic()
-        if not force and self._read_at is not None and now - self._read_at < self.interval:
+        if not self.interval.due(force=force):
             return 0
         try:
             snapshot = self.read()
         except Exception as exc:
             log.warning("consumer groups of %s not read (%s)", self.cluster, exc)
             return 0
-        self._read_at = now
+        self.interval.done()
         return self.land(snapshot, app_id=app_id, batch_id=batch_id)
 
     def land(self, snapshot: Snapshot, *, app_id: str, batch_id: int) -> int:
         """Append one read to ``consumer_assignments``; returns the rows appended."""
-        rows = assignment_rows(snapshot)
-        if rows:
-            self.lakehouse.append(
-                "consumer_assignments",
-                pa.Table.from_pylist(rows, arrow_schema("consumer_assignments")),
-                app_id=app_id,
-                batch_id=batch_id,
-            )
-        return len(rows)
+        return self.lakehouse.append_rows(
+            "consumer_assignments", assignment_rows(snapshot), app_id=app_id, batch_id=batch_id
+        )
 
     def close_windows(self, partitions: DataFrame, *, app_id: str, batch_id: int) -> dict[str, int]:
         """The consumer figures of every window of this cluster in ``partitions`` (partition_load rows of
@@ -157,16 +148,10 @@ class ConsumerLog:
                 history = pd.concat(
                     [history, pd.DataFrame(figures.groups)[history.columns]], ignore_index=True
                 )
-        written = {}
-        for key, table in {**FIGURE_TABLES, "advice": "consumer_advice"}.items():
-            if out[key]:
-                self.lakehouse.append(
-                    table,
-                    pa.Table.from_pylist(out[key], arrow_schema(table)),
-                    app_id=app_id,
-                    batch_id=batch_id,
-                )
-            written[table] = len(out[key])
+        written = {
+            table: self.lakehouse.append_rows(table, out[key], app_id=app_id, batch_id=batch_id)
+            for key, table in {**FIGURE_TABLES, "advice": "consumer_advice"}.items()
+        }
         flagged = [g["group_id"] for g in out["groups"] if g["flagged"]]
         if flagged:
             log.info("consumer groups of %s flagged: %s", self.cluster, ", ".join(sorted(set(flagged))))

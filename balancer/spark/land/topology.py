@@ -11,7 +11,6 @@ nothing when nothing changed.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -21,6 +20,7 @@ import pyarrow.compute
 from balancer.config import Config
 from balancer.metadata import ClusterMetadata, PartitionInfo, changed_rows, poll_metadata, read_metadata_file
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.land import Interval
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +34,8 @@ class TopologyLog:
         self.metadata = config.metadata
         self.cluster = config.source.cluster
         self.bootstrap = config.metadata.bootstrap_servers or config.source.bootstrap_servers
-        self.interval = config.metadata.interval.seconds
+        self.interval = Interval(config.metadata.interval.seconds)
         self.previous: ClusterMetadata | None = None
-        self._read_at: float | None = None
 
     @property
     def enabled(self) -> bool:
@@ -51,8 +50,7 @@ class TopologyLog:
         """Read the topology if ``metadata.interval`` has passed (or ``force``); returns the rows appended."""
         if not self.enabled:
             return 0
-        now = time.monotonic()
-        if not force and self._read_at is not None and now - self._read_at < self.interval:
+        if not self.interval.due(force=force):
             return 0
         try:
             current = self.read()
@@ -61,26 +59,14 @@ class TopologyLog:
                 raise
             log.warning("metadata of %s not read (%s); keeping the last one", self.cluster, exc)
             return 0
-        self._read_at = now
+        self.interval.done()
         if self.previous is None:
             self.previous = self._stored()
         observed_at = datetime.now(UTC)
         partitions = changed_rows(self.previous, current, observed_at)
         brokers = _broker_changes(self.previous, current, observed_at)
-        if partitions:
-            self.lakehouse.append(
-                "cluster_metadata",
-                pa.Table.from_pylist(partitions, arrow_schema("cluster_metadata")),
-                app_id=app_id,
-                batch_id=batch_id,
-            )
-        if brokers:
-            self.lakehouse.append(
-                "broker_metadata",
-                pa.Table.from_pylist(brokers, arrow_schema("broker_metadata")),
-                app_id=app_id,
-                batch_id=batch_id,
-            )
+        self.lakehouse.append_rows("cluster_metadata", partitions, app_id=app_id, batch_id=batch_id)
+        self.lakehouse.append_rows("broker_metadata", brokers, app_id=app_id, batch_id=batch_id)
         if self.previous is not None:
             _say_membership(self.cluster or self.bootstrap, self.previous, current)
         self.previous = current
