@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     measure = sorted({int(d) for d in args.measure.split(",") if 0 < int(d) <= args.days})
 
     from balancer.config import load_config
+    from balancer.spark.lakehouse import Compactor
     from balancer.spark.land.topology import TopologySlice
-    from balancer.spark.pipeline import Compactor
     from balancer.spark.session import build_session
 
     # The job's own Spark settings (its spark.sql.shuffle.partitions included).

@@ -10,9 +10,8 @@ import pytest
 from deltalake import DeltaTable
 
 from balancer.cli.main import main as balancer_cli
-from balancer.spark.lakehouse import Lakehouse, arrow_schema
+from balancer.spark.lakehouse import Compactor, Lakehouse, arrow_schema
 from balancer.spark.land.topology import TopologySlice
-from balancer.spark.pipeline import Compactor
 from balancer.spark.windows import cc_loads
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from rows import as_tuple, table_row
 
 from balancer.spark.contract.expectations import ClusterIngest, IngestProbes, merge_ingest_summaries
 from balancer.spark.lakehouse import ROUTE_COLUMN, Lakehouse, Route, delta_rs, parquet, spark_schema
-from balancer.spark.pipeline import LandingRoute
+from balancer.spark.land.telemetry import LandingRoute
 
 T0 = dt.datetime(2026, 9, 21, 12, 0, 0, 123456)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from balancer.spark.pipeline import WatermarkLog
+from balancer.spark.land.telemetry import WatermarkLog
 
 
 def test_a_batch_starts_from_the_newest_earlier_entry_and_a_replay_ignores_its_own(tmp_path):

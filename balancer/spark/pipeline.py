@@ -16,7 +16,7 @@ Every write is an idempotent append keyed by (app id, batch id). The app id come
 streaming query's own id in its checkpoint, so a replayed batch is skipped, while a query
 started on a fresh checkpoint (batch ids from 0 again) is a new writer and is not. A replayed
 batch closes the same windows: the watermark before it is read back from the checkpoint
-(``WatermarkLog``), and its data (fixed offsets) is the same.
+(``balancer.spark.land.telemetry.WatermarkLog``), and its data (fixed offsets) is the same.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from pyspark.sql import functions as F
 from balancer.capacity import read_capacities
 from balancer.config import Config
 from balancer.spark.contract.quality import TELEMETRY_SUITES, Contract, merge_ingest_summaries
-from balancer.spark.lakehouse import ROUTE_COLUMN, TABLES, Lakehouse, Route, spark_schema
+from balancer.spark.lakehouse import ROUTE_COLUMN, Compactor, Lakehouse, spark_schema
 from balancer.spark.land.consumers import ConsumerLog
+from balancer.spark.land.telemetry import LandingRoute, WatermarkLog
 from balancer.spark.land.topology import TopologyLog, TopologySlice
 from balancer.spark.plan import planning
 from balancer.spark.track import tracking
@@ -52,75 +53,8 @@ log = logging.getLogger(__name__)
 PlanListener = Callable[[list[dict]], None]
 
 
-class LandingRoute(Route):
-    """Where the landing pass puts a record: valid ones in telemetry_raw, bad ones in telemetry_quarantine."""
-
-    RAW = 0, "telemetry_raw"
-    QUARANTINE = 1, "telemetry_quarantine"
-
-
 def _epoch_ms(stamp: datetime) -> int:
     return int(stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp() * 1000)
-
-
-class WatermarkLog:
-    """The latest event time landed after each batch, one small JSON file per batch id in the checkpoint.
-
-    ``before(n)`` is what batch ``n`` starts from: the entry of the newest batch below ``n``
-    (a replayed batch ignores any entry of its own, written before the crash). Without any entry
-    (a fresh checkpoint on an existing lakehouse) it falls back to ``fallback()``.
-    """
-
-    KEEP = 100
-
-    def __init__(self, folder: Path, fallback: Callable[[], int | None]):
-        self.folder = folder
-        self.fallback = fallback
-
-    def _ids(self) -> list[int]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(int(p.name) for p in self.folder.iterdir() if p.name.isdigit())
-
-    def before(self, batch_id: int) -> int | None:
-        earlier = [i for i in self._ids() if i < batch_id]
-        if not earlier:
-            return self.fallback()
-        return json.loads((self.folder / str(earlier[-1])).read_text())["max_event_ms"]
-
-    def record(self, batch_id: int, max_event_ms: int | None) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        staged = self.folder / f".{batch_id}.tmp"
-        staged.write_text(json.dumps({"max_event_ms": max_event_ms}))
-        staged.replace(self.folder / str(batch_id))  # atomic: a crash leaves the old entry or the new one
-        for old in self._ids()[: -self.KEEP]:
-            (self.folder / str(old)).unlink(missing_ok=True)
-
-
-class Compactor:
-    """Compacts every table's small files (``Lakehouse.compact``) once ``interval`` seconds have passed
-    since the job started or last compacted; 0 never. Run by the sink between micro-batches, so it never
-    races the job's own appends; a failure is logged and retried at the next interval, the stream goes on."""
-
-    def __init__(self, lakehouse: Lakehouse, interval: float, clock: Callable[[], float] = time.monotonic):
-        self.lakehouse = lakehouse
-        self.interval = interval
-        self.clock = clock
-        self.last = clock()
-
-    def maybe_run(self) -> dict[str, int] | None:
-        """Files removed per table, or None when it was not due."""
-        if self.interval <= 0 or self.clock() - self.last < self.interval:
-            return None
-        removed: dict[str, int] = {}
-        for table in TABLES:
-            try:
-                removed[table] = self.lakehouse.compact(table)
-            except Exception as exc:  # e.g. a commit conflict with another job: the next interval retries
-                log.warning("compaction of %s failed (%s); retried in %.0f s", table, exc, self.interval)
-        self.last = self.clock()
-        log.info("compaction: %s", ", ".join(f"{t} {n} files" for t, n in removed.items() if n) or "nothing")
-        return removed
 
 
 class BalancerSink:
