@@ -323,16 +323,16 @@ class Executor:
     def run(self, plan_id: str) -> RunReport:
         plan = self.store.load_plan(plan_id)
         run_id = str(uuid.uuid4())
-        self._claim(plan, run_id)
+        history = self._claim(plan, run_id)
         try:
-            return self._run(plan, run_id)
+            return self._run(plan, run_id, history)
         finally:
             self._release(plan, run_id)
 
-    def _run(self, plan: PlanToRun, run_id: str) -> RunReport:
+    def _run(self, plan: PlanToRun, run_id: str, history: Sequence[ExecutionRecord]) -> RunReport:
+        """``history``: the plan's executions as read after this run's claim was written."""
         plan_id = plan.plan_id
         report = RunReport(plan_id, run_id)
-        history = self.store.executions(plan_id)
         # Clean-up comes before every check: a plan that may not go on still must not leave a throttle.
         report.cleaned = self._clean_up(plan, run_id, history)
         self._check_lifecycle(plan, "before its first batch")
@@ -457,24 +457,23 @@ class Executor:
             ]
         )
 
-    def _holder(self, plan: PlanToRun, run_id: str) -> lease.Claim | None:
-        history = self.store.executions(plan.plan_id)
-        return lease.holder(history, now=self._now(), lease_seconds=self.options.lease_seconds, me=run_id)
-
-    def _claim(self, plan: PlanToRun, run_id: str) -> None:
+    def _claim(self, plan: PlanToRun, run_id: str) -> list[ExecutionRecord]:
         """Hold the plan for this run, or raise naming the live run that holds it. Checked again once this
-        run's claim is written: of two claims made at once, the older keeps the plan."""
+        run's claim is written: of two claims made at once, the older keeps the plan. Returns the plan's
+        executions as that second check read them."""
         self._refuse_held(plan, run_id)
         self._plan_row(plan, run_id, Outcome.RUNNING, lease.Claim.detail(*lease.this_process()))
         self._renewed = self.clock()
         try:
-            self._refuse_held(plan, run_id)
+            return self._refuse_held(plan, run_id)
         except ExecutionError:
             self._release(plan, run_id)
             raise
 
-    def _refuse_held(self, plan: PlanToRun, run_id: str) -> None:
-        other = self._holder(plan, run_id)
+    def _refuse_held(self, plan: PlanToRun, run_id: str) -> list[ExecutionRecord]:
+        """Raise if another live run holds the plan; else the plan's executions as read for the check."""
+        history = self.store.executions(plan.plan_id)
+        other = lease.holder(history, now=self._now(), lease_seconds=self.options.lease_seconds, me=run_id)
         if other is not None:
             age = (self._now() - other.seen).total_seconds()
             raise ExecutionError(
@@ -483,6 +482,7 @@ class Executor:
                 f"{plan.plan_id} --stop; a run that died on another host is taken over "
                 f"{self.options.lease_seconds:.0f} s after it was last seen"
             )
+        return history
 
     def _renew(self, plan: PlanToRun, run_id: str) -> None:
         if self.clock() - self._renewed >= self.options.lease_seconds / 3:
