@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
+from balancer.redaction import masked
 from balancer.resources import resource_root
 from balancer.vocabulary import SOFT_GOALS, TelemetryFormat
 
@@ -660,7 +661,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(_format_errors(exc)) from None
 
 
-def redact(options: dict[str, str]) -> dict[str, str]:
-    """Client options safe to log: anything that looks like a secret is masked."""
-    secret = re.compile(r"(password|secret|token|key|jaas|credential)", re.IGNORECASE)
-    return {k: ("***" if secret.search(k) else v) for k, v in options.items()}
+def redact(options: dict[str, str]) -> dict[str, object]:
+    """Client options safe to log: anything that looks like a secret is masked (``balancer.redaction``)."""
+    return masked(options)

@@ -31,11 +31,10 @@ from datetime import datetime
 from pathlib import Path
 
 from balancer.files import read_json
+from balancer.redaction import scrub, secret_values
 
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's rule for topic names
 MAX_ID = 2**31 - 1
-# Client option names whose values are secrets (balancer.config.redact uses the same words).
-_SECRET_OPTION = re.compile(r"(password|secret|token|key|jaas|credential)", re.IGNORECASE)
 # DescribeCluster errors that mean "this broker does not offer it": racks are then unknown.
 _UNSUPPORTED = ("UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST", "UNSUPPORTED")
 
@@ -209,13 +208,12 @@ def poll_metadata(
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    secrets = [str(v) for k, v in options.items() if _SECRET_OPTION.search(k) and str(v)]
+    secrets = secret_values(options)
 
     def failure(what: str, exc: BaseException) -> MetadataPollError:
-        text = f"metadata of {cluster} from {bootstrap_servers}: {what}: {exc}"
-        for secret in secrets:
-            text = text.replace(secret, "***")
-        return MetadataPollError(text)
+        return MetadataPollError(
+            scrub(f"metadata of {cluster} from {bootstrap_servers}: {what}: {exc}", secrets)
+        )
 
     deadline = time.monotonic() + timeout_s
     try:

@@ -22,9 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from balancer.consumers.model import Group, GroupProtocol, GroupState, Member, Snapshot, TopicPartition
+from balancer.redaction import scrub, secret_values
 
-# Client option names whose values are secrets (as balancer.metadata and balancer.config.redact).
-_SECRET_OPTION = re.compile(r"(password|secret|token|key|jaas|credential)", re.IGNORECASE)
 _STATES = {
     "STABLE": GroupState.STABLE,
     "PREPARING_REBALANCING": GroupState.PREPARING_REBALANCE,
@@ -67,13 +66,12 @@ def poll_groups(  # noqa: C901 - one flat pass over the Admin API's answers, eac
     from confluent_kafka import TopicPartition as KafkaTopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    secrets = [str(v) for k, v in options.items() if _SECRET_OPTION.search(k) and str(v)]
+    secrets = secret_values(options)
 
     def failure(what: str, exc: BaseException) -> ConsumerPollError:
-        text = f"consumer groups of {cluster} from {bootstrap_servers}: {what}: {exc}"
-        for secret in secrets:
-            text = text.replace(secret, "***")
-        return ConsumerPollError(text)
+        return ConsumerPollError(
+            scrub(f"consumer groups of {cluster} from {bootstrap_servers}: {what}: {exc}", secrets)
+        )
 
     deadline = time.monotonic() + timeout_s
 

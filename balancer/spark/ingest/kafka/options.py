@@ -4,7 +4,6 @@ columns it gives. Secrets in ``kafka.*`` options never reach a repr, a log line 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 
 from pyspark.sql.types import (
     BinaryType,
@@ -15,6 +14,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from balancer.redaction import scrub, secret_values
 
 SCHEMA = StructType(
     [
@@ -29,7 +30,6 @@ SCHEMA = StructType(
 )
 
 EARLIEST, LATEST = -2, -1  # Spark's markers inside startingOffsets/endingOffsets JSON
-_SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "credential")
 
 
 class KafkaSourceError(RuntimeError):
@@ -42,13 +42,6 @@ class KafkaDataLossError(KafkaSourceError):
 
 class KafkaUnavailableError(KafkaSourceError):
     """The brokers did not answer within ``kafkaUnavailableTimeoutMs``."""
-
-
-def _redact_text(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 class KafkaOptions:
@@ -76,13 +69,13 @@ class KafkaOptions:
             for k, v in opts.items()
             if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
         }
-        self.secrets = [v for k, v in self.client.items() if any(w in k for w in _SECRET_WORDS)]
+        self.secrets = secret_values(self.client)
 
     def __repr__(self) -> str:
         return f"KafkaOptions(bootstrap={self.bootstrap!r}, topics={self.topics!r})"
 
     def redact(self, text: str) -> str:
-        return _redact_text(text, self.secrets)
+        return scrub(text, self.secrets)
 
     def consumer_config(self, **overrides) -> dict:
         config = {
