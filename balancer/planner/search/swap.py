@@ -81,11 +81,16 @@ def swap_with(
     ratio = np.inf
     if goal.swaps_least_data:
         ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
+    held_size = model.size[held]
+    stale = True  # loads change only when a swap is made: the figures below hold until one is
     for offer in range(len(offered)):
         if not goal.over(model, src):
             return
-        room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
-        need = model.load[src, dim] - upper[src] * model.cap[src, dim]
+        if stale:
+            room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
+            need = model.load[src, dim] - upper[src] * model.cap[src, dim]
+            windows = swap_windows(src, partner, ctx)
+            stale = False
         if room <= 0:
             break
         # Every replica on the partner against this offer, at today's loads: the transfer on this
@@ -96,8 +101,8 @@ def swap_with(
         if goal.swaps_least_data:
             # Both replicas' bytes are copied for a relief of their difference: an exchange of
             # near equals copies many times what it relieves.
-            ok &= model.size[offered[offer]] + model.size[held] <= ratio * net_d
-        for other, (lo, hi) in swap_windows(src, partner, ctx).items():
+            ok &= model.size[offered[offer]] + held_size <= ratio * net_d
+        for other, (lo, hi) in windows.items():
             net_other = offered_load[offer, other] - held_load[:, other]
             ok &= (net_other <= hi) & (net_other >= lo)
         passing = np.flatnonzero(ok)
@@ -126,4 +131,6 @@ def swap_with(
                 # Only the two swapped partitions changed: the partner holds the offer instead.
                 held[pick] = offered[offer]
                 held_load[pick] = model.contrib(int(offered[offer]), partner)
+                held_size[pick] = model.size[offered[offer]]
+                stale = True
                 break
