@@ -116,21 +116,27 @@ def _human(n: float) -> str:
 
 def build_actions(model: ClusterModel) -> tuple[Action, ...]:
     """One action per changed partition (moves coalesced); leadership transfers first."""
-    ids = model.broker_ids
+    touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
+    # Whole columns to Python at once: a plan may change a million partitions.
+    ids = [int(b) for b in model.broker_ids]
+    old_rows = model.orig_replicas[touched].tolist()
+    new_rows = model.replicas[touched].tolist()
+    old_leaders = model.orig_leader[touched].tolist()
+    new_leaders = model.leader[touched].tolist()
+    sizes = model.size[touched].tolist()
+    partitions = model.partition_ids[touched].tolist()
     leaderships: list[Action] = []
     moves: list[Action] = []
-    for p in model.touched:
-        old_row = model.orig_replicas[p]
-        new_row = model.replicas[p]
-        old = [int(ids[b]) for b in old_row[old_row >= 0]]
-        new = [int(ids[b]) for b in new_row[new_row >= 0]]
-        old_leader, new_leader = int(ids[model.orig_leader[p]]), int(ids[model.leader[p]])
+    for i, p in enumerate(touched.tolist()):
+        old = [ids[b] for b in old_rows[i] if b >= 0]
+        new = [ids[b] for b in new_rows[i] if b >= 0]
+        old_leader, new_leader = ids[old_leaders[i]], ids[new_leaders[i]]
         # Intended leader first, the rest in their original slots' order.
         new_ordered = [new_leader] + [b for b in new if b != new_leader]
         same_set = set(old) == set(new)
         if same_set and old_leader == new_leader:
             continue  # moved away and back
-        size = round(model.size[p])
+        size = round(sizes[i])
         if same_set:
             kind = ActionKind.LEADERSHIP
             moved = 0
@@ -140,7 +146,7 @@ def build_actions(model: ClusterModel) -> tuple[Action, ...]:
         action = Action(
             kind=kind,
             topic=model.topics[p],
-            partition=int(model.partition_ids[p]),
+            partition=partitions[i],
             old_replicas=tuple(old),
             new_replicas=tuple(new_ordered),
             old_leader=old_leader,
