@@ -519,3 +519,22 @@ def test_disk_capacity_shed_moves_no_giant_beyond_all_the_broker_must_lose():
     assert 0 not in [a.partition for a in result.actions]
     assert result.bytes_to_move <= 1.2 * 305
     assert result.after["disk"] <= 1.09 + 1e-9
+
+
+
+def test_network_in_fill_lifts_no_broker_by_one_giant_where_smaller_replicas_do_it_with_less_data():
+    # The disk goal has work (broker 1's disk is over its line), so the fill is not data first.
+    # Broker 2 is 14.5 under the network_in band's bottom (0.91 x the average of 97.25); broker
+    # 1's giant of 4000 bytes (15 in) lifts it alone, three replicas of 1 byte (5 in each) on
+    # broker 0 do it with 3. The giant would not take disk off a broker over its line onto room
+    # under it (broker 2 has no room for it).
+    parts = [([0], 5, 0, 1)] * 3 + [([0], 90, 0, 900), ([1], 15, 0, 4000), ([1], 90, 0, 100)]
+    parts += [([2], 74, 0, 100), ([3], 105, 0, 100)]
+    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 6000.0}
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert check_plan(snap, result) == []
+    assert 4 not in [a.partition for a in result.actions]
+    assert result.bytes_to_move == 3
