@@ -513,13 +513,17 @@ def test_disk_capacity_shed_moves_no_giant_beyond_all_the_broker_must_lose():
     # thirty-five replicas of 10 cover the whole 305. The giant goes last: it stays.
     parts = [([0], 1e-6, 0, 500)] + [([0], 1.0, 0, 10)] * 35 + [([1], 1.0, 0, 300), ([2], 1.0, 0, 350)]
     snap = snapshot(parts, brokers=3, racks=(None,) * 3)
-    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskCapacityGoal(0.8), DiskDistributionGoal(1.10)]
+    goals = [
+        ReplicationFactorGoal(),
+        DistinctBrokersGoal(),
+        DiskCapacityGoal(0.8),
+        DiskDistributionGoal(1.10),
+    ]
     result = plan(snap, PlannerOptions(), goals=goals)
     assert check_plan(snap, result) == []
     assert 0 not in [a.partition for a in result.actions]
     assert result.bytes_to_move <= 1.2 * 305
     assert result.after["disk"] <= 1.09 + 1e-9
-
 
 
 def test_network_in_fill_lifts_no_broker_by_one_giant_where_smaller_replicas_do_it_with_less_data():
