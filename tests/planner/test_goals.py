@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from balancer.planner import (
     ClusterModel,
+    DiskCapacityGoal,
     DiskDistributionGoal,
     DistinctBrokersGoal,
     Goal,
@@ -503,3 +504,41 @@ def test_network_in_shed_moves_no_cold_giant_for_relief_no_figure_shows():
     assert check_plan(snap, result) == []
     assert result.bytes_to_move == 0
     assert result.after["network_in"] == pytest.approx(result.before["network_in"])
+
+
+def test_disk_capacity_shed_moves_no_giant_beyond_all_the_broker_must_lose():
+    # Broker 0 is 50 bytes over the capacity ceiling (0.8 x 1000) and 305 over the disk goal's
+    # line (1.09 x the average of 500). Its coldest replica, a giant of 500, would take it 195
+    # below that line and its receiver 255 above it, which the disk goal then sheds again; the
+    # thirty-five replicas of 10 cover the whole 305. The giant goes last: it stays.
+    parts = [([0], 1e-6, 0, 500)] + [([0], 1.0, 0, 10)] * 35 + [([1], 1.0, 0, 300), ([2], 1.0, 0, 350)]
+    snap = snapshot(parts, brokers=3, racks=(None,) * 3)
+    goals = [
+        ReplicationFactorGoal(),
+        DistinctBrokersGoal(),
+        DiskCapacityGoal(0.8),
+        DiskDistributionGoal(1.10),
+    ]
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert check_plan(snap, result) == []
+    assert 0 not in [a.partition for a in result.actions]
+    assert result.bytes_to_move <= 1.2 * 305
+    assert result.after["disk"] <= 1.09 + 1e-9
+
+
+def test_network_in_fill_lifts_no_broker_by_one_giant_where_smaller_replicas_do_it_with_less_data():
+    # The disk goal has work (broker 1's disk is over its line), so the fill is not data first.
+    # Broker 2 is 14.5 under the network_in band's bottom (0.91 x the average of 97.25); broker
+    # 1's giant of 4000 bytes (15 in) lifts it alone, three replicas of 1 byte (5 in each) on
+    # broker 0 do it with 3. The giant would not take disk off a broker over its line onto room
+    # under it (broker 2 has no room for it).
+    parts = [([0], 5, 0, 1)] * 3 + [([0], 90, 0, 900), ([1], 15, 0, 4000), ([1], 90, 0, 100)]
+    parts += [([2], 74, 0, 100), ([3], 105, 0, 100)]
+    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 6000.0}
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert check_plan(snap, result) == []
+    assert 4 not in [a.partition for a in result.actions]
+    assert result.bytes_to_move == 3

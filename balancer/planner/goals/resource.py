@@ -92,6 +92,10 @@ class ResourceGoal(Goal):
     # data its net relief takes, and the lightest replica on the partner that passes goes (the
     # least data, the most relief for the offer) rather than the one that leaves both brokers level.
     swaps_least_data = False
+    # A disk limit above the disk goal's line (the capacity ceiling): replicas that alone copy more
+    # than the data slack over the least data for the broker's whole excess over that line are
+    # shed last (search.shed).
+    defers_giants = False
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -430,3 +434,4 @@ class DiskCapacityGoal(DiskGoal, CapacityGoal):
     coldest data first."""
 
     name = "capacity_disk"
+    defers_giants = True

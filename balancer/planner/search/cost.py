@@ -57,6 +57,17 @@ def negligible_giants(size: np.ndarray, relief: np.ndarray, need: float, slack: 
     return giant
 
 
+def beyond_whole(size: np.ndarray, relief: np.ndarray, whole: float, slack: float) -> np.ndarray:
+    """Per candidate: one that alone copies more than ``slack`` over the least data for ``whole``,
+    all its broker must lose in the end (a giant that takes the broker far below that line and
+    puts about as much again above a receiver's, which then sheds it)."""
+    if whole <= 0 or not len(size):
+        return np.zeros(len(size), dtype=bool)
+    least = least_data(size, np.minimum(relief, whole), whole)
+    giant: np.ndarray = size > (1.0 + slack) * least
+    return giant
+
+
 def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float, slack: float) -> float:
     """The per-move cost (bytes) to rank candidates by, relief / (size + cost): the largest of
     ``ceiling`` divided by COST_STEP up to COST_LADDER times whose order copies at most

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from ..model import IN, LBIN, NLEAD, OUT
+from ..model import DISK, IN, LBIN, NLEAD, OUT
 from .constants import (
     DEST_TRIES,
     FILL_CANDIDATES,
@@ -49,10 +49,12 @@ def fill_all(ctx: SearchContext) -> None:
 
 def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
     """Fill ``dst`` in one move where one replica can: of the pool's replicas whose relief alone
-    lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass. Where
-    the search puts data first (``SearchContext.data_first``), only a replica within the data slack of
-    the data the pool, in its order, would copy to lift ``dst`` that far: one giant replica is not
-    worth its bytes."""
+    lifts ``dst`` to its lower limit, the smallest data first, up to DEST_TRIES that pass: only a
+    replica within the data slack of the data the pool, in its order, would copy to lift ``dst``
+    that far (one giant replica is not worth its bytes, whether or not the search puts data
+    first), or, where the disk goal has work (``SearchContext.data_first`` is off for it), one that
+    takes disk off a broker over the disk goal's line onto room under it on ``dst`` (bytes that
+    goal would move anyway)."""
     model, goal = ctx.model, ctx.goal
     _, lower = goal.limits(model)
     dim = goal.dim
@@ -62,12 +64,16 @@ def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
     on_dst = (model.replicas[pool_p] == dst).any(axis=1)
     relief = goal.relief(model, pool_p, pool_src)
     eligible = held & ~on_dst
-    budget = np.inf
-    if ctx.data_first:
-        budget = (1.0 + ctx.data_slack) * cover_data(
-            model.size[pool_p[eligible]], np.minimum(relief[eligible], need), need
+    budget = (1.0 + ctx.data_slack) * cover_data(
+        model.size[pool_p[eligible]], np.minimum(relief[eligible], need), need
+    )
+    cheap = model.size[pool_p] <= budget
+    if not ctx.data_first and np.isfinite(ctx.disk_line):
+        line = ctx.disk_line * model.cap[:, DISK]
+        cheap |= (model.load[pool_src, DISK] > line[pool_src]) & (
+            model.load[dst, DISK] + model.size[pool_p] <= line[dst]
         )
-    covering = np.flatnonzero(eligible & (relief >= need) & (model.size[pool_p] <= budget))
+    covering = np.flatnonzero(eligible & (relief >= need) & cheap)
     if not len(covering) or not model.dest_ok[dst]:
         return False
     refused = 0

@@ -17,7 +17,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import affordable, cover_data, move_cost, negligible_giants
+from .cost import affordable, beyond_whole, cover_data, move_cost, negligible_giants
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
 from .screen import dest_mask, source_ok, source_ok_many
@@ -88,6 +88,17 @@ def shed(a: int, ctx: SearchContext) -> None:
             )
         key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
+        if goal.defers_giants and np.isfinite(ctx.disk_line):
+            # A limit above the disk goal's line: the broker must in the end lose all its disk over
+            # that line, and a replica copying more than the data slack over the least data for
+            # all of it overshoots the line on the broker and on its receiver (the disk goal then
+            # sheds the receiver). Such giants go last, moved only where the rest cannot relieve;
+            # not one that alone takes the broker over the line (it sets a figure wherever it
+            # stays, and only this goal may move it to a broker it takes over the line).
+            line = ctx.disk_line * model.cap[a, goal.dim]
+            whole = float(model.load[a, goal.dim] - line)
+            late = beyond_whole(model.size[ps], relief, whole, ctx.data_slack) & (model.size[ps] <= line)
+            order = order[np.argsort(late[order], kind="stable")]
         ps, relief, key = ps[order], relief[order], key[order]
         if ctx.data_first and short_brokers(ctx).any():
             # Bytes a broker under the lower limit needs first: the fill would otherwise copy
