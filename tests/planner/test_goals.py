@@ -408,6 +408,17 @@ def test_network_in_keeps_its_few_big_moves_where_the_disk_goal_acts():
     assert result.replica_moves == 1 and result.bytes_to_move == 300
 
 
+def test_network_in_copies_past_the_disk_excess_only_within_the_data_slack():
+    # Disk active, broker 0's ~52 bytes above the disk goal's target: the giant (300 bytes) would
+    # relieve that disk excess and copy ~250 bytes more, which buy network_in alone where 24 small
+    # replicas (24 bytes) relieve the same traffic. Past the disk excess the shed puts data first.
+    snap, goals = _giant_or_many_small(disk_capacity=8000.0, other_disk=1850)
+    result = plan(snap, PlannerOptions(), goals=goals)
+    assert result.after["network_in"] <= 1.10
+    assert result.bytes_to_move < 1.2 * 52
+    assert check_plan(snap, result) == []
+
+
 def test_network_in_puts_data_first_where_no_broker_needs_disk_relief():
     # Disk active (27% full) but every broker within the disk goal's target: the disk goal has
     # nothing to do, so every byte a traffic move copies is cost alone.

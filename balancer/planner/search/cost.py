@@ -68,18 +68,21 @@ def beyond_whole(size: np.ndarray, relief: np.ndarray, whole: float, slack: floa
     return giant
 
 
-def move_cost(size: np.ndarray, relief: np.ndarray, need: float, ceiling: float, slack: float) -> float:
+def move_cost(
+    size: np.ndarray, relief: np.ndarray, need: float, ceiling: float, slack: float, floor: float = 0.0
+) -> float:
     """The per-move cost (bytes) to rank candidates by, relief / (size + cost): the largest of
     ``ceiling`` divided by COST_STEP up to COST_LADDER times whose order copies at most
     1 + ``slack`` times the least data, else the smallest (a move is never free: the last few %
     of data would take thousands of tiny moves). ``relief`` is what each relieves of ``need``
-    (capped at it: relief beyond the need is worth nothing)."""
+    (capped at it: relief beyond the need is worth nothing). ``floor``: data the shed may copy
+    at no charge whatever the least is (bytes another goal must move off the broker anyway)."""
     if need <= 0 or not len(size) or ceiling <= 0:
         return ceiling
     least = least_data(size, relief, need)
     if not np.isfinite(least):
         return ceiling
-    within = (1.0 + slack) * least
+    within = (1.0 + slack) * max(least, floor)
     for j in range(COST_LADDER + 1):
         cost = ceiling / COST_STEP**j
         order = np.argsort(-relief / (size + cost), kind="stable")
