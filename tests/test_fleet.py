@@ -100,7 +100,13 @@ def fleet_frames(spark, names: list[str]):
         prows["replicas"] = prows["replicas"].map(lambda r: [int(x) for x in r])
         parts.append(prows)
         brokers.append(brows)
-    return tuple(spark.createDataFrame(pd.concat(f, ignore_index=True)) for f in (parts, brokers))
+
+    # Object columns, not pandas' Arrow-backed strings: concatenated, those are chunked arrays that
+    # Spark's Arrow conversion refuses (it warns and falls back to the slow path).
+    def plain(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.astype({c: object for c, t in frame.dtypes.items() if pd.api.types.is_string_dtype(t)})
+
+    return tuple(spark.createDataFrame(plain(pd.concat(f, ignore_index=True))) for f in (parts, brokers))
 
 
 def test_cluster_windows_are_planned_in_as_many_tasks_as_cores_whatever_the_shuffle_partitions(spark):
