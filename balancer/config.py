@@ -27,7 +27,6 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from balancer.redaction import masked
 from balancer.resources import resource_root
 from balancer.vocabulary import SOFT_GOALS, TelemetryFormat
 
@@ -659,8 +658,3 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         return Config.model_validate(tree)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from None
-
-
-def redact(options: dict[str, str]) -> dict[str, object]:
-    """Client options safe to log: anything that looks like a secret is masked (``balancer.redaction``)."""
-    return masked(options)

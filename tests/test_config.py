@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from balancer.config import ConfigError, load_config, redact
+from balancer.config import ConfigError, load_config
+from balancer.redaction import masked
 
 
 def test_defaults_load():
@@ -93,7 +94,7 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_secrets_are_redacted():
-    shown = redact({"sasl.password": "hunter2", "ssl.key.password": "k", "security.protocol": "SASL_SSL"})
+    shown = masked({"sasl.password": "hunter2", "ssl.key.password": "k", "security.protocol": "SASL_SSL"})
     assert shown == {"sasl.password": "***", "ssl.key.password": "***", "security.protocol": "SASL_SSL"}
 
 

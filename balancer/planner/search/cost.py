@@ -50,10 +50,9 @@ def negligible_giants(size: np.ndarray, relief: np.ndarray, need: float, slack: 
     more than ``slack`` over the least data for all of it (a cold giant: its bytes buy no relief,
     whether or not the search puts data first). Small cold replicas stay candidates."""
     tiny: np.ndarray = relief < NEGLIGIBLE_RELIEF * need
-    if need <= 0 or not tiny.any():
-        return tiny & False
-    least = least_data(size, np.minimum(relief, need), need)
-    giant: np.ndarray = tiny & (size > (1.0 + slack) * least)
+    if not tiny.any():
+        return tiny
+    giant: np.ndarray = tiny & beyond_whole(size, relief, need, slack)
     return giant
 
 
