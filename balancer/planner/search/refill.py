@@ -4,6 +4,8 @@ what the floor needs has moved onto it. The pair counts only together."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..actions import Move
@@ -55,6 +57,7 @@ def refill_out(a: int, ctx: SearchContext) -> None:
     # The refills any of them could take: the lightest replicas elsewhere first.
     pool = np.flatnonzero(model.movable & (model.size <= ctx.data_slack * model.size[ps].max()))
     pool = pool[np.argsort(model.size[pool], kind="stable")]
+    pool = Pool(pool, model.size[pool], model.bytes_in[pool], ~(model.replicas[pool] == a).any(axis=1))
     mark, swapped = len(model.log), set(model.swapped)
     misses = 0
     for i in order.tolist():
@@ -71,10 +74,20 @@ def refill_out(a: int, ctx: SearchContext) -> None:
         model.undo_to(mark, swapped)
 
 
-def pair(p: int, a: int, pool: np.ndarray, ctx: SearchContext) -> bool:
-    """Move a replica of ``pool`` (partitions, the lightest first) onto ``a`` that makes up for
-    what ``p`` leaving would take ``a`` under on each floor, then ``p`` off ``a``; undone together
-    if ``p`` cannot go. True if both moved."""
+class Pool(NamedTuple):
+    """The partitions a refill may take a replica of, the lightest first, and their sizes,
+    network_in and whether ``a`` held none of their replicas as the refills began."""
+
+    parts: np.ndarray
+    size: np.ndarray
+    bytes_in: np.ndarray
+    away: np.ndarray
+
+
+def pair(p: int, a: int, pool: Pool, ctx: SearchContext) -> bool:
+    """Move a replica of ``pool`` onto ``a`` that makes up for what ``p`` leaving would take ``a``
+    under on each floor, then ``p`` off ``a``; undone together if ``p`` cannot go. True if both
+    moved."""
     model, goal = ctx.model, ctx.goal
     vec = model.contrib(p, a)
     lack = np.zeros(model.load.shape[1])
@@ -89,12 +102,12 @@ def pair(p: int, a: int, pool: np.ndarray, ctx: SearchContext) -> bool:
         return False
     # At most the data slack of p's size; every replica of a partition carries its network_in,
     # a leader replica its network_out too (checked per holder below).
-    qs = pool[: int(np.searchsorted(model.size[pool], ctx.data_slack * model.size[p], side="right"))]
-    qs = qs[(model.bytes_in[qs] >= lack[IN]) & ~(model.replicas[qs] == a).any(axis=1)]
+    k = int(np.searchsorted(pool.size, ctx.data_slack * model.size[p], side="right"))
+    qs = pool.parts[np.flatnonzero((pool.bytes_in[:k] >= lack[IN]) & pool.away[:k])[:REFILL_SCAN]]
     tried = 0
-    for q in qs[:REFILL_SCAN].tolist():
+    for q in qs.tolist():
         for c in model.replicas[q].tolist():
-            if c < 0:
+            if c < 0 or c == a:
                 continue
             carried = model.contrib(q, c)
             # Cheap screens first: it carries what a lacks, its holder stays above every floor,
