@@ -553,3 +553,69 @@ def test_network_in_fill_lifts_no_broker_by_one_giant_where_smaller_replicas_do_
     assert check_plan(snap, result) == []
     assert 4 not in [a.partition for a in result.actions]
     assert result.bytes_to_move == 3
+
+
+def test_moves_an_ejection_chain_makes_needless_go_back():
+    # Broker 0 (300 + 250 + four of 10 = 590) is 279 over the disk goal's limit (1.09 x the
+    # average of 285): the 250 and three of the 10s. The 250 fits nowhere until broker 2 passes
+    # on three of its 20s (an ejection chain), so the shed first moves the 10s; once the chain has
+    # placed the 250, the fourth 10 is needless and goes back (380 bytes, not 390).
+    brokers = [[300, 250, 10, 10, 10, 10], [250] + [20] * 5, [20] * 6, [20] * 4]
+    parts = [([b], 1, 0, size) for b, sizes in enumerate(brokers) for size in sizes]
+    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
+    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    assert check_plan(snap, result) == []
+    assert result.after["disk"] <= 1.09 + 1e-9
+    off_0 = sorted(parts[a.partition][3] for a in result.actions if a.old_replicas == (0,))
+    assert off_0 == [10, 10, 10, 250]
+    assert result.bytes_to_move == 380
+
+
+def test_disk_shed_at_the_network_in_floor_goes_on_after_a_light_hot_replica_arrives():
+    # Broker 0 is 227 over the disk goal's limit (600 against 1.09 x 342.5) and at the network_in
+    # goal's floor (91.5 against 0.91 x 100.1): its cold replicas (150 and 100 bytes, 5 and 4 B/s
+    # in) may not leave, and no swap takes one (broker 1, the only one with light hot replicas,
+    # has no disk room for them; brokers 2 and 3 hold nothing light). Each goes once a 10-byte
+    # replica of broker 1 carrying 5 B/s has moved onto broker 0: 270 bytes, disk within its band,
+    # network_in still within its own.
+    parts = [([0], 82.5, 0, 350), ([0], 5, 0, 150), ([0], 4, 0, 100)]
+    parts += [([1], 93, 0, 350), ([1], 5, 0, 10), ([1], 5, 0, 10), ([2], 103, 0, 200), ([3], 103, 0, 200)]
+    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 1000.0}
+    goals = [
+        ReplicationFactorGoal(),
+        DistinctBrokersGoal(),
+        NetworkInDistributionGoal(1.10),
+        DiskDistributionGoal(1.10),
+    ]
+    result = plan(snap, goals=goals)
+    assert check_plan(snap, result) == []
+    assert result.before["disk"] == pytest.approx(600 / 342.5)
+    assert result.after["disk"] <= 1.09 + 1e-9
+    assert result.after["network_in"] <= 1.09 + 1e-9
+    moved = sorted((parts[a.partition][3], a.old_replicas, a.new_replicas) for a in result.actions)
+    assert [(size, old) for size, old, _ in moved] == [(10, (1,)), (10, (1,)), (100, (0,)), (150, (0,))]
+    assert result.bytes_to_move == 270
+
+
+def test_refills_that_leave_the_broker_over_the_disk_threshold_are_undone():
+    # As above with one light hot replica on broker 1, not two: one pair takes broker 0 from 600
+    # to 460, still far over the disk threshold (1.10 x 340), and no second pair exists. The pair
+    # would copy 160 bytes and leave the goal violated on broker 0 all the same: nothing moves.
+    parts = [([0], 82.5, 0, 350), ([0], 5, 0, 150), ([0], 4, 0, 100)]
+    parts += [([1], 98, 0, 350), ([1], 5, 0, 10), ([2], 103, 0, 200), ([3], 103, 0, 200)]
+    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
+    for broker in snap["brokers"]:
+        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 1000.0}
+    goals = [
+        ReplicationFactorGoal(),
+        DistinctBrokersGoal(),
+        NetworkInDistributionGoal(1.10),
+        DiskDistributionGoal(1.10),
+    ]
+    result = plan(snap, goals=goals)
+    assert check_plan(snap, result) == []
+    assert result.before["disk"] == pytest.approx(600 / 340)
+    assert result.actions == ()
+    assert result.after["disk"] == pytest.approx(result.before["disk"])

@@ -96,6 +96,7 @@ class ResourceGoal(Goal):
     # than the data slack over the least data for the broker's whole excess over that line are
     # shed last (search.shed).
     defers_giants = False
+    refills = False  # a shed a floor binds goes on by pairs (search.refill)
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -120,6 +121,11 @@ class ResourceGoal(Goal):
             upper, lower = self.compute_limits(model)
             self._cache = (id(model), upper, lower)
         return self._cache[1], self._cache[2]
+
+    def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        """The band whose violation makes this goal act: its limits, unless a goal optimizes to a
+        narrower band than the one that triggers it."""
+        return self.limits(model)
 
     def metric(self, model: ClusterModel) -> float:
         upper, lower = self.limits(model)
@@ -273,6 +279,7 @@ class ResourceGoal(Goal):
             options=options,
             disk_line=line,
             disk_idle=not np.isfinite(line) or bool((model.load[:, DISK] <= line * model.cap[:, DISK]).all()),
+            start=len(model.log),
         )
 
     def sets_figure(self, model: ClusterModel, a: int) -> bool:
@@ -378,6 +385,9 @@ class DiskGoal(ResourceGoal):
     # A swap copies both replicas' bytes for a net relief of their difference: aimed at leaving
     # both brokers level, an exchange of near equals copies many times the bytes it relieves.
     swaps_least_data = True
+    # Every replica carries network_in: shedding cold bytes takes a broker down to the traffic
+    # goal's floor, where no replica may leave until a lighter, hotter one arrives (search.refill).
+    refills = True
 
     def per_replica(self, model: ClusterModel, ps: np.ndarray | slice) -> np.ndarray:
         return model.size[ps]

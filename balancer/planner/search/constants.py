@@ -24,6 +24,11 @@ EJECT_HEADS = 2
 EJECT_RECEIVERS = 3
 EJECT_PICKS = 8
 EJECT_TRIES = 2000
+# Refills (search.refill): replicas of a floor-bound broker that may fail to pair before its refills
+# stop, and the lightest replicas elsewhere that carry what its floors lack tried for each.
+REFILL_TRIES = 16
+REFILL_PICKS = 8
+REFILL_SCAN = 4096  # the lightest candidates screened for one refill
 BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
 # Data first, moves second (search.cost): a shed or fill may copy DATA_SLACK more data than the least
 # its candidates need, for fewer moves (the default of PlannerOptions.data_slack), a disk swap that much

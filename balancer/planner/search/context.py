@@ -58,3 +58,5 @@ class SearchContext:
     disk_idle: bool = False
     # A shed's replica moves go only to brokers under the goal's lower limit (``shed.shed``).
     to_short: bool = False
+    # The model's log as the search starts: the moves it made are ``model.log[start:]``.
+    start: int = 0

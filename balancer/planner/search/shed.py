@@ -20,6 +20,7 @@ from .context import SearchContext
 from .cost import affordable, beyond_whole, cover_data, move_cost, negligible_giants
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
+from .refill import refill_out
 from .screen import dest_mask, source_ok, source_ok_many
 from .swap import swap_out
 
@@ -123,8 +124,15 @@ def shed(a: int, ctx: SearchContext) -> None:
         swap_out(a, ctx)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
+    if goal.refills and goal.over(model, a) and goal.sets_figure(model, a):
+        refill_out(a, ctx)
     if goal.ejects and goal.over(model, a) and goal.sets_figure(model, a):
+        mark = len(model.log)
         eject_out(a, ctx)
+        if len(model.log) > mark:
+            # The chain's heavy replica may relieve what the moves before it did: those go back
+            # where a's limit has room for them (no data, fewer moves).
+            take_back(a, [m for m in model.log[ctx.start :] if m.kind == REPLICA_MOVE and m.src == a], ctx)
 
 
 def disk_hot_cost(
