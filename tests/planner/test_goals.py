@@ -571,15 +571,12 @@ def test_moves_an_ejection_chain_makes_needless_go_back():
     assert result.bytes_to_move == 380
 
 
-def test_disk_shed_at_the_network_in_floor_goes_on_after_a_light_hot_replica_arrives():
-    # Broker 0 is 227 over the disk goal's limit (600 against 1.09 x 342.5) and at the network_in
-    # goal's floor (91.5 against 0.91 x 100.1): its cold replicas (150 and 100 bytes, 5 and 4 B/s
-    # in) may not leave, and no swap takes one (broker 1, the only one with light hot replicas,
-    # has no disk room for them; brokers 2 and 3 hold nothing light). Each goes once a 10-byte
-    # replica of broker 1 carrying 5 B/s has moved onto broker 0: 270 bytes, disk within its band,
-    # network_in still within its own.
-    parts = [([0], 82.5, 0, 350), ([0], 5, 0, 150), ([0], 4, 0, 100)]
-    parts += [([1], 93, 0, 350), ([1], 5, 0, 10), ([1], 5, 0, 10), ([2], 103, 0, 200), ([3], 103, 0, 200)]
+def _disk_hot_at_the_traffic_floor(light: int):
+    # Broker 0: 600 bytes of disk, network_in 91.5 (82.5 in a 350-byte replica, cold replicas of
+    # 150 and 100 bytes at 5 and 4 B/s). Broker 1: ``light`` replicas of 10 bytes at 5 B/s beside
+    # 350 bytes carrying the rest of its 103 B/s. Brokers 2 and 3: 200 bytes at 103 B/s each.
+    parts = [([0], 82.5, 0, 350), ([0], 5, 0, 150), ([0], 4, 0, 100), ([1], 103 - 5 * light, 0, 350)]
+    parts += [([1], 5, 0, 10)] * light + [([2], 103, 0, 200), ([3], 103, 0, 200)]
     snap = snapshot(parts, brokers=4, racks=(None,) * 4)
     for broker in snap["brokers"]:
         broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 1000.0}
@@ -591,6 +588,17 @@ def test_disk_shed_at_the_network_in_floor_goes_on_after_a_light_hot_replica_arr
     ]
     result = plan(snap, goals=goals)
     assert check_plan(snap, result) == []
+    return parts, result
+
+
+def test_disk_shed_at_the_network_in_floor_goes_on_after_a_light_hot_replica_arrives():
+    # Broker 0 is 227 over the disk goal's limit (600 against 1.09 x 342.5) and at the network_in
+    # goal's floor (91.5 against 0.91 x 100.1): its cold replicas (150 and 100 bytes, 5 and 4 B/s
+    # in) may not leave, and no swap takes one (broker 1, the only one with light hot replicas,
+    # has no disk room for them; brokers 2 and 3 hold nothing light). Each goes once a 10-byte
+    # replica of broker 1 carrying 5 B/s has moved onto broker 0: 270 bytes, disk within its band,
+    # network_in still within its own.
+    parts, result = _disk_hot_at_the_traffic_floor(light=2)
     assert result.before["disk"] == pytest.approx(600 / 342.5)
     assert result.after["disk"] <= 1.09 + 1e-9
     assert result.after["network_in"] <= 1.09 + 1e-9
@@ -603,19 +611,7 @@ def test_refills_that_leave_the_broker_over_the_disk_threshold_are_undone():
     # As above with one light hot replica on broker 1, not two: one pair takes broker 0 from 600
     # to 460, still far over the disk threshold (1.10 x 340), and no second pair exists. The pair
     # would copy 160 bytes and leave the goal violated on broker 0 all the same: nothing moves.
-    parts = [([0], 82.5, 0, 350), ([0], 5, 0, 150), ([0], 4, 0, 100)]
-    parts += [([1], 98, 0, 350), ([1], 5, 0, 10), ([2], 103, 0, 200), ([3], 103, 0, 200)]
-    snap = snapshot(parts, brokers=4, racks=(None,) * 4)
-    for broker in snap["brokers"]:
-        broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 1000.0}
-    goals = [
-        ReplicationFactorGoal(),
-        DistinctBrokersGoal(),
-        NetworkInDistributionGoal(1.10),
-        DiskDistributionGoal(1.10),
-    ]
-    result = plan(snap, goals=goals)
-    assert check_plan(snap, result) == []
+    _, result = _disk_hot_at_the_traffic_floor(light=1)
     assert result.before["disk"] == pytest.approx(600 / 340)
     assert result.actions == ()
     assert result.after["disk"] == pytest.approx(result.before["disk"])
