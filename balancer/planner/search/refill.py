@@ -55,9 +55,9 @@ def refill_out(a: int, ctx: SearchContext) -> None:
         return
     order = np.lexsort((np.where(covers, model.size[ps], -model.size[ps]), ~covers))
     # The refills any of them could take: the lightest replicas elsewhere first.
-    pool = np.flatnonzero(model.movable & (model.size <= ctx.data_slack * model.size[ps].max()))
-    pool = pool[np.argsort(model.size[pool], kind="stable")]
-    pool = Pool(pool, model.size[pool], model.bytes_in[pool], ~(model.replicas[pool] == a).any(axis=1))
+    light = np.flatnonzero(model.movable & (model.size <= ctx.data_slack * model.size[ps].max()))
+    light = light[np.argsort(model.size[light], kind="stable")]
+    pool = Pool(light, model.size[light], model.bytes_in[light], ~(model.replicas[light] == a).any(axis=1))
     mark, swapped = len(model.log), set(model.swapped)
     misses = 0
     for i in order.tolist():
