@@ -43,18 +43,25 @@ class MissingLakehouseError(LookupError):
     """No lakehouse (or not the job's) where the notebooks were pointed."""
 
 
-def read_table(storage: Storage, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """Table ``name`` as a pandas frame (timestamps in UTC); a missing table names the fix."""
+def require_table(storage: Storage, name: str) -> str:
+    """The path of Delta table ``name`` under ``storage``; a missing table names the fix."""
     from deltalake import DeltaTable
 
     path = storage.join(name)
-    options = storage.delta_options()
-    if not DeltaTable.is_deltatable(path, storage_options=options):
+    if not DeltaTable.is_deltatable(path, storage_options=storage.delta_options()):
         raise MissingLakehouseError(
             f"no Delta table {name!r} under {storage.root}: run `make run` first, or point "
             f"{ENV_LAKEHOUSE} / {ENV_CONFIG} at the job's lakehouse"
         )
-    return DeltaTable(path, storage_options=options).to_pandas(columns=columns)
+    return path
+
+
+def read_table(storage: Storage, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Table ``name`` as a pandas frame (timestamps in UTC); a missing table names the fix."""
+    from deltalake import DeltaTable
+
+    path = require_table(storage, name)
+    return DeltaTable(path, storage_options=storage.delta_options()).to_pandas(columns=columns)
 
 
 def static_charts(scale: float = PNG_SCALE) -> None:
@@ -184,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m balancer.notebook``: print the lakehouse the notebooks will read, or why none is there."""
     storage = lakehouse()
     try:
-        read_table(storage, "balance_plans", columns=["plan_id"])
+        # The table's log, not a scan of its files: a process that exits right after an Arrow
+        # dataset scan can abort in Arrow's thread teardown (apache/arrow#39862), after its output.
+        require_table(storage, "balance_plans")
     except MissingLakehouseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
