@@ -43,25 +43,18 @@ class MissingLakehouseError(LookupError):
     """No lakehouse (or not the job's) where the notebooks were pointed."""
 
 
-def require_table(storage: Storage, name: str) -> str:
-    """The path of Delta table ``name`` under ``storage``; a missing table names the fix."""
-    from deltalake import DeltaTable
-
-    path = storage.join(name)
-    if not DeltaTable.is_deltatable(path, storage_options=storage.delta_options()):
-        raise MissingLakehouseError(
-            f"no Delta table {name!r} under {storage.root}: run `make run` first, or point "
-            f"{ENV_LAKEHOUSE} / {ENV_CONFIG} at the job's lakehouse"
-        )
-    return path
-
-
 def read_table(storage: Storage, name: str, columns: list[str] | None = None) -> pd.DataFrame:
     """Table ``name`` as a pandas frame (timestamps in UTC); a missing table names the fix."""
     from deltalake import DeltaTable
 
-    path = require_table(storage, name)
-    return DeltaTable(path, storage_options=storage.delta_options()).to_pandas(columns=columns)
+    path = storage.join(name)
+    options = storage.delta_options()
+    if not DeltaTable.is_deltatable(path, storage_options=options):
+        raise MissingLakehouseError(
+            f"no Delta table {name!r} under {storage.root}: run `make run` first, or point "
+            f"{ENV_LAKEHOUSE} / {ENV_CONFIG} at the job's lakehouse"
+        )
+    return DeltaTable(path, storage_options=options).to_pandas(columns=columns)
 
 
 def static_charts(scale: float = PNG_SCALE) -> None:
@@ -191,15 +184,21 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m balancer.notebook``: print the lakehouse the notebooks will read, or why none is there."""
     storage = lakehouse()
     try:
-        # The table's log, not a scan of its files: a process that exits right after an Arrow
-        # dataset scan can abort in Arrow's thread teardown (apache/arrow#39862), after its output.
-        require_table(storage, "balance_plans")
+        read_table(storage, "balance_plans", columns=["plan_id"])
     except MissingLakehouseError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a table there but unreadable (a broken log or data file): one line
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: cannot read 'balance_plans' under {storage.root}: {reason}", file=sys.stderr)
         return 1
     print(f"the notebooks read the lakehouse at {storage.root}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from balancer.cli.main import end_process
+
+    # Ended as the `balancer` command ends: past the table scan, the interpreter's shutdown could
+    # abort in Arrow's thread teardown (apache/arrow#39862) after the answer is printed.
+    end_process(main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -552,6 +553,28 @@ def test_cli_says_where_the_lakehouse_is_or_how_to_make_one(tmp_path, lakehouse)
         text=True,
     )
     assert missing.returncode == 1 and "make run" in missing.stderr
+
+
+@pytest.mark.parametrize("broken", ["log", "data"])
+def test_cli_names_an_unreadable_table_in_one_line(tmp_path, lakehouse, broken):
+    # A balance_plans table whose newest log entry, or whose every data file, is random bytes.
+    copy = tmp_path / "lakehouse"
+    shutil.copytree(lakehouse, copy)
+    table = copy / "balance_plans"
+    victims = (
+        sorted((table / "_delta_log").glob("*.json"))[-1:] if broken == "log" else table.glob("*.parquet")
+    )
+    for victim in list(victims):
+        victim.write_bytes(os.urandom(64))
+    got = subprocess.run(
+        [str(Path(os.sys.executable)), "-m", "balancer.notebook"],
+        env={**os.environ, nb.ENV_LAKEHOUSE: str(copy)},
+        capture_output=True,
+        text=True,
+    )
+    assert got.returncode == 1 and got.stdout == ""
+    assert got.stderr.startswith(f"error: cannot read 'balance_plans' under {copy}: ")
+    assert got.stderr.count("\n") == 1
 
 
 def test_static_charts_display_png_images():

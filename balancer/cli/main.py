@@ -72,6 +72,12 @@ def entry() -> NoReturn:
     args, _ = build_parser().parse_known_args()
     if args.command in SPARK_COMMANDS:
         sys.exit(code)
+    end_process(code)
+
+
+def end_process(code: int) -> NoReturn:
+    """End a process that runs no Spark once its output is flushed, skipping the interpreter's
+    shutdown, where delta-rs and pyarrow's native threads can abort it (see ``entry``)."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
