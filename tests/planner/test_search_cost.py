@@ -3,13 +3,15 @@ DATA_SLACK of the least."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancer.planner.search.constants import COST_LADDER, COST_STEP, DATA_SLACK
-from balancer.planner.search.cost import affordable, cover_data, least_data, move_cost
+from balancer.planner.search.cost import affordable, cover_data, least_cover, least_data, move_cost
 
 candidates = st.lists(st.tuples(st.floats(1.0, 1e6), st.floats(0.01, 100.0)), min_size=1, max_size=60).map(
     lambda rows: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
@@ -58,3 +60,24 @@ def test_the_cost_is_sized_without_the_giants_a_shed_passes_over():
     assert move_cost(size[keep], relief[keep], 10.0, 5000.0, DATA_SLACK) == 5000.0
     # A giant within the slack of the least is kept: it is the one-move cover.
     assert affordable(np.array([1.0] * 10 + [10.5]), relief, 10.0, DATA_SLACK).all()
+
+
+small_sets = st.lists(st.tuples(st.floats(1.0, 1e3), st.floats(0.01, 100.0)), min_size=1, max_size=9).map(
+    lambda rows: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cands=small_sets, share=st.floats(0.01, 0.999))
+def test_least_cover_is_a_bound_no_tighter_than_the_best_set_and_no_looser_than_the_fraction(cands, share):
+    size, relief = cands
+    need = share * float(relief.sum())
+    best = min(
+        float(size[list(chosen)].sum())
+        for k in range(1, len(size) + 1)
+        for chosen in itertools.combinations(range(len(size)), k)
+        if relief[list(chosen)].sum() >= need
+    )
+    bound = least_cover(size, relief, need)
+    assert least_data(size, np.minimum(relief, need), need) <= bound * (1 + 1e-9)
+    assert bound <= best * (1 + 1e-9)

@@ -36,6 +36,15 @@ def least_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
     return float(size[order][:k].sum() + size[order][k] * short / relief[order][k])
 
 
+def least_cover(size: np.ndarray, relief: np.ndarray, need: float) -> float:
+    """The least data any set of these candidates copies to relieve ``need``, as a bound that sees
+    whole replicas: the smallest that relieves it alone, or the fractional cover by the smaller
+    ones, whichever is less (a set holds one of the first kind or only the second)."""
+    covers = relief >= need
+    single = float(size[covers].min()) if covers.any() else float("inf")
+    return min(single, least_data(size[~covers], relief[~covers], need))
+
+
 def affordable(size: np.ndarray, relief: np.ndarray, need: float, slack: float) -> np.ndarray:
     """Per candidate: not one that alone covers ``need`` with more than ``slack`` over the least
     data (a data-first shed passes such a giant over; ranked by relief per move it would come

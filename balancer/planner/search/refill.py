@@ -12,8 +12,8 @@ from ..actions import Move
 from ..model import IN
 from .constants import EPS, REFILL_PICKS, REFILL_SCAN, REFILL_TRIES, REPLICA_MOVE
 from .context import SearchContext
-from .cost import least_data
-from .screen import source_ok
+from .cost import least_cover
+from .screen import source_ok, source_ok_many
 
 
 def refill_out(a: int, ctx: SearchContext) -> None:
@@ -30,27 +30,18 @@ def refill_out(a: int, ctx: SearchContext) -> None:
     model, goal = ctx.model, ctx.goal
     dim = goal.dim
     upper, _ = goal.limits(model)
-    floors = [g for g in ctx.res_goals if g is not goal and np.isfinite(g.limits(model)[1][a])]
-    if not floors:
-        return
+    need = float(model.load[a, dim] - upper[a] * model.cap[a, dim])
     ps = model.partitions_on(a)
     ps = ps[model.movable[ps]]
     load = model.contrib_matrix(ps, a)
     relief = load[:, dim]
-    need = float(model.load[a, dim] - upper[a] * model.cap[a, dim])
-    blocked = np.zeros(len(ps), dtype=bool)
-    for g in floors:
-        room = model.load[a, g.dim] - g.limits(model)[1][a] * model.cap[a, g.dim]
-        blocked |= load[:, g.dim] > room
-    keep = blocked & (relief > 0)
+    keep = ~source_ok_many(a, load, ctx) & (relief > 0)
     ps, relief = ps[keep], relief[keep]
     if not len(ps) or need <= 0:
         return
+    fit = model.size[ps] <= (1.0 + ctx.data_slack) * least_cover(model.size[ps], relief, need)
+    ps, relief = ps[fit], relief[fit]
     covers = relief >= need
-    single = float(model.size[ps[covers]].min()) if covers.any() else np.inf
-    least = min(single, least_data(model.size[ps[~covers]], relief[~covers], need))
-    fit = model.size[ps] <= (1.0 + ctx.data_slack) * least
-    ps, relief, covers = ps[fit], relief[fit], covers[fit]
     if not len(ps):
         return
     order = np.lexsort((np.where(covers, model.size[ps], -model.size[ps]), ~covers))
