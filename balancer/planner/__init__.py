@@ -10,6 +10,7 @@ Pure Python + numpy: no Spark, no I/O. Deterministic for equal input.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +41,7 @@ from .goals import (
 )
 from .model import ClusterModel, SnapshotError, broker_loads
 from .options import PlannerOptions
+from .prune import undo_needless
 from .result import GoalReport, Plan, build_actions, figures, total_bytes
 
 MAX_SWEEPS = 3  # passes over all goals; the last one usually finds nothing
@@ -113,6 +115,8 @@ def plan(
                 reports[i] = reports[i].then(report)
         if len(model.log) == applied:
             break
+    undo_needless(model, goals)  # every goal accepts each return: its metric can only fall
+    reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
     unsatisfied = tuple(
         f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )
