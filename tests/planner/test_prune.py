@@ -91,7 +91,7 @@ def test_plans_move_less_data_in_fewer_moves_for_the_same_targets(seed, monkeypa
     assert pruned.bytes_to_move < unpruned.bytes_to_move
     assert pruned.replica_moves < unpruned.replica_moves
     for r, after in unpruned.after.items():
-        assert pruned.after[r] <= max(after, 1.09 + 1e-9), r
+        assert pruned.after[r] <= max(after, 1.09) + 1e-9, r  # loads are float sums: a return may round
 
 
 @settings(max_examples=25, deadline=None)
@@ -104,4 +104,4 @@ def test_pruning_never_costs_data_validity_or_a_target(seed):
     assert pruned.bytes_to_move <= unpruned.bytes_to_move
     assert pruned.replica_moves <= unpruned.replica_moves
     for r, after in unpruned.after.items():
-        assert pruned.after[r] <= max(after, 1.09 + 1e-9), r
+        assert pruned.after[r] <= max(after, 1.09) + 1e-9, r  # loads are float sums: a return may round
