@@ -56,7 +56,5 @@ class SearchContext:
 
     # The disk goal has nothing to do as this search starts (see ``data_first``).
     disk_idle: bool = False
-    # A shed's replica moves go only to brokers under the goal's lower limit (``shed.shed``).
-    to_short: bool = False
     # The model's log as the search starts: the moves it made are ``model.log[start:]``.
     start: int = 0

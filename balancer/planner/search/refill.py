@@ -13,6 +13,7 @@ from ..model import IN
 from .constants import EPS, REFILL_PICKS, REFILL_SCAN, REFILL_TRIES, REPLICA_MOVE
 from .context import SearchContext
 from .cost import least_cover
+from .move import move_out
 from .screen import source_ok, source_ok_many
 
 
@@ -120,8 +121,6 @@ def refill_then_shed(refill: Move, p: int, a: int, ctx: SearchContext) -> bool:
     """Apply ``refill`` (checked by every optimized goal: only this goal, whose limit ``a`` is over,
     would refuse bytes onto ``a``), then move ``p`` off ``a``; undo both unless ``p`` moved and
     this goal's metric fell."""
-    from .shed import move_out  # shed imports this module
-
     model, goal = ctx.model, ctx.goal
     if not (model.allowed(refill) and model.within_caps(refill)):
         return False

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from ..model import DISK, OUT
+from ..model import DISK
 from .constants import (
     BEST_FIT_WINDOW,
     DEST_TRIES,
     EPS,
-    LEADERSHIP,
-    RELAY_TRIES,
     REPLICA_MOVE,
     SCREEN_CHUNK,
     SCREEN_FIRST,
@@ -20,8 +18,9 @@ from .context import SearchContext
 from .cost import affordable, beyond_whole, cover_data, move_cost, negligible_giants
 from .eject import eject_out
 from .leadership import shed_leaderships, swap_leadership
+from .move import move_out, short_brokers
 from .refill import refill_out
-from .screen import dest_mask, source_ok, source_ok_many
+from .screen import source_ok_many
 from .swap import swap_out
 
 
@@ -112,11 +111,7 @@ def shed(a: int, ctx: SearchContext) -> None:
         if ctx.data_first and short_brokers(ctx).any():
             # Bytes a broker under the lower limit needs first: the fill would otherwise copy
             # the same relief there again, off brokers that did not need to lose it.
-            ctx.to_short = True
-            try:
-                shed_moves(a, ps, relief, key, ctx)
-            finally:
-                ctx.to_short = False
+            shed_moves(a, ps, relief, key, ctx, to_short=True)
         if goal.over(model, a):
             still = (model.replicas[ps] == a).any(axis=1)
             shed_moves(a, ps[still], relief[still], key[still], ctx)
@@ -155,23 +150,26 @@ def disk_hot_cost(
     return cost, capped
 
 
-def shed_moves(a: int, ps: np.ndarray, relief: np.ndarray, key: np.ndarray, ctx: SearchContext) -> None:
-    """Move replicas ``ps`` (in the goal's order, ``key`` ascending) off ``a`` as the goal sheds."""
+def shed_moves(
+    a: int,
+    ps: np.ndarray,
+    relief: np.ndarray,
+    key: np.ndarray,
+    ctx: SearchContext,
+    *,
+    to_short: bool = False,
+) -> None:
+    """Move replicas ``ps`` (in the goal's order, ``key`` ascending) off ``a`` as the goal sheds;
+    with ``to_short``, only to brokers under the goal's lower limit (``move.move_out``)."""
     if ctx.goal.sheds_best_fit:
-        best_fit_out(a, ps, relief, np.floor(-key), ctx)
+        best_fit_out(a, ps, relief, np.floor(-key), ctx, to_short=to_short)
     else:
-        shed_in_order(a, ps, relief, ctx)
+        shed_in_order(a, ps, relief, ctx, to_short=to_short)
 
 
-def short_brokers(ctx: SearchContext) -> np.ndarray:
-    """Per broker: under the goal's lower limit (and able to receive)."""
-    model, goal = ctx.model, ctx.goal
-    _, lower = goal.limits(model)
-    short: np.ndarray = (model.load[:, goal.dim] < lower * model.cap[:, goal.dim]) & model.dest_ok
-    return short
-
-
-def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext) -> None:
+def shed_in_order(
+    a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext, *, to_short: bool = False
+) -> None:
     """Move replicas ``ps`` off ``a`` in order while it is over its limit (where the goal covers:
     one replica that alone covers the excess first), then take back what the overshoot does
     not need. Data first: where the goal covers, a replica that alone covers the excess with more
@@ -190,7 +188,7 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
             break
         if goal.covers and covered_at != model.moves_applied:
             covered_at = model.moves_applied
-            if cover(a, ps, relief, tried, moved, ctx):
+            if cover(a, ps, relief, tried, moved, ctx, to_short=to_short):
                 continue
         if tried[i]:
             i += 1
@@ -221,7 +219,7 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
         tried[i] = True
         i += 1
         mark = len(model.log)
-        if move_out(p, a, ctx):
+        if move_out(p, a, ctx, to_short=to_short):
             misses, chunk = 0, 0
             if len(model.log) == mark + 1:
                 moved.append(model.log[-1])
@@ -231,7 +229,14 @@ def shed_in_order(a: int, ps: np.ndarray, relief: np.ndarray, ctx: SearchContext
 
 
 def cover(
-    src: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, moved: list[Move], ctx: SearchContext
+    src: int,
+    ps: np.ndarray,
+    relief: np.ndarray,
+    tried: np.ndarray,
+    moved: list[Move],
+    ctx: SearchContext,
+    *,
+    to_short: bool = False,
 ) -> bool:
     """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
     relief alone covers src's remaining excess, the smallest data that the other goals' lower
@@ -252,7 +257,7 @@ def cover(
     for pick in covering[free][:DEST_TRIES].tolist():
         tried[pick] = True
         mark = len(model.log)
-        if move_out(int(ps[pick]), src, ctx):
+        if move_out(int(ps[pick]), src, ctx, to_short=to_short):
             if len(model.log) == mark + 1:
                 moved.append(model.log[-1])
             return True
@@ -270,7 +275,15 @@ def cover_budget(a: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, 
     return (1.0 + ctx.data_slack) * cover_data(model.size[ps[rest]], relief[rest], need)
 
 
-def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray, ctx: SearchContext) -> None:
+def best_fit_out(
+    a: int,
+    ps: np.ndarray,
+    relief: np.ndarray,
+    bucket: np.ndarray,
+    ctx: SearchContext,
+    *,
+    to_short: bool = False,
+) -> None:
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
     alone covers a's remaining excess (one move, fewest bytes), else the biggest one. Where the
     search puts data first, a covering replica only if it copies no more than the data slack over the
@@ -294,7 +307,7 @@ def best_fit_out(a: int, ps: np.ndarray, relief: np.ndarray, bucket: np.ndarray,
         pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
         left.remove(pick)
         mark = len(model.log)
-        if move_out(int(ps[pick]), a, ctx) and len(model.log) == mark + 1:
+        if move_out(int(ps[pick]), a, ctx, to_short=to_short) and len(model.log) == mark + 1:
             moved.append(model.log[-1])
     take_back(a, moved, ctx)
 
@@ -328,131 +341,3 @@ def keeps_disk(move: Move, ctx: SearchContext) -> bool:
     d = model.delta(move)[DISK]
     gain = move.dst if d > 0 else move.src
     return bool(d == 0 or (model.load[gain, DISK] + abs(d)) / model.cap[gain, DISK] <= ctx.disk_line + EPS)
-
-
-def move_out(part: int, src: int, ctx: SearchContext) -> bool:
-    """Move partition ``part``'s replica off ``src`` to the first of the DEST_TRIES coldest
-    destinations that every limit admits and every goal accepts. True if it moved."""
-    model, goal = ctx.model, ctx.goal
-    vec = model.contrib(part, src)
-    if not source_ok(src, vec, ctx):
-        return False
-    mask = dest_mask(part, src, vec, ctx)
-    if ctx.to_short:
-        mask &= short_brokers(ctx)
-    dests = np.nonzero(mask)[0]
-    if not len(dests):
-        return False
-    util = model.util(goal.dim)[dests]
-    if goal.prefers_disk_room:
-        # Destinations whose disk stays within the disk goal's target first (that goal runs
-        # later and would move the bytes again), the coldest on this goal's dimension in each.
-        disk_after = (model.load[dests, DISK] + vec[DISK]) / model.cap[dests, DISK]
-        dests = dests[np.lexsort((util, disk_after > ctx.disk_line + EPS))][:DEST_TRIES]
-    else:
-        dests = dests[np.argsort(util, kind="stable")][:DEST_TRIES]
-    for dst in dests.tolist():
-        move = Move(REPLICA_MOVE, part, src, dst)
-        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-            return True
-    if goal.guards and model.leader[part] == src:
-        for dst in dests.tolist():
-            if move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
-                return True
-        if ctx.data_first:
-            for dst in dests.tolist():
-                if move_as_follower(Move(REPLICA_MOVE, part, src, dst), ctx):
-                    return True
-            for dst in dests.tolist():
-                if move_with_relay(Move(REPLICA_MOVE, part, src, dst), ctx):
-                    return True
-    return False
-
-
-def move_with_relay(move: Move, ctx: SearchContext) -> bool:
-    """Move a leader replica whose network_out would overload ``dst`` after ``dst`` hands one of
-    its own leaderships (no data), the lightest that makes the room, to a follower whose
-    network_out stays within the guarded goal's target band. The pair counts only together. For
-    a search that puts data first (``SearchContext.data_first``)."""
-    model, goal = ctx.model, ctx.goal
-    p, a, dst = move.p, move.src, move.dst
-    if not goal.improves(move, model):
-        return False
-    ratio = ctx.guard_ratio if ctx.guard_ratio is not None else goal.threshold
-    excess = (
-        model.load[dst, OUT] + model.leader_out[p] - ratio * model.cluster_util(OUT) * model.cap[dst, OUT]
-    )
-    if excess <= 0:
-        return False
-    line = goal.guard_band(model, OUT) * model.cap[:, OUT]
-    on = model.partitions_on(dst)
-    qs = on[(model.leader[on] == dst) & model.movable[on] & (model.rf[on] > 1) & (on != p)]
-    qs = qs[model.leader_out[qs] >= excess]
-    for q in qs[np.argsort(model.leader_out[qs], kind="stable")][:RELAY_TRIES].tolist():
-        room = line - model.load[:, OUT] - model.leader_out[q]
-        followers = [b for b in model.replicas[q].tolist() if b >= 0 and b not in (dst, a) and room[b] >= 0]
-        for f in sorted(followers, key=lambda b: (-room[b], b)):
-            done = _after_leadership(Move(LEADERSHIP, q, dst, f), move, ctx)
-            if done is not None:
-                return done
-    return False
-
-
-def move_as_follower(move: Move, ctx: SearchContext) -> bool:
-    """Move a leader replica whose network_out would overload ``dst`` as a follower: its leadership
-    first goes (no data) to another of its replicas whose network_out stays within the target band
-    of the guarded goal (that goal runs later and must find nothing to undo there), then the
-    replica moves without it. The pair counts only together. For a search that puts data first
-    (``SearchContext.data_first``): the cheapest bytes may be led by the broker being shed."""
-    model, goal = ctx.model, ctx.goal
-    p, a = move.p, move.src
-    line = goal.guard_band(model, OUT) * model.cap[:, OUT]
-    load = model.load[:, OUT] + model.leader_out[p]
-    followers = [b for b in model.replicas[p].tolist() if b >= 0 and b != a and model.dest_ok[b]]
-    for f in sorted((b for b in followers if load[b] <= line[b]), key=lambda b: (load[b] / line[b], b)):
-        done = _after_leadership(Move(LEADERSHIP, p, a, f), move, ctx)
-        if done is not None:
-            return done
-    return False
-
-
-def _after_leadership(hand: Move, move: Move, ctx: SearchContext) -> bool | None:
-    """``hand`` (a leadership transfer, no data) then ``move``: the pair counts only together, so
-    ``hand`` is undone when ``move`` is refused. None when ``hand`` itself is refused (the caller
-    may try another), else whether the pair was made."""
-    model, goal = ctx.model, ctx.goal
-    if not goal.try_move(hand, model, ctx.checks):
-        return None
-    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-        return True
-    model.apply(Move(LEADERSHIP, hand.p, hand.dst, hand.src))
-    return False
-
-
-def move_with_handback(move: Move, ctx: SearchContext) -> bool:
-    """Move a leader replica whose network_out would overload ``dst``, handing ``src`` a
-    leadership of ``dst``'s in exchange (no data): ``src`` just lost that much network_out.
-    """
-    model, goal = ctx.model, ctx.goal
-    if not goal.improves(move, model):
-        return False
-    a, dst, d = move.src, move.dst, OUT
-    limit = goal.threshold * model.cluster_util(d)
-    lo_p = model.leader_out[move.p]
-    excess = model.load[dst, d] + lo_p - limit * model.cap[dst, d]
-    if excess <= 0:
-        return False
-    on_a = model.partitions_on(a)
-    qs = on_a[(model.leader[on_a] == dst) & model.movable[on_a]]
-    qs = qs[qs != move.p]
-    lo_q = model.leader_out[qs]
-    fits = (lo_q >= excess) & (model.load[a, d] - lo_p + lo_q <= limit * model.cap[a, d])
-    if not fits.any():
-        return False
-    q = int(qs[fits][np.argmin(lo_q[fits])])
-    if not goal.try_move(Move(LEADERSHIP, q, dst, a), model, ctx.checks):
-        return False
-    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-        return True
-    model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
-    return False
