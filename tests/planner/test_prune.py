@@ -12,28 +12,14 @@ from balancer.planner import ClusterModel, Move, PlannerOptions, default_goals, 
 from balancer.planner.prune import undo_needless
 from balancer.planner.validate import check_plan
 
-CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
+from .test_goals import snapshot
 
 
 def _snapshot(brokers: list[list[tuple[float, float]]]) -> dict:
-    """One single-replica partition per (bytes_in, size) pair, on the broker whose list holds it."""
-    parts = [(b, bi, sz) for b, loads in enumerate(brokers) for bi, sz in loads]
-    return {
-        "cluster": "t",
-        "brokers": [{"id": b, "capacity": dict(CAP)} for b in range(len(brokers))],
-        "partitions": [
-            {
-                "topic": "t",
-                "partition": i,
-                "replicas": [b],
-                "leader": b,
-                "bytes_in": bi,
-                "bytes_out": bi,
-                "size": sz,
-            }
-            for i, (b, bi, sz) in enumerate(parts)
-        ],
-    }
+    """One single-replica partition per (bytes_in, size) pair, on the broker whose list holds it;
+    bytes out equal to bytes in, no racks."""
+    parts = [([b], bi, bi, sz) for b, loads in enumerate(brokers) for bi, sz in loads]
+    return snapshot(parts, brokers=len(brokers), racks=(None,) * len(brokers))
 
 
 def test_a_replica_move_the_end_state_does_not_need_goes_back():
