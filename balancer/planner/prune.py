@@ -14,25 +14,38 @@ import numpy as np
 
 from .actions import Move
 from .goals.base import Goal
+from .goals.resource import ResourceGoal
 from .model import ClusterModel
-from .search.constants import LEADERSHIP, REPLICA_MOVE
+from .search.constants import EPS, LEADERSHIP, REPLICA_MOVE
 
 PRUNE_PASSES = 3  # a return frees room on the broker the replica leaves: the next pass may use it
+# Pairs tried at the most (each a few goal checks): a plan of 50,000 moves has pairs by the
+# thousand between two busy brokers, and a pair's return saves no more than its two moves.
+PAIR_TRIES = 4096
 
 
 def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
     """Put back each replica the plan moved, the biggest first, where every goal accepts its return
     (each keeps both brokers within its limits, so no goal's figure gets worse and a replan finds no
-    work); then each leadership, where its first leader still holds the partition."""
-    for _ in range(PRUNE_PASSES):
-        if not return_replicas(model, goals):
-            break
+    work); then pairs that went opposite ways between two brokers, together (``return_pairs``), and
+    the single returns those make room for; then each leadership, where its first leader still
+    holds the partition."""
+    returns(model, goals)
+    if return_pairs(model, goals):
+        returns(model, goals)
     touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
     led = touched[model.leader[touched] != model.orig_leader[touched]]
     for p in led.tolist():
         a = int(model.orig_leader[p])
         if model.holds(p, a):
             Goal.try_move(Move(LEADERSHIP, p, int(model.leader[p]), a), model, goals)
+
+
+def returns(model: ClusterModel, goals: Sequence[Goal]) -> None:
+    """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most."""
+    for _ in range(PRUNE_PASSES):
+        if not return_replicas(model, goals):
+            return
 
 
 def return_replicas(model: ClusterModel, goals: Sequence[Goal]) -> bool:
@@ -48,3 +61,60 @@ def return_replicas(model: ClusterModel, goals: Sequence[Goal]) -> bool:
                     returned = True
                     break
     return returned
+
+
+def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
+    """Two replicas the plan moved opposite ways between the same two brokers (a swap, or two moves)
+    go back together where every goal takes the pair (``pair_ok``): each alone may unbalance what
+    both together do not. The biggest first. True if a pair returned."""
+    touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
+    moved = touched[(model.replicas[touched] != model.orig_replicas[touched]).any(axis=1)]
+    ways: dict[tuple[int, int], list[int]] = {}
+    for p in moved[np.argsort(-model.size[moved], kind="stable")].tolist():
+        old = set(model.orig_replicas[p].tolist()) - {-1}
+        now = set(model.replicas[p].tolist()) - {-1}
+        gone, came = old - now, now - old
+        if len(gone) == 1 and len(came) == 1:
+            ways.setdefault((gone.pop(), came.pop()), []).append(p)
+    returned, tries = False, 0
+    for (a, c), ps in ways.items():
+        qs = ways.get((c, a), [])
+        if a > c or not qs:
+            continue
+        for p in ps:
+            for q in qs:
+                if not model.holds(q, a) or model.holds(q, c):
+                    continue  # returned with another p already
+                if tries >= PAIR_TRIES:
+                    return returned
+                tries += 1
+                if pair_ok(Move(REPLICA_MOVE, p, c, a), Move(REPLICA_MOVE, q, a, c), model, goals):
+                    returned = True
+                    break
+    return returned
+
+
+def pair_ok(first: Move, second: Move, model: ClusterModel, goals: Sequence[Goal]) -> bool:
+    """Apply ``first`` then ``second`` (replica moves between the same two brokers, opposite ways)
+    if the plan's caps allow both, each structural goal accepts each in turn, and no resource goal's
+    distance outside its limits grows on the two brokers; else leave the model as it was."""
+    if not (model.allowed(first) and model.allowed(second)):
+        return False
+    a, c = first.dst, first.src
+    resource = [g for g in goals if isinstance(g, ResourceGoal) and not g.idle(model)]
+    structural = [g for g in goals if not isinstance(g, ResourceGoal)]
+    before = [
+        g.term(model, a, model.load[a, g.dim]) + g.term(model, c, model.load[c, g.dim]) for g in resource
+    ]
+    mark, swapped = len(model.log), set(model.swapped)
+    for move in (first, second):
+        if not (all(g.accept(move, model) for g in structural) and model.within_caps(move)):
+            model.undo_to(mark, swapped)
+            return False
+        model.apply(move)
+    for g, was in zip(resource, before, strict=True):
+        now = g.term(model, a, model.load[a, g.dim]) + g.term(model, c, model.load[c, g.dim])
+        if now > was + EPS * max(1.0, was):
+            model.undo_to(mark, swapped)
+            return False
+    return True

@@ -91,3 +91,29 @@ def test_pruning_never_costs_data_validity_or_a_target(seed):
     assert pruned.replica_moves <= unpruned.replica_moves
     for r, after in unpruned.after.items():
         assert pruned.after[r] <= max(after, 1.09) + 1e-9, r  # loads are float sums: a return may round
+
+
+def _swapped_pair(loads_0, loads_1):
+    """Broker 0 holds partitions 0 and 1, broker 1 partitions 2 and 3, broker 2 partition 4 (40 in,
+    400 bytes); the plan moved partition 0 to broker 1 and partition 2 to broker 0."""
+    model = ClusterModel(_snapshot([loads_0, loads_1, [(40, 400)]]))
+    model.apply(Move("replica_move", 0, 0, 1))
+    model.apply(Move("replica_move", 2, 1, 0))
+    return model
+
+
+def test_two_moves_opposite_ways_that_only_together_are_needless_go_back_together():
+    # 30 went 0 -> 1 and 30 went 1 -> 0: either back alone puts 70 on a broker (limit 43.6 of an
+    # average 40); both back, every broker is where it started, within every limit.
+    model = _swapped_pair([(30, 300), (10, 100)], [(30, 300), (10, 100)])
+    undo_needless(model, default_goals(PlannerOptions()))
+    assert model.replicas[[0, 2], 0].tolist() == [0, 1]
+    assert model.bytes_moved == 0
+
+
+def test_two_moves_opposite_ways_that_balance_the_brokers_stay():
+    # Broker 0 started at 60 and broker 1 at 20 (an average of 40): the 30 from 0 and the 10 from
+    # 1 changing places left both at 40; back together they would leave both outside their limits.
+    model = _swapped_pair([(30, 300), (30, 300)], [(10, 100), (10, 100)])
+    undo_needless(model, default_goals(PlannerOptions()))
+    assert model.replicas[[0, 2], 0].tolist() == [1, 0]
