@@ -96,16 +96,15 @@ def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
 
 def pair_ok(first: Move, second: Move, model: ClusterModel, goals: Sequence[Goal]) -> bool:
     """Apply ``first`` then ``second`` (replica moves between the same two brokers, opposite ways)
-    if the plan's caps allow both, each structural goal accepts each in turn, and no resource goal's
-    distance outside its limits grows on the two brokers; else leave the model as it was."""
+    if the plan's caps allow both, each structural goal accepts each in turn, and for each resource
+    goal neither the two brokers' larger distance outside its limits nor their sum grows; else
+    leave the model as it was."""
     if not (model.allowed(first) and model.allowed(second)):
         return False
     a, c = first.dst, first.src
     resource = [g for g in goals if isinstance(g, ResourceGoal) and not g.idle(model)]
     structural = [g for g in goals if not isinstance(g, ResourceGoal)]
-    before = [
-        g.term(model, a, model.load[a, g.dim]) + g.term(model, c, model.load[c, g.dim]) for g in resource
-    ]
+    before = [_terms(g, model, a, c) for g in resource]
     mark, swapped = len(model.log), set(model.swapped)
     for move in (first, second):
         if not (all(g.accept(move, model) for g in structural) and model.within_caps(move)):
@@ -113,8 +112,15 @@ def pair_ok(first: Move, second: Move, model: ClusterModel, goals: Sequence[Goal
             return False
         model.apply(move)
     for g, was in zip(resource, before, strict=True):
-        now = g.term(model, a, model.load[a, g.dim]) + g.term(model, c, model.load[c, g.dim])
-        if now > was + EPS * max(1.0, was):
+        now = _terms(g, model, a, c)
+        if any(n > w + EPS * max(1.0, w) for n, w in zip(now, was, strict=True)):
             model.undo_to(mark, swapped)
             return False
     return True
+
+
+def _terms(goal: ResourceGoal, model: ClusterModel, a: int, c: int) -> tuple[float, float]:
+    """Brokers ``a`` and ``c``'s distance outside ``goal``'s limits: the larger (a figure no worse)
+    and the sum (the goal's metric no worse)."""
+    ta, tc = (goal.term(model, b, model.load[b, goal.dim]) for b in (a, c))
+    return max(ta, tc), ta + tc

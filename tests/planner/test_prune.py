@@ -117,3 +117,14 @@ def test_two_moves_opposite_ways_that_balance_the_brokers_stay():
     model = _swapped_pair([(30, 300), (30, 300)], [(10, 100), (10, 100)])
     undo_needless(model, default_goals(PlannerOptions()))
     assert model.replicas[[0, 2], 0].tolist() == [1, 0]
+
+
+def test_two_moves_opposite_ways_stay_where_back_together_one_broker_would_end_further_out():
+    # Now brokers 0 and 1 each carry 45.6, 2 over the 43.6 limit (1.09 x an average of 40); the 12
+    # that went 0 -> 1 and the 10 that went 1 -> 0 back together would leave broker 1 at the limit
+    # and broker 0 4 over it: the two brokers' distance is the same, the hottest is further out.
+    model = ClusterModel(_snapshot([[(12, 1), (35.6, 1)], [(10, 1), (33.6, 1)], [(34.4, 1)], [(34.4, 1)]]))
+    model.apply(Move("replica_move", 0, 0, 1))
+    model.apply(Move("replica_move", 2, 1, 0))
+    undo_needless(model, default_goals(PlannerOptions()))
+    assert model.replicas[[0, 2], 0].tolist() == [1, 0]
