@@ -115,8 +115,10 @@ def plan(
                 reports[i] = reports[i].then(report)
         if len(model.log) == applied:
             break
-    undo_needless(model, goals)  # every goal accepts each return: its metric can only fall
-    reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
+    kept = len(model.log)
+    undo_needless(model, goals)
+    if len(model.log) > kept:  # every goal takes each return: its metric can only have fallen
+        reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
     unsatisfied = tuple(
         f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
     )

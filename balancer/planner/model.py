@@ -586,6 +586,10 @@ class ClusterModel:
         return got
 
     # ---- bookkeeping for caps ------------------------------------------------------------
+    def moved(self, p: int) -> tuple[set[int], set[int]]:
+        """The brokers partition ``p``'s replicas have left and reached since the snapshot."""
+        return self._diff(p, self.replicas[p])
+
     def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
         old = set(self.orig_replicas[p].tolist()) - {-1}
         new = set(row.tolist()) - {-1}

@@ -50,14 +50,11 @@ def returns(model: ClusterModel, goals: Sequence[Goal]) -> None:
 
 def return_replicas(model: ClusterModel, goals: Sequence[Goal]) -> bool:
     """One pass of returns over the partitions the plan moves, the biggest first. True if one returned."""
-    touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
-    moved = touched[(model.replicas[touched] != model.orig_replicas[touched]).any(axis=1)]
     returned = False
-    for p in moved[np.argsort(-model.size[moved], kind="stable")].tolist():
-        old = set(model.orig_replicas[p].tolist()) - {-1}
-        for c in sorted(set(model.replicas[p].tolist()) - old - {-1}):
-            for a in sorted(old - set(model.replicas[p].tolist())):
-                if Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
+    for p, left, reached in moved_partitions(model):
+        for c in reached:
+            for a in left:
+                if not model.holds(p, a) and Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
                     returned = True
                     break
     return returned
@@ -67,15 +64,12 @@ def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
     """Two replicas the plan moved opposite ways between the same two brokers (a swap, or two moves)
     go back together where every goal takes the pair (``pair_ok``): each alone may unbalance what
     both together do not. The biggest first. True if a pair returned."""
-    touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
-    moved = touched[(model.replicas[touched] != model.orig_replicas[touched]).any(axis=1)]
     ways: dict[tuple[int, int], list[int]] = {}
-    for p in moved[np.argsort(-model.size[moved], kind="stable")].tolist():
-        old = set(model.orig_replicas[p].tolist()) - {-1}
-        now = set(model.replicas[p].tolist()) - {-1}
-        gone, came = old - now, now - old
-        if len(gone) == 1 and len(came) == 1:
-            ways.setdefault((gone.pop(), came.pop()), []).append(p)
+    for p, left, reached in moved_partitions(model):
+        if len(left) == 1 and len(reached) == 1:
+            ways.setdefault((left[0], reached[0]), []).append(p)
+    resource = [g for g in goals if isinstance(g, ResourceGoal) and not g.idle(model)]
+    structural = [g for g in goals if not isinstance(g, ResourceGoal)]
     returned, tries = False, 0
     for (a, c), ps in ways.items():
         qs = ways.get((c, a), [])
@@ -88,22 +82,41 @@ def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
                 if tries >= PAIR_TRIES:
                     return returned
                 tries += 1
-                if pair_ok(Move(REPLICA_MOVE, p, c, a), Move(REPLICA_MOVE, q, a, c), model, goals):
+                if pair_ok(
+                    Move(REPLICA_MOVE, p, c, a), Move(REPLICA_MOVE, q, a, c), model, resource, structural
+                ):
                     returned = True
                     break
     return returned
 
 
-def pair_ok(first: Move, second: Move, model: ClusterModel, goals: Sequence[Goal]) -> bool:
+def moved_partitions(model: ClusterModel) -> list[tuple[int, list[int], list[int]]]:
+    """(partition, the brokers it left, the brokers it reached) for each partition the plan moves,
+    the biggest first."""
+    touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
+    moved = touched[(model.replicas[touched] != model.orig_replicas[touched]).any(axis=1)]
+    out = []
+    for p in moved[np.argsort(-model.size[moved], kind="stable")].tolist():
+        left, reached = model.moved(p)
+        if left:
+            out.append((p, sorted(left), sorted(reached)))
+    return out
+
+
+def pair_ok(
+    first: Move,
+    second: Move,
+    model: ClusterModel,
+    resource: Sequence[ResourceGoal],
+    structural: Sequence[Goal],
+) -> bool:
     """Apply ``first`` then ``second`` (replica moves between the same two brokers, opposite ways)
-    if the plan's caps allow both, each structural goal accepts each in turn, and for each resource
-    goal neither the two brokers' larger distance outside its limits nor their sum grows; else
-    leave the model as it was."""
+    if the plan's caps allow both, each ``structural`` goal accepts each in turn, and for each
+    ``resource`` goal neither the two brokers' larger distance outside its limits nor their sum
+    grows; else leave the model as it was."""
     if not (model.allowed(first) and model.allowed(second)):
         return False
     a, c = first.dst, first.src
-    resource = [g for g in goals if isinstance(g, ResourceGoal) and not g.idle(model)]
-    structural = [g for g in goals if not isinstance(g, ResourceGoal)]
     before = [_terms(g, model, a, c) for g in resource]
     mark, swapped = len(model.log), set(model.swapped)
     for move in (first, second):
