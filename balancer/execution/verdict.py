@@ -148,6 +148,23 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
                 binding_brokers=over,
             )
         floor = model.rack_floor(dim)
+        level = model.rack_level(dim)
+        if level / avg >= bound * (1 - _REL) and floor.max() / avg < bound * (1 - _REL):
+            full = model.rack_ceiling(dim) < level * (1 - _REL)
+            named = model.rack_names
+            names = sorted({named[r] if r < len(named) else "(none)" for r in model.rack[full].tolist()})
+            brokers = tuple(int(b) for b in model.broker_ids[full].tolist())
+            return Unmet(
+                goal,
+                figure,
+                threshold,
+                bound,
+                f"rack {', '.join(names)} (brokers {', '.join(map(str, brokers))}) can hold one replica of "
+                "each partition at most, less than its brokers' share: the other racks must carry the rest, "
+                f"{bound:.3f} of the cluster's {resource} utilization at least whatever the placement "
+                "(more racks, or fewer brokers in that rack, lowers it)",
+                binding_brokers=brokers,
+            )
         members = floor >= floor.max() * (1 - _REL)
         rack = int(model.rack[members][0])
         name = model.rack_names[rack] if rack < len(model.rack_names) else "(none)"

@@ -92,3 +92,22 @@ def test_arguments_are_checked():
     with pytest.raises(TypeError, match="result"):
         advise(snap, {"actions": []})
     assert advise(snap, plan(snap))[0].to_dict()["kind"] == "no_action"
+
+
+def test_a_full_rack_is_named_as_what_binds_the_racks_that_carry_the_rest():
+    # Six brokers in five racks, RF 4: rack-0's two brokers hold at most one replica of each
+    # partition (a quarter of the traffic), so the four other racks average 1.125 of the cluster's
+    # network_in whatever the placement: above the 1.10 threshold, and rack-0 is why.
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.execution.verdict import judge
+
+    snap = generate(ScenarioSpec(brokers=6, racks=5, topics=60, replication_factor=4, skew=0.6, seed=11))
+    options = PlannerOptions()
+    verdict = judge(snap, plan(snap, options), options)
+    (unmet,) = [u for u in verdict.unmet if u.goal == "network_in_distribution"]
+    rack0 = tuple(b["id"] for b in snap["brokers"] if b["rack"] == snap["brokers"][0]["rack"])
+    assert len(rack0) == 2
+    assert unmet.lower_bound == pytest.approx(1.125, rel=1e-6)
+    assert unmet.binding_brokers == rack0
+    assert unmet.binding.startswith(f"rack {snap['brokers'][0]['rack']} (brokers "), unmet.binding
+    assert "can hold one replica of each partition at most" in unmet.binding, unmet.binding

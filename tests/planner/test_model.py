@@ -177,3 +177,20 @@ def test_a_bad_columnar_snapshot_gets_the_dict_snapshots_message(path, value, me
     with pytest.raises(SnapshotError, match=message) as got:
         plan(_columnar(snap))
     assert str(got.value) == str(expected.value)
+
+
+def test_lower_bound_counts_the_share_a_full_rack_leaves_the_others_and_the_plan_reaches_it():
+    """Six brokers in five racks, RF 4: rack 0's two brokers hold at most one replica of each
+    partition, a quarter of all traffic, so they average at most 0.75 of the cluster's network_in
+    and the four other racks must average 1.125. The goals aim at that level, not at the threshold
+    no placement reaches."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.planner import PlannerOptions
+    from balancer.planner.validate import check_plan
+
+    snap = generate(ScenarioSpec(brokers=6, racks=5, topics=60, replication_factor=4, skew=0.6, seed=11))
+    result = plan(snap, PlannerOptions())
+    assert result.lower_bound["network_in"] == pytest.approx(1.125, rel=1e-6)
+    assert result.lower_bound["disk"] == pytest.approx(1.125, rel=1e-6)
+    assert result.lower_bound["network_in"] - 1e-9 <= result.after["network_in"] <= 1.02 * 1.125
+    assert check_plan(snap, result) == []

@@ -126,11 +126,14 @@ class DistributionGoal(ResourceGoal):
         d = self.dim
         spread = (self.threshold - 1.0) * (1.0 if trigger else BALANCE_MARGIN)
         avg = model.cluster_util(d)
-        # Where one partition alone, or the broker's rack, forces more than the threshold,
-        # aim just above that bound instead (other racks still get the threshold)...
+        # Where one partition alone, the broker's rack (its floor), or racks that cannot hold
+        # their share (the level they leave the others) force more than the threshold, aim just
+        # above that bound instead (racks under neither still get the threshold)...
         biggest = self.per_replica(model, slice(None))
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
-        bound = np.maximum(part_bound, model.rack_floor(d))
+        level = model.rack_level(d)
+        carries = model.rack_ceiling(d) >= level * (1.0 - 1e-9)  # a full rack's brokers do not
+        bound = np.maximum(np.where(carries, max(part_bound, level), part_bound), model.rack_floor(d))
         if trigger:
             # ...and count the goal as met within BOUND_TOLERANCE of that bound.
             upper = np.maximum(avg * (1.0 + spread), (1.0 + BOUND_TOLERANCE) * bound)
@@ -363,7 +366,9 @@ class ReplicaCountDistributionGoal(CountDistributionGoal):
         upper, lower = super()._band(model, trigger=trigger)
         # With RF >= racks every rack holds a replica of each partition: a small rack's brokers
         # cannot get down to the cluster average (nor a big rack's up to it).
-        upper = np.maximum(upper, np.ceil(model.rack_floor(self.dim) - 1e-9))
+        level = model.rack_level(self.dim)
+        level_b = np.where(model.rack_ceiling(self.dim) >= level * (1.0 - 1e-9), level, 0.0)
+        upper = np.maximum(upper, np.ceil(np.maximum(model.rack_floor(self.dim), level_b) - 1e-9))
         lower = np.minimum(lower, np.floor(model.rack_ceiling(self.dim) + 1e-9))
         return upper, lower
 
