@@ -172,6 +172,26 @@ def test_heavy_leadership_with_a_full_follower_goes_on_by_a_chain_of_two_transfe
     assert result.after["network_out"] <= 1.10
 
 
+def test_a_heavy_leadership_goes_to_a_follower_that_sheds_light_ones_to_make_room():
+    # Broker 0 leads two heavy partitions (30 and 18 MB/s of the 40 each broker averages) and
+    # nothing else: each follower is near the average, no single transfer, chain of two or swap of
+    # leaderships fits, and broker 0 would fall under its floor giving either away. Broker 2 takes
+    # the 18 and hands 1 MB/s leaderships on to brokers with room; broker 0 takes light ones back.
+    parts = [([0, 1], 0, 30, 0), ([0, 2], 0, 18, 0)]
+    k = 0
+    for leader, count in {1: 38, 2: 38, 3: 36}.items():
+        others = [b for b in range(4) if b != leader]
+        for _ in range(count):
+            parts.append(([leader, others[k % 3]], 0, 1, 0))
+            k += 1
+    snap = snapshot(parts, brokers=4, racks=("a", "b", "c", "d"))
+    result = plan(snap)
+    assert result.before["network_out"] == pytest.approx(1.2)
+    assert result.after["network_out"] <= 1.10
+    assert result.bytes_to_move == 0
+    assert check_plan(snap, result) == []
+
+
 def _linkedin_like(seed):
     from balancer.demo.scenarios import ScenarioSpec, generate
 

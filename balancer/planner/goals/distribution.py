@@ -186,11 +186,13 @@ class NetworkOutDistributionGoal(NetworkOutGoal, DistributionGoal):
 
     An action is accepted if its destination_broker's network_out stays under the upper limit and
     its source_broker's over the lower one. Leadership transfers first (no data), chains of two
-    transfers, then replica moves and swaps.
+    transfers, a heavy leadership handed to a follower that passes light ones on (the hottest
+    broker only), then replica moves and swaps.
     """
 
     name = "network_out_distribution"
     resource = "network_out"
+    hands_off = True
 
 
 class LeaderBytesInDistributionGoal(DistributionGoal):

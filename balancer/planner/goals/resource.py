@@ -85,6 +85,9 @@ class ResourceGoal(Goal):
     carried_by_every_replica = False
     sheds_best_fit = False  # sheds by relief per byte, the smallest replica that covers the excess first
     chains_leadership = False  # a leadership whose follower lacks room may go on by a chain of two transfers
+    # A figure-setting broker may hand a heavy leadership to a follower without room, which sheds
+    # lighter ones on (search.leadership.hand_off_heavy).
+    hands_off = False
     # A figure-setting broker that moves and swaps leave over the limit may move one heavy replica
     # to a receiver after lighter ones left the receiver to make room (search.eject).
     ejects = False

@@ -13,6 +13,8 @@ DEST_TRIES = 4  # coldest feasible destinations tried per candidate
 RELAY_TRIES = 8  # leaderships of a destination offered to make network_out room for a leader replica
 BEST_FIT_WINDOW = 256  # candidates, in order, among which a best-fit shed picks
 CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two transfers
+# Heaviest leaderships of a figure-setting broker handed to a follower that sheds (search.leadership).
+HAND_OFF_HEADS = 3
 SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order

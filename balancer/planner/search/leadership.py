@@ -6,14 +6,22 @@ import numpy as np
 
 from ..actions import Move
 from ..model import LBIN, NLEAD, OUT
-from .constants import CHAIN_TRIES, LEADERSHIP, SCREEN_CHUNK, SCREEN_FIRST, SWAP_LEADERSHIPS
+from .constants import (
+    CHAIN_TRIES,
+    EPS,
+    HAND_OFF_HEADS,
+    LEADERSHIP,
+    SCREEN_CHUNK,
+    SCREEN_FIRST,
+    SWAP_LEADERSHIPS,
+)
 from .context import SearchContext
 from .screen import screen
 
 
-def shed_leaderships(a: int, ctx: SearchContext) -> None:
+def shed_leaderships(a: int, ctx: SearchContext, *, chains_ok: bool = True) -> None:
     """Hand leaderships off ``a`` while it is over its limit: to a follower with room, else (where
-    the goal chains) by a chain of two transfers."""
+    the goal chains and ``chains_ok``) by a chain of two transfers."""
     model, goal = ctx.model, ctx.goal
     ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
     # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
@@ -25,7 +33,7 @@ def shed_leaderships(a: int, ctx: SearchContext) -> None:
     while i < n:
         if not goal.over(model, a):
             return
-        if misses >= SCREEN_FIRST and (not goal.chains_leadership or chains >= CHAIN_TRIES):
+        if misses >= SCREEN_FIRST and (not (goal.chains_leadership and chains_ok) or chains >= CHAIN_TRIES):
             # A leadership none of whose followers passes the screen is refused by the
             # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
             chunk = max(chunk, SCREEN_FIRST)
@@ -72,6 +80,7 @@ def shed_leaderships(a: int, ctx: SearchContext) -> None:
             misses += 1
             if (
                 goal.chains_leadership
+                and chains_ok
                 and chains < CHAIN_TRIES
                 and chain_leadership(p, a, followers, led, ctx)
             ):
@@ -141,6 +150,69 @@ def chain_leadership(
         ):
             return True
         model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
+    return False
+
+
+def hand_off_heavy(a: int, ctx: SearchContext) -> None:
+    """Hand one of the heaviest leaderships of ``a`` (over its limit and setting the goal's figure) to
+    a follower with no room for it, which then sheds lighter leaderships to brokers with room; ``a``
+    takes light leaderships back where the hand-off leaves it under its lower limit (``hand_off``).
+
+    Leadership transfers only, no data: a broker leading two heavy partitions, no follower of either
+    with room, keeps the figure above the bound otherwise, or the goal copies replicas for it. The
+    HAND_OFF_HEADS lightest leaderships that alone cover a's excess (else the heaviest) are tried.
+    """
+    model, goal = ctx.model, ctx.goal
+    d = goal.dim
+    ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+    if not len(ps):
+        return
+    relief = goal.relief(model, ps, a)
+    upper, _ = goal.limits(model)
+    covering = relief >= model.load[a, d] - upper[a] * model.cap[a, d]
+    order = np.lexsort((np.where(covering, relief, -relief), ~covering))
+    for p in ps[order][:HAND_OFF_HEADS].tolist():
+        if not (goal.over(model, a) and goal.sets_figure(model, a)):
+            return
+        row = model.replicas[p]
+        util = model.util(d)
+        followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
+        followers.sort(key=lambda b: util[b])
+        for f in followers:
+            if hand_off(p, a, f, ctx):
+                break
+
+
+def hand_off(p: int, a: int, f: int, ctx: SearchContext) -> bool:
+    """Transfer ``p``'s leadership ``a`` -> ``f``, shed ``f`` back under its limit by leadership
+    transfers, and fill ``a`` if it went under its lower limit. Counts as a whole: kept only if ``f``
+    ends within its limit, the higher of the two below where ``a`` was, this goal's metric fell and
+    no other checked goal's got worse (a partial hand-off leaves the later goals a different cluster
+    for a figure hardly lower, and they copy more data for it). True if kept."""
+    model, goal = ctx.model, ctx.goal
+    move = Move(LEADERSHIP, p, a, f)
+    if not (model.allowed(move) and model.within_caps(move)):
+        return False
+    if not all(g.accept(move, model) for g in ctx.checks if g not in ctx.res_goals):
+        return False
+    top = float(model.util(goal.dim)[a])
+    before = [g.metric(model) for g in ctx.checks]
+    mark, swapped = len(model.log), set(model.swapped)
+    model.apply(move)
+    shed_leaderships(f, ctx, chains_ok=False)
+    if goal.under(model, a):
+        fill_leaderships(a, ctx)
+    util = model.util(goal.dim)
+    after = [g.metric(model) for g in ctx.checks]
+    kept = (
+        not goal.over(model, f)
+        and max(util[a], util[f]) < top - EPS
+        and after[-1] < before[-1] - EPS * max(1.0, before[-1])
+        and all(x <= y + EPS * max(1.0, abs(y)) for x, y in zip(after[:-1], before[:-1], strict=True))
+    )
+    if kept:
+        return True
+    model.undo_to(mark, swapped)
     return False
 
 

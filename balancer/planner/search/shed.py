@@ -17,7 +17,7 @@ from .constants import (
 from .context import SearchContext
 from .cost import affordable, beyond_whole, cover_data, move_cost, negligible_giants
 from .eject import eject_out
-from .leadership import shed_leaderships, swap_leadership
+from .leadership import hand_off_heavy, shed_leaderships, swap_leadership
 from .move import move_out, short_brokers
 from .refill import refill_out
 from .screen import source_ok_many
@@ -60,6 +60,8 @@ def shed(a: int, ctx: SearchContext) -> None:
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
+        if goal.hands_off and goal.over(model, a) and goal.sets_figure(model, a):
+            hand_off_heavy(a, ctx)
     if goal.moves and goal.over(model, a):
         ps = model.partitions_on(a)
         ps = ps[model.movable[ps]]
