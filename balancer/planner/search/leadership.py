@@ -19,9 +19,9 @@ from .context import SearchContext
 from .screen import screen
 
 
-def shed_leaderships(a: int, ctx: SearchContext, *, chains_ok: bool = True) -> None:
+def shed_leaderships(a: int, ctx: SearchContext) -> None:
     """Hand leaderships off ``a`` while it is over its limit: to a follower with room, else (where
-    the goal chains and ``chains_ok``) by a chain of two transfers."""
+    the goal chains) by a chain of two transfers."""
     model, goal = ctx.model, ctx.goal
     ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
     # Leaderships ``a`` holds but does not prefer go first: they return by election alone.
@@ -33,7 +33,7 @@ def shed_leaderships(a: int, ctx: SearchContext, *, chains_ok: bool = True) -> N
     while i < n:
         if not goal.over(model, a):
             return
-        if misses >= SCREEN_FIRST and (not (goal.chains_leadership and chains_ok) or chains >= CHAIN_TRIES):
+        if misses >= SCREEN_FIRST and (not goal.chains_leadership or chains >= CHAIN_TRIES):
             # A leadership none of whose followers passes the screen is refused by the
             # scalar ctx.checks too, and (no chain left to try) changes nothing: skip it.
             chunk = max(chunk, SCREEN_FIRST)
@@ -80,7 +80,6 @@ def shed_leaderships(a: int, ctx: SearchContext, *, chains_ok: bool = True) -> N
             misses += 1
             if (
                 goal.chains_leadership
-                and chains_ok
                 and chains < CHAIN_TRIES
                 and chain_leadership(p, a, followers, led, ctx)
             ):
@@ -185,10 +184,11 @@ def hand_off_heavy(a: int, ctx: SearchContext) -> None:
 
 def hand_off(p: int, a: int, f: int, ctx: SearchContext) -> bool:
     """Transfer ``p``'s leadership ``a`` -> ``f``, shed ``f`` back under its limit by leadership
-    transfers, and fill ``a`` if it went under its lower limit. Counts as a whole: kept only if ``f``
-    ends within its limit, the higher of the two below where ``a`` was, this goal's metric fell and
-    no other checked goal's got worse (a partial hand-off leaves the later goals a different cluster
-    for a figure hardly lower, and they copy more data for it). True if kept."""
+    transfers (chains of two included), and fill ``a`` if it went under its lower limit. Counts as
+    a whole: kept only if ``f`` ends within its limit, the higher of the two below where ``a`` was,
+    this goal's metric fell and no other checked goal's got worse (a partial hand-off leaves the
+    later goals a different cluster for a figure hardly lower, and they copy more data for it).
+    True if kept."""
     model, goal = ctx.model, ctx.goal
     move = Move(LEADERSHIP, p, a, f)
     if not (model.allowed(move) and model.within_caps(move)):
@@ -199,7 +199,7 @@ def hand_off(p: int, a: int, f: int, ctx: SearchContext) -> bool:
     before = [g.metric(model) for g in ctx.checks]
     mark, swapped = len(model.log), set(model.swapped)
     model.apply(move)
-    shed_leaderships(f, ctx, chains_ok=False)
+    shed_leaderships(f, ctx)
     if goal.under(model, a):
         fill_leaderships(a, ctx)
     util = model.util(goal.dim)
