@@ -27,6 +27,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -723,19 +724,13 @@ def print_table(reports: list[dict]) -> None:
             )
 
 
-def heldout(count: int, seed: int = 2024) -> bool:
-    """Plan ``count`` random small clusters no scenario was tuned on (drawn from ``seed``): replication
-    factor 2-4, 0/3/4/5 racks, Pareto or Zipf topic traffic, a size tail of its own, sizes redrawn by a
-    SIZE_MODELS model (or kept: traffic x retention), whole-machine or disk-only capacity mixes. One
-    line each (target reached, data against the data bound, moves), then the share within 1.25x the
-    bound. True if every plan is valid."""
+def heldout_clusters(count: int, seed: int = 2024) -> Iterator[tuple[dict, str, str, dict]]:
+    """The ``count`` random small clusters ``heldout`` plans, drawn from ``seed``: (spec, size model,
+    disk mix, snapshot) each."""
     from balancer.demo.scenarios import ScenarioSpec, generate
-    from balancer.planner import PlannerOptions, plan
-    from balancer.planner.validate import check_plan
 
     rng = np.random.default_rng(seed)
-    multiples, reached_all, valid = [], 0, True
-    for k in range(count):
+    for _ in range(count):
         rf = int(rng.integers(2, 5))
         racks = int(rng.choice([0, 3, 4, 5]))
         spec = dict(
@@ -763,6 +758,21 @@ def heldout(count: int, seed: int = 2024) -> bool:
                 for b, m in zip(snapshot["brokers"], mult.tolist())
             ]
             snapshot, disks = {**snapshot, "brokers": brokers}, "mixed disks"
+        yield spec, sizes, disks, snapshot
+
+
+def heldout(count: int, seed: int = 2024) -> bool:
+    """Plan ``count`` random small clusters no scenario was tuned on (drawn from ``seed``): replication
+    factor 2-4, 0/3/4/5 racks, Pareto or Zipf topic traffic, a size tail of its own, sizes redrawn by a
+    SIZE_MODELS model (or kept: traffic x retention), whole-machine or disk-only capacity mixes. One
+    line each (target reached, data against the data bound, moves), then the share within 1.25x the
+    bound. True if every plan is valid."""
+    from balancer.planner import PlannerOptions, plan
+    from balancer.planner.validate import check_plan
+
+    multiples, reached_all, valid = [], 0, True
+    for k, (spec, sizes, disks, snapshot) in enumerate(heldout_clusters(count, seed)):
+        rf, racks = spec["replication_factor"], spec["racks"]
         options = PlannerOptions()
         result = plan(snapshot, options)
         problems = check_plan(snapshot, result)

@@ -108,7 +108,13 @@ def plan(
                 continue  # nothing moved since this goal last started: it would find the same
             ran_at[i] = len(model.log)
             goal.reset()
-            report = goal.run(model, tuple(goals[:i]), options)
+            # A capacity goal a later sweep finds unmet was left unmet by its first run (every goal
+            # after it keeps it met): what room the later goals made it takes only where they
+            # accept, or a capacity no placement meets trades their balance for a sliver of it.
+            # (A drain or the rack goal still takes what it needs: an operator asked for those.)
+            later = sweep > 0 and isinstance(goal, CapacityGoal)
+            optimized = [g for g in goals if g is not goal] if later else goals[:i]
+            report = goal.run(model, tuple(optimized), options)
             if sweep == 0:
                 reports.append(report)
             else:
