@@ -150,34 +150,25 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
         floor = model.rack_floor(dim)
         level = model.rack_level(dim)
         if level / avg >= bound * (1 - _REL) and floor.max() / avg < bound * (1 - _REL):
-            full = model.rack_ceiling(dim) < level * (1 - _REL)
-            named = model.rack_names
-            names = sorted({named[r] if r < len(named) else "(none)" for r in model.rack[full].tolist()})
-            brokers = tuple(int(b) for b in model.broker_ids[full].tolist())
-            return Unmet(
-                goal,
-                figure,
-                threshold,
-                bound,
-                f"rack {', '.join(names)} (brokers {', '.join(map(str, brokers))}) can hold one replica of "
-                "each partition at most, less than its brokers' share: the other racks must carry the rest, "
-                f"{bound:.3f} of the cluster's {resource} utilization at least whatever the placement "
-                "(more racks, or fewer brokers in that rack, lowers it)",
-                binding_brokers=brokers,
+            name, brokers = _racks(model, model.rack_ceiling(dim) < level * (1 - _REL))
+            why_rack = (
+                f"can hold one replica of each partition at most, less than its brokers' share: the other "
+                f"racks must carry the rest, {bound:.3f} of the cluster's {resource} utilization at least "
+                "whatever the placement (more racks, or fewer brokers in that rack, lowers it)"
             )
-        members = floor >= floor.max() * (1 - _REL)
-        rack = int(model.rack[members][0])
-        name = model.rack_names[rack] if rack < len(model.rack_names) else "(none)"
-        brokers = tuple(int(b) for b in model.broker_ids[members].tolist())
+        else:
+            name, brokers = _racks(model, floor >= floor.max() * (1 - _REL))
+            why_rack = (
+                "must hold a replica of every partition whose replication factor is at least the rack "
+                f"count: its brokers cannot go below {bound:.3f} of the cluster's {resource} utilization "
+                "whatever the placement (more capacity in that rack lowers it)"
+            )
         return Unmet(
             goal,
             figure,
             threshold,
             bound,
-            f"rack {name} (brokers {', '.join(map(str, brokers))}) must hold a replica of every partition "
-            f"whose replication factor is at least the rack count: its brokers cannot go below {bound:.3f} "
-            f"of the cluster's {resource} utilization whatever the placement (more capacity in that rack "
-            "lowers it)",
+            f"rack {name} (brokers {', '.join(map(str, brokers))}) {why_rack}",
             binding_brokers=brokers,
         )
     return Unmet(
@@ -195,6 +186,13 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
         ),
         binding_brokers=over,
     )
+
+
+def _racks(model: ClusterModel, members: np.ndarray) -> tuple[str, tuple[int, ...]]:
+    """The names of the racks of brokers ``members`` (a mask), and those brokers' ids."""
+    named = model.rack_names
+    names = sorted({named[r] if r < len(named) else "(none)" for r in model.rack[members].tolist()})
+    return ", ".join(names), tuple(int(b) for b in model.broker_ids[members].tolist())
 
 
 def _count_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, why: str) -> Unmet | None:

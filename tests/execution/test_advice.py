@@ -111,3 +111,24 @@ def test_a_full_rack_is_named_as_what_binds_the_racks_that_carry_the_rest():
     assert unmet.binding_brokers == rack0
     assert unmet.binding.startswith(f"rack {snap['brokers'][0]['rack']} (brokers "), unmet.binding
     assert "can hold one replica of each partition at most" in unmet.binding, unmet.binding
+
+
+def test_racks_that_must_hold_every_partition_are_named_as_what_binds():
+    # Four brokers in three racks, RF 3: each rack holds a replica of every partition, so the two
+    # single-broker racks carry a third of the traffic each on a quarter of the capacity: 1.33x
+    # the cluster's network_in whatever the placement.
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.execution.verdict import judge
+
+    snap = generate(ScenarioSpec(brokers=4, racks=3, topics=40, replication_factor=3, skew=0.6, seed=5))
+    options = PlannerOptions()
+    verdict = judge(snap, plan(snap, options), options)
+    (unmet,) = [u for u in verdict.unmet if u.goal == "network_in_distribution"]
+    racks = {b["id"]: b["rack"] for b in snap["brokers"]}
+    alone = sorted(b for b, r in racks.items() if list(racks.values()).count(r) == 1)
+    assert len(alone) == 2
+    assert unmet.lower_bound == pytest.approx(4 / 3, rel=1e-6)
+    assert unmet.binding_brokers == tuple(alone)
+    names = ", ".join(sorted(racks[b] for b in alone))
+    assert unmet.binding.startswith(f"rack {names} (brokers "), unmet.binding
+    assert "must hold a replica of every partition" in unmet.binding, unmet.binding
