@@ -15,6 +15,7 @@ BEST_FIT_WINDOW = 256  # candidates, in order, among which a best-fit shed picks
 CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two transfers
 # Heaviest leaderships of a figure-setting broker handed to a follower that sheds (search.leadership).
 HAND_OFF_HEADS = 3
+HAND_OFF_DEPTH = 1  # a receiver still over its limit may hand one of its own heavy ones on, once
 SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order

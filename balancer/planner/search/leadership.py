@@ -9,6 +9,7 @@ from ..model import LBIN, NLEAD, OUT
 from .constants import (
     CHAIN_TRIES,
     EPS,
+    HAND_OFF_DEPTH,
     HAND_OFF_HEADS,
     LEADERSHIP,
     SCREEN_CHUNK,
@@ -152,7 +153,7 @@ def chain_leadership(
     return False
 
 
-def hand_off_heavy(a: int, ctx: SearchContext) -> None:
+def hand_off_heavy(a: int, ctx: SearchContext, *, depth: int = 0, held: int = -1, back: int = -1) -> None:
     """Hand one of the heaviest leaderships of ``a`` (over its limit and setting the goal's figure) to
     a follower with no room for it, which then sheds lighter leaderships to brokers with room; ``a``
     takes light leaderships back where the hand-off leaves it under its lower limit (``hand_off``).
@@ -160,10 +161,13 @@ def hand_off_heavy(a: int, ctx: SearchContext) -> None:
     Leadership transfers only, no data: a broker leading two heavy partitions, no follower of either
     with room, keeps the figure above the bound otherwise, or the goal copies replicas for it. The
     HAND_OFF_HEADS lightest leaderships that alone cover a's excess (else the heaviest) are tried.
+    Nested (``depth`` > 0), ``a`` is a receiver still over its limit after its shed: it hands on one
+    of its own, not the leadership ``held`` it just took, and not back to ``back``, where it came from.
     """
     model, goal = ctx.model, ctx.goal
     d = goal.dim
     ps = np.nonzero((model.leader == a) & model.movable & (model.rf > 1))[0]
+    ps = ps[ps != held]
     if not len(ps):
         return
     relief = goal.relief(model, ps, a)
@@ -171,24 +175,25 @@ def hand_off_heavy(a: int, ctx: SearchContext) -> None:
     covering = relief >= model.load[a, d] - upper[a] * model.cap[a, d]
     order = np.lexsort((np.where(covering, relief, -relief), ~covering))
     for p in ps[order][:HAND_OFF_HEADS].tolist():
-        if not (goal.over(model, a) and goal.sets_figure(model, a)):
+        if not goal.over(model, a) or (depth == 0 and not goal.sets_figure(model, a)):
             return
         row = model.replicas[p]
         util = model.util(d)
-        followers = [b for b in row.tolist() if b >= 0 and b != a and model.dest_ok[b]]
+        followers = [b for b in row.tolist() if b >= 0 and b not in (a, back) and model.dest_ok[b]]
         followers.sort(key=lambda b: util[b])
         for f in followers:
-            if hand_off(p, a, f, ctx):
+            if hand_off(p, a, f, ctx, depth=depth):
                 break
 
 
-def hand_off(p: int, a: int, f: int, ctx: SearchContext) -> bool:
+def hand_off(p: int, a: int, f: int, ctx: SearchContext, *, depth: int = 0) -> bool:
     """Transfer ``p``'s leadership ``a`` -> ``f``, shed ``f`` back under its limit by leadership
-    transfers (chains of two included), and fill ``a`` if it went under its lower limit. Counts as
-    a whole: kept only if ``f`` ends within its limit, the higher of the two below where ``a`` was,
-    this goal's metric fell and no other checked goal's got worse (a partial hand-off leaves the
-    later goals a different cluster for a figure hardly lower, and they copy more data for it).
-    True if kept."""
+    transfers (chains of two included; where that is not enough, and the hand-offs nest less than
+    HAND_OFF_DEPTH deep, ``f`` hands one of its own heavy leaderships on the same way), and fill
+    ``a`` if it went under its lower limit. Counts as a whole: kept only if ``f`` ends within its
+    limit, the higher of the two below where ``a`` was, this goal's metric fell and no other checked
+    goal's got worse (a partial hand-off leaves the later goals a different cluster for a figure
+    hardly lower, and they copy more data for it). True if kept."""
     model, goal = ctx.model, ctx.goal
     move = Move(LEADERSHIP, p, a, f)
     if not (model.allowed(move) and model.within_caps(move)):
@@ -200,6 +205,8 @@ def hand_off(p: int, a: int, f: int, ctx: SearchContext) -> bool:
     mark, swapped = len(model.log), set(model.swapped)
     model.apply(move)
     shed_leaderships(f, ctx)
+    if depth < HAND_OFF_DEPTH and goal.over(model, f):
+        hand_off_heavy(f, ctx, depth=depth + 1, held=p, back=a)
     if goal.under(model, a):
         fill_leaderships(a, ctx)
     util = model.util(goal.dim)

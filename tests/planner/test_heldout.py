@@ -1,4 +1,5 @@
-"""Later sweeps: a capacity goal a later sweep finds unmet takes only the moves every goal accepts."""
+"""Held-out clusters (`planner_bench.heldout_clusters`) where a planner rule decides the outcome: each
+test fails with its rule broken."""
 
 from __future__ import annotations
 
@@ -31,3 +32,16 @@ def test_an_unmet_capacity_goal_does_not_trade_later_goals_balance_in_a_later_sw
         first = plan(snap, options)
     assert first.after["network_in"] == pytest.approx(1.622, abs=0.01)  # what the first sweep leaves
     assert result.after["network_in"] <= first.after["network_in"] + 1e-9
+
+
+def test_a_receiver_over_its_limit_hands_one_of_its_own_heavy_leaderships_on():
+    # A held-out cluster (seed 314, #13): broker 5 leads one partition of 1.3x the average broker's
+    # network out on 1.03x capacity; its follower on a 1.37x broker has room only once it hands
+    # one of its own heavy leaderships on to a follower of that one, which sheds light ones.
+    _, _, _, snap = next(itertools.islice(heldout_clusters(14, 314), 13, None))
+    options = PlannerOptions()
+    result = plan(snap, options)
+    assert result.before["network_out"] > 1.25
+    target = max(options.balance_threshold, 1.02 * result.lower_bound["network_out"])
+    assert result.after["network_out"] <= target
+    assert check_plan(snap, result) == []
