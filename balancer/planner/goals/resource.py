@@ -65,8 +65,8 @@ class ResourceGoal(Goal):
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
-    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``ejects`` / ``swaps_least_data``: how a
-      broker over its limit is shed;
+    * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``hands_off`` / ``ejects`` /
+      ``swaps_least_data``: how a broker over its limit is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
     * ``guards``: dimensions optimized later that its moves must not push past the threshold.
     """

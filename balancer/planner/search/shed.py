@@ -54,9 +54,10 @@ def shed_all(ctx: SearchContext) -> None:
 
 def shed(a: int, ctx: SearchContext) -> None:
     """Take load off ``a`` while it is over its limit, by the actions the goal allows: leadership
-    transfers (no data), then replica moves (data first: to brokers under the goal's lower limit
-    first, then to any), then swaps, then swaps of two leaderships; where the goal ejects and ``a``
-    still sets its figure, an ejection chain."""
+    transfers (no data) and, where the goal hands off and ``a`` sets its figure, a heavy leadership
+    handed to a follower that passes light ones on; then replica moves (data first: to brokers under
+    the goal's lower limit first, then to any), then swaps, then swaps of two leaderships; where the
+    goal ejects and ``a`` still sets its figure, an ejection chain."""
     model, goal = ctx.model, ctx.goal
     if goal.leadership:
         shed_leaderships(a, ctx)
