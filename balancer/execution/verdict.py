@@ -149,8 +149,8 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
             )
         floor = model.rack_floor(dim)
         level = model.rack_level(dim)
-        if level / avg >= bound * (1 - _REL) and floor.max() / avg < bound * (1 - _REL):
-            name, brokers = _racks(model, model.rack_ceiling(dim) < level * (1 - _REL))
+        if level.max() / avg >= bound * (1 - _REL) and floor.max() / avg < bound * (1 - _REL):
+            name, brokers = _racks(model, level == 0)
             why_rack = (
                 f"can hold one replica of each partition at most, less than its brokers' share: the other "
                 f"racks must carry the rest, {bound:.3f} of the cluster's {resource} utilization at least "

@@ -523,8 +523,9 @@ class ClusterModel:
             ceiling[members] = room / self.cap[members, dim].sum()
         return ceiling
 
-    def rack_level(self, dim: int) -> float:
-        """The least utilization the busiest broker can have while no rack exceeds its ceiling.
+    def rack_level(self, dim: int) -> np.ndarray:
+        """Per broker: the least utilization its rack must average while no rack exceeds its ceiling
+        (0 for a full rack's brokers, which carry no more than their ceiling).
 
         A rack that cannot hold its share (one replica per partition, ``rack_ceiling``) leaves the
         rest to the other racks: the level u where racks filled to min(ceiling, u) hold all the load.
@@ -532,19 +533,20 @@ class ClusterModel:
         ceiling = self.rack_ceiling(dim)
         avg = self.cluster_util(dim)
         if not np.isfinite(ceiling).any():
-            return avg
+            return np.full(self.n_brokers, avg)
         live = self.live if self.live.any() else np.ones(self.n_brokers, dtype=bool)
         racks = sorted(
             (float(ceiling[members][0]), float(self.cap[members, dim].sum()))
             for members in ((self.rack == r) & live for r in np.unique(self.rack[live]).tolist())
         )
-        rest = float(self.load[:, dim].sum())
+        rest, level = float(self.load[:, dim].sum()), float(racks[-1][0])  # every rack full
         for i, (top, cap) in enumerate(racks):
             room = float(sum(c for _, c in racks[i:]))  # summed afresh: a running difference drifts
             if top * room >= rest * (1.0 - 1e-12):
-                return max(avg, rest / room)
+                level = max(avg, rest / room)
+                break
             rest -= top * cap
-        return float(racks[-1][0])  # every rack full
+        return np.where(ceiling >= level * (1.0 - 1e-9), level, 0.0)
 
     def lower_bound(self, dim: int) -> float:
         """No plan beats 1.0, nor the biggest single partition on the biggest broker, nor a rack's
@@ -556,7 +558,7 @@ class ClusterModel:
         biggest = {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
         if biggest is not None:
             bound = max(bound, float(biggest.max() / self.cap[:, dim].max() / avg))
-        return max(bound, float(self.rack_floor(dim).max() / avg), self.rack_level(dim) / avg)
+        return max(bound, float(self.rack_floor(dim).max() / avg), float(self.rack_level(dim).max() / avg))
 
     def contrib(self, p: int, b: int) -> np.ndarray:
         """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""

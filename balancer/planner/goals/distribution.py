@@ -131,9 +131,7 @@ class DistributionGoal(ResourceGoal):
         # above that bound instead (racks under neither still get the threshold)...
         biggest = self.per_replica(model, slice(None))
         part_bound = float(biggest.max() / model.cap[:, d].max()) if model.n_partitions else 0.0
-        level = model.rack_level(d)
-        carries = model.rack_ceiling(d) >= level * (1.0 - 1e-9)  # a full rack's brokers do not
-        bound = np.maximum(np.where(carries, max(part_bound, level), part_bound), model.rack_floor(d))
+        bound = np.maximum(np.maximum(part_bound, model.rack_level(d)), model.rack_floor(d))
         if trigger:
             # ...and count the goal as met within BOUND_TOLERANCE of that bound.
             upper = np.maximum(avg * (1.0 + spread), (1.0 + BOUND_TOLERANCE) * bound)
@@ -368,9 +366,8 @@ class ReplicaCountDistributionGoal(CountDistributionGoal):
         upper, lower = super()._band(model, trigger=trigger)
         # With RF >= racks every rack holds a replica of each partition: a small rack's brokers
         # cannot get down to the cluster average (nor a big rack's up to it).
-        level = model.rack_level(self.dim)
-        level_b = np.where(model.rack_ceiling(self.dim) >= level * (1.0 - 1e-9), level, 0.0)
-        upper = np.maximum(upper, np.ceil(np.maximum(model.rack_floor(self.dim), level_b) - 1e-9))
+        forced = np.maximum(model.rack_floor(self.dim), model.rack_level(self.dim))
+        upper = np.maximum(upper, np.ceil(forced - 1e-9))
         lower = np.minimum(lower, np.floor(model.rack_ceiling(self.dim) + 1e-9))
         return upper, lower
 

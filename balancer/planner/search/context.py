@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..actions import Move
 from ..model import ClusterModel
 from ..options import PlannerOptions
-from .constants import DATA_SLACK
+from .constants import DATA_SLACK, EPS
 
 if TYPE_CHECKING:
     from ..goals import Goal, RackAwareGoal, ResourceGoal
@@ -53,6 +54,28 @@ class SearchContext:
         ``PlannerOptions.data_slack``, else DATA_SLACK."""
         slack = self.options.data_slack
         return DATA_SLACK if slack is None else slack
+
+    # ---- chains: several moves judged as one (search.eject, search.leadership.hand_off) ----
+    def opens(self, move: Move) -> bool:
+        """A chain's first move passes every check that is not a resource limit (racks, caps...):
+        the receiver may go over its limits until the chain's later moves shed it."""
+        model = self.model
+        return (
+            model.allowed(move)
+            and model.within_caps(move)
+            and all(g.accept(move, model) for g in self.checks if g not in self.res_goals)
+        )
+
+    def metrics(self) -> list[float]:
+        """Each checked goal's metric, the searching goal's last."""
+        return [g.metric(self.model) for g in self.checks]
+
+    def better(self, before: list[float]) -> bool:
+        """Since ``before`` (``metrics``): the searching goal's metric fell and no other's rose."""
+        after = self.metrics()
+        return after[-1] < before[-1] - EPS * max(1.0, before[-1]) and all(
+            x <= y + EPS * max(1.0, abs(y)) for x, y in zip(after[:-1], before[:-1], strict=True)
+        )
 
     # The disk goal has nothing to do as this search starts (see ``data_first``).
     disk_idle: bool = False

@@ -67,11 +67,9 @@ def chain(p: int, a: int, b: int, ctx: SearchContext) -> bool:
     goal's metric got worse and this goal's fell. True if kept."""
     model = ctx.model
     move = Move(REPLICA_MOVE, p, a, b)
-    if not (model.allowed(move) and model.within_caps(move)):
+    if not ctx.opens(move):
         return False
-    if not all(g.accept(move, model) for g in ctx.checks if g not in ctx.res_goals):
-        return False
-    before = [g.metric(model) for g in ctx.checks]
+    before = ctx.metrics()
     mark, swapped = len(model.log), set(model.swapped)
     model.apply(move)
     tries = 0
@@ -96,9 +94,7 @@ def chain(p: int, a: int, b: int, ctx: SearchContext) -> bool:
         if not moved:
             break
         over = overflow(b, ctx)
-    after = [g.metric(model) for g in ctx.checks]
-    kept = not over.any() and after[-1] < before[-1] - EPS * max(1.0, before[-1])
-    if kept and all(x <= y + EPS * max(1.0, abs(y)) for x, y in zip(after, before)):
+    if not over.any() and ctx.better(before):
         return True
     model.undo_to(mark, swapped)
     return False

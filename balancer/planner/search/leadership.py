@@ -196,12 +196,10 @@ def hand_off(p: int, a: int, f: int, ctx: SearchContext, *, depth: int = 0) -> b
     hardly lower, and they copy more data for it). True if kept."""
     model, goal = ctx.model, ctx.goal
     move = Move(LEADERSHIP, p, a, f)
-    if not (model.allowed(move) and model.within_caps(move)):
-        return False
-    if not all(g.accept(move, model) for g in ctx.checks if g not in ctx.res_goals):
+    if not ctx.opens(move):
         return False
     top = float(model.util(goal.dim)[a])
-    before = [g.metric(model) for g in ctx.checks]
+    before = ctx.metrics()
     mark, swapped = len(model.log), set(model.swapped)
     model.apply(move)
     shed_leaderships(f, ctx)
@@ -210,14 +208,7 @@ def hand_off(p: int, a: int, f: int, ctx: SearchContext, *, depth: int = 0) -> b
     if goal.under(model, a):
         fill_leaderships(a, ctx)
     util = model.util(goal.dim)
-    after = [g.metric(model) for g in ctx.checks]
-    kept = (
-        not goal.over(model, f)
-        and max(util[a], util[f]) < top - EPS
-        and after[-1] < before[-1] - EPS * max(1.0, before[-1])
-        and all(x <= y + EPS * max(1.0, abs(y)) for x, y in zip(after[:-1], before[:-1], strict=True))
-    )
-    if kept:
+    if not goal.over(model, f) and max(util[a], util[f]) < top - EPS and ctx.better(before):
         return True
     model.undo_to(mark, swapped)
     return False
