@@ -289,7 +289,9 @@ _PROLOGUE = """#!/usr/bin/env bash
 # Usage: ./run.sh [BOOTSTRAP_SERVERS]     (or set BOOTSTRAP_SERVERS)
 # Optional env: KAFKA_BIN (folder of Kafka's scripts; default: on PATH), COMMAND_CONFIG (admin client
 # properties, e.g. security, passed as --command-config), VERIFY_INTERVAL (seconds between --verify
-# polls, default 10), START_BATCH (resume from this batch index, default 0).
+# polls, default 10), START_BATCH (resume from this batch index, default 0), SETTLE_SECONDS (how long
+# a moved partition may still list a replica it is leaving before that counts as someone else's
+# change, default 60).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -301,6 +303,7 @@ fi
 KAFKA_BIN="${{KAFKA_BIN:-}}"
 COMMAND_CONFIG="${{COMMAND_CONFIG:-}}"
 VERIFY_INTERVAL="${{VERIFY_INTERVAL:-10}}"
+SETTLE_SECONDS="${{SETTLE_SECONDS:-60}}"
 START_BATCH="${{START_BATCH:-0}}"
 extra=()
 if [ -n "$COMMAND_CONFIG" ]; then extra=(--command-config "$COMMAND_CONFIG"); fi
@@ -323,21 +326,40 @@ broker_throttle() {{  # broker_throttle BROKER RATE: this broker's own computed 
     --add-config "leader.replication.throttled.rate=$2,follower.replication.throttled.rate=$2"
 }}
 
+settling() {{  # settling VERIFY_OUTPUT: every "rather than" partition still holds all its target replicas
+  # Kafka's --verify reports a finished reassignment whose old replica the controller has not yet
+  # dropped (or whose new order has not yet reached the broker answering) as "replica set is 3,2,1
+  # rather than 3,2". That passes; a target replica missing means someone else changed the partition.
+  local line current replica pattern="replica set is ([0-9,]*) rather than ([0-9,]*)"
+  while IFS= read -r line; do
+    [[ "$line" =~ $pattern ]] || continue
+    current=",${{BASH_REMATCH[1]}},"
+    for replica in ${{BASH_REMATCH[2]//,/ }}; do
+      [[ "$current" == *",$replica,"* ]] || return 1
+    done
+  done <<<"$1"
+}}
+
 wait_done() {{  # wait_done BATCH FILE ESTIMATED_SECONDS: poll --verify until no partition is in progress
-  local batch="$1" file="$2" estimated="$3" out started=$SECONDS
+  local batch="$1" file="$2" estimated="$3" out started=$SECONDS settle_started=""
   while true; do
     out="$(kafka kafka-reassign-partitions.sh --verify --reassignment-json-file "$file")"
     if grep -q "rather than" <<<"$out"; then
-      echo "$out" >&2
-      echo "batch $batch: a partition is on another replica set than this plan says: stopping" >&2
-      exit 1
-    fi
-    if ! grep -q "in progress" <<<"$out"; then
+      settle_started="${{settle_started:-$SECONDS}}"
+      if ! settling "$out" || (( SECONDS - settle_started > SETTLE_SECONDS )); then
+        echo "$out" >&2
+        echo "batch $batch: a partition is on another replica set than this plan says: stopping" >&2
+        exit 1
+      fi
+      echo "batch $batch: moved; waiting for the old replicas to leave"
+    elif ! grep -q "in progress" <<<"$out"; then
       echo "$out"
       echo "batch $batch: done in $((SECONDS - started)) s (estimated $estimated s)"
       return 0
+    else
+      settle_started=""
+      echo "batch $batch: in progress after $((SECONDS - started)) s (estimated $estimated s)"
     fi
-    echo "batch $batch: in progress after $((SECONDS - started)) s (estimated $estimated s)"
     sleep "$VERIFY_INTERVAL"
   done
 }}
@@ -400,7 +422,8 @@ Run all batches in order, stopping on the first failure:
     ./run.sh BOOTSTRAP_SERVERS          (or: BOOTSTRAP_SERVERS=host:9092 ./run.sh)
 
 Env: KAFKA_BIN (folder of kafka-*.sh, default PATH), COMMAND_CONFIG (admin client properties for
-security), VERIFY_INTERVAL (seconds between --verify polls), START_BATCH (resume at this batch).
+security), VERIFY_INTERVAL (seconds between --verify polls), START_BATCH (resume at this batch),
+SETTLE_SECONDS (how long a moved partition may still list a replica it is leaving, default 60).
 
 Per batch NNN, run.sh does:
 - batch-NNN-reassignment.json  kafka-reassign-partitions.sh --bootstrap-server {bootstrap} --execute
@@ -409,8 +432,10 @@ Per batch NNN, run.sh does:
   the batch's computed per-broker rates to --throttle (safe on every broker), then raise each
   participating broker to its own rate with kafka-configs.sh (leader.replication.throttled.rate and
   follower.replication.throttled.rate). Then --verify is polled until no partition is in progress;
-  --verify also removes the throttles. In a leadership batch the reassignment only reorders replicas
-  (the intended leader first) and moves no data.
+  --verify also removes the throttles. A partition --verify reports on a replica set other than the
+  plan's stops the script, unless that set still holds every planned replica (Kafka has finished the
+  move and not yet dropped the old replica): that is waited for, up to SETTLE_SECONDS. In a leadership
+  batch the reassignment only reorders replicas (the intended leader first) and moves no data.
 - batch-NNN-election.json      kafka-leader-election.sh --bootstrap-server {bootstrap} --election-type
   preferred --path-to-json-file batch-NNN-election.json: the first replica becomes leader.
 

@@ -159,12 +159,18 @@ def test_export_writes_kafka_files_a_script_and_a_readme(tmp_path):
 
 
 FAKE_TOOL = """#!/usr/bin/env bash
-# Logs each call; --verify says "in progress" the first time per file, then completed.
+# Logs each call; --verify says "in progress" the first time per file, then completed. With
+# FAKE_VERIFY set, --verify prints its lines instead ("|" between lines) for the first FAKE_VERIFY_CALLS
+# calls (default: every call), then completed.
 echo "$(basename "$0") $*" >> "$FAKE_LOG"
 case " $* " in
   *" --verify "*)
     file="${@: -1}"; mark="$FAKE_DIR/verified-$(basename "$file")"
-    if [ ! -e "$mark" ]; then touch "$mark"; echo "Reassignment of partition orders-3 is still in progress."
+    calls=$(grep -c -- "--verify" "$FAKE_LOG")
+    if [ -n "${FAKE_VERIFY:-}" ] && [ "$calls" -le "${FAKE_VERIFY_CALLS:-$calls}" ]; then
+      tr '|' '\\n' <<<"$FAKE_VERIFY"
+    elif [ -n "${FAKE_VERIFY:-}" ]; then echo "Reassignment of partition orders-3 is completed."
+    elif [ ! -e "$mark" ]; then touch "$mark"; echo "Reassignment of partition orders-3 is still in progress."
     else echo "Reassignment of partition orders-3 is completed."; fi ;;
 esac
 if [ -n "${FAIL_ON:-}" ] && grep -q -- "$FAIL_ON" <<<"$*"; then echo "boom" >&2; exit 1; fi
@@ -240,6 +246,50 @@ def test_run_sh_stops_on_the_first_failure_and_needs_bootstrap_servers(tmp_path)
     done, calls = run_script(tmp_path, out, BOOTSTRAP_SERVERS="from-env:9092", START_BATCH="1")
     assert done.returncode == 0, done.stderr
     assert calls and all("from-env:9092" in c and "batch-000" not in c for c in calls)
+
+
+# Kafka's --verify lines (ReassignPartitionsCommand.partitionReassignmentStatesToString).
+DONE = "Reassignment of partition orders-4 is completed."
+LEAVING = (
+    "There is no active reassignment of partition orders-3, but replica set is 1,2,4,3 rather than 1,2,4."
+)
+REORDERED = (
+    "There is no active reassignment of partition orders-0, but replica set is 1,2,3 rather than 2,1,3."
+)
+TAKEN = "There is no active reassignment of partition orders-3, but replica set is 1,2,5 rather than 1,2,4."
+
+
+def verifies(calls):
+    return [c for c in calls if "--verify" in c]
+
+
+def test_run_sh_waits_while_a_moved_partition_still_lists_the_replica_it_is_leaving(tmp_path):
+    # Kafka has finished the move but the answering broker still lists the old replica (or the
+    # old order): every planned replica is there, so the script polls again instead of stopping.
+    _, rows = plan_rows()
+    out = tmp_path / "out"
+    export_plan(rows, out)
+    done, calls = run_script(
+        tmp_path, out, "kafka-1:9092", FAKE_VERIFY="|".join([DONE, LEAVING, REORDERED]), FAKE_VERIFY_CALLS="3"
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(verifies(calls)) == 5  # batch 0: 3 settling + 1 done; batch 1: 1 done
+    assert "waiting for the old replicas to leave" in done.stdout and "all batches done" in done.stdout
+
+
+def test_run_sh_stops_when_a_planned_replica_is_missing_or_the_old_one_never_leaves(tmp_path):
+    _, rows = plan_rows()
+    out = tmp_path / "out"
+    export_plan(rows, out)
+    done, calls = run_script(tmp_path, out, "kafka-1:9092", FAKE_VERIFY="|".join([LEAVING, TAKEN]))
+    assert done.returncode == 1 and "another replica set" in done.stderr and TAKEN in done.stderr
+    assert len(verifies(calls)) == 1 and not any("election" in c for c in calls)
+    (tmp_path / "calls.log").unlink()
+    done, calls = run_script(
+        tmp_path, out, "kafka-1:9092", FAKE_VERIFY=LEAVING, SETTLE_SECONDS="1", VERIFY_INTERVAL="0.3"
+    )
+    assert done.returncode == 1 and "another replica set" in done.stderr
+    assert 3 <= len(verifies(calls)) <= 12 and not any("election" in c for c in calls)
 
 
 def test_rows_as_arrow_reads_them_map_and_json_throttles(tmp_path):
