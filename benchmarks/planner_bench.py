@@ -398,19 +398,19 @@ def goal_lines(model, options, resource: str) -> tuple[np.ndarray, np.ndarray]:
     broker, though they force only the brokers the partition or rack holds, whose own final levels
     carry what is forced."""
     from balancer.planner.goals import BALANCE_MARGIN
-    from balancer.planner.model import DISK, IN
+    from balancer.planner.model import DISK, IN, OUT
     from balancer.planner.options import RESOURCE_GOALS
     from balancer.vocabulary import SOFT_GOALS
 
     n = model.n_brokers
-    dim = {"network_in": IN, "disk": DISK}[resource]
+    dim = {"network_in": IN, "network_out": OUT, "disk": DISK}[resource]
     util = model.cluster_util(dim)
     names = options.goals if options.goals is not None else SOFT_GOALS
     if RESOURCE_GOALS[resource] not in names or util < options.low_utilization_of(resource):
         return np.full(n, np.inf), np.full(n, -np.inf)
     spread = BALANCE_MARGIN * (options.threshold(resource) - 1.0)
     upper = np.full(n, util * (1.0 + spread))
-    lower = np.full(n, util * (1.0 - spread) if resource == "network_in" else -np.inf)
+    lower = np.full(n, -np.inf if resource == "disk" else util * (1.0 - spread))
     lower[model.drained] = -np.inf
     return upper, lower
 
@@ -439,17 +439,31 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     min(the smallest movable replica >= E, E if the replicas < E sum to E): per broker the larger
     of the network_in and disk figures (``leave``). Likewise the replicas arriving on b carry at
     least its network_in deficit under its lower line, at least the same cover by the movable
-    partitions not on b (``arrive``). Every byte copied leaves one broker and
-    arrives on one, so the data is at least max(sum of ``leave``, sum of ``arrive``); a drained
+    partitions not on b (``arrive``). network_out is the leaders': b can reach at most the
+    leader_out of every partition it holds a replica of (leading them all), so its network_out
+    deficit under its lower line (min(outcome_b, the band's bottom)) beyond that must arrive as
+    replicas b then leads, each bringing at most its partition's leader_out: b's arrivals cost at
+    least the larger of the network_in and network_out covers. Every byte copied leaves one broker
+    and arrives on one, so the data is at least max(sum of ``leave``, sum of ``arrive``); a drained
     broker's every byte leaves it. ``network_in`` / ``disk`` / ``drained`` are the parts of
     ``leave`` alone; ``bound`` (= ``joint``) is the largest, as a share of all data (every
     replica counted)."""
-    from balancer.planner.model import DISK, IN, ClusterModel
+    from balancer.planner.model import DISK, IN, OUT, ClusterModel
 
     model = ClusterModel(snapshot, options)
     total = float(np.sum(model.size * model.rf))
     ceiling = options.capacity_threshold
     in_upper, in_lower = goal_lines(model, options, "network_in")
+    _, out_lower = goal_lines(model, options, "network_out")
+    out_floor = np.minimum(outcome[:, OUT], out_lower) * model.cap[:, OUT]
+    # Leading every partition it holds a replica of: the most network_out a broker reaches unmoved.
+    held = model.replicas >= 0
+    most_out = np.bincount(
+        model.replicas[held],
+        weights=np.broadcast_to(model.leader_out[:, None], held.shape)[held],
+        minlength=model.n_brokers,
+    )
+    out_deficit = out_floor * (1 - 1e-9) - most_out
     disk_upper, _ = goal_lines(model, options, "disk")
     in_line = np.maximum(outcome[:, IN], np.minimum(in_upper, ceiling)) * model.cap[:, IN]
     disk_line = np.maximum(outcome[:, DISK], np.minimum(disk_upper, ceiling)) * model.cap[:, DISK]
@@ -481,10 +495,12 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         net_in += cover
         disk += shed
         leave += max(cover, shed)
-        if in_deficit[b] > 0:
+        if in_deficit[b] > 0 or out_deficit[b] > 0:
             away = ~(model.replicas == b).any(axis=1) & model.movable
-            need = float(in_deficit[b])
-            arrive += _least_cover(model.size[away], model.bytes_in[away], need)
+            arrive += max(
+                _least_cover(model.size[away], model.bytes_in[away], float(in_deficit[b])),
+                _least_cover(model.size[away], model.leader_out[away], float(out_deficit[b])),
+            )
     out = {
         "network_in": net_in,
         "disk": disk,

@@ -16,7 +16,7 @@ from planner_bench import data_lower_bound, network_in_move_bound, plan_outcome,
 
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, plan
-from balancer.planner.model import DISK, IN, ClusterModel
+from balancer.planner.model import DISK, IN, OUT, ClusterModel
 
 CAP = {"network_in": 100.0, "network_out": 1000.0, "disk": 1e6}
 # (bytes_in, size) of broker 0's replicas (RF 1); brokers 1 and 2 hold one light replica each.
@@ -294,3 +294,44 @@ def test_data_bound_is_never_above_the_brute_force_shed(seed):
     bound = _shed_bound(held, in_figure, disk_figure)
     assert bound["bound"] <= least + 1e-6
     assert bound["network_in"] <= least + 1e-6 and bound["disk"] <= least + 1e-6
+
+
+def test_data_bound_counts_the_replicas_a_broker_must_gain_to_lead_its_share_of_network_out():
+    """Broker 2 holds one light replica: leading it is all the network_out it can reach unmoved, and
+    the plan brings it to the cluster's average. Replicas it then leads must arrive carrying the rest
+    of its floor: the bound counts their least (fractional) cover, never above the brute-force least."""
+    items = [(30.0, 50.0), (20.0, 10.0), (10.0, 40.0), (10.0, 5.0), (5.0, 2.0)]  # (leader_out, size)
+    parts = [([k % 2, 1 - k % 2], out, size) for k, (out, size) in enumerate(items)] + [([2, 0], 1.0, 1.0)]
+    snap = {
+        "cluster": "t",
+        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": k,
+                "replicas": replicas,
+                "leader": replicas[0],
+                "bytes_in": 0.0,
+                "bytes_out": out,
+                "size": size,
+            }
+            for k, (replicas, out, size) in enumerate(parts)
+        ],
+    }
+    options = PlannerOptions(balance_threshold=1.10, low_utilization={"network_out": 0.0})
+    model = ClusterModel(snap, options)
+    avg = model.cluster_util(OUT)
+    outcome = model.load / model.cap
+    outcome[2, OUT] = avg
+    need = (1.0 - 0.9 * 0.10) * avg * CAP["network_out"] - 1.0  # the band's bottom, less what it leads
+    least = min(
+        sum(size for _, size in group)
+        for n in range(len(items) + 1)
+        for group in itertools.combinations(items, n)
+        if sum(out for out, _ in group) >= need
+    )
+    total = 2 * sum(size for _, _, size in parts)
+    bound = data_lower_bound(snap, outcome, options)
+    # Fractional cover by size per leader_out: all of (5, 2), then (20, 10) for the rest.
+    assert bound["arrive"] * total == pytest.approx(2.0 + 10.0 * (need - 5.0) / 20.0)
+    assert bound["arrive"] * total <= least + 1e-9 and bound["bound"] >= bound["arrive"]
