@@ -11,9 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import heldout_clusters
+from planner_bench import data_lower_bound, heldout_clusters, plan_outcome
 
 import balancer.planner
+import balancer.planner.search
 from balancer.planner import PlannerOptions, plan
 from balancer.planner.validate import check_plan
 
@@ -45,3 +46,21 @@ def test_a_receiver_over_its_limit_hands_one_of_its_own_heavy_leaderships_on():
     target = max(options.balance_threshold, 1.02 * result.lower_bound["network_out"])
     assert result.after["network_out"] <= target
     assert check_plan(snap, result) == []
+
+
+def test_leaderships_assigned_as_a_whole_spare_the_replica_moves_greedy_transfers_need(monkeypatch):
+    # A held-out cluster (seed 2026, #11): two brokers under network_out's floor can reach it by
+    # leaderships alone only if leaderships pass on over several hops at once; one hop at a time the
+    # search runs out of transfers and fills them by replica moves, 2.3x the data bound.
+    _, _, _, snap = next(itertools.islice(heldout_clusters(12, 2026), 11, None))
+    options = PlannerOptions()
+    result = plan(snap, options)
+    assert check_plan(snap, result) == []
+    assert result.after["network_out"] <= options.balance_threshold
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)["bound"]
+    assert result.bytes_to_move <= 1.3 * bound * result.total_bytes
+    with monkeypatch.context() as m:
+        m.setattr(balancer.planner.search, "assign_leaderships", lambda ctx: False)
+        greedy = plan(snap, options)
+    assert greedy.after["network_out"] <= options.balance_threshold
+    assert greedy.bytes_to_move > 1.5 * result.bytes_to_move

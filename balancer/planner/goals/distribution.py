@@ -185,12 +185,15 @@ class NetworkOutDistributionGoal(NetworkOutGoal, DistributionGoal):
     An action is accepted if its destination_broker's network_out stays under the upper limit and
     its source_broker's over the lower one. Leadership transfers first (no data), chains of two
     transfers, a heavy leadership handed to a follower that passes light ones on (the hottest
-    broker only), then replica moves and swaps.
+    broker only), then replica moves and swaps. Where that copies data, the search runs again
+    after every leadership is assigned at once (a linear program, ``assigns_leaderships``) and
+    the run that copies less is kept, provided it leaves the goal no worse.
     """
 
     name = "network_out_distribution"
     resource = "network_out"
     hands_off = True
+    assigns_leaderships = True
 
 
 class LeaderBytesInDistributionGoal(DistributionGoal):

@@ -65,6 +65,7 @@ class ResourceGoal(Goal):
     * ``leadership`` / ``moves`` / ``swaps``: which kinds of action it may propose;
     * ``relief(model, ps, brokers)``: what moving each replica off its broker takes from the dimension;
     * ``move_key`` / ``leadership_key``: the order candidates are tried in (ascending);
+    * ``assigns_leaderships``: leaderships first reassigned as a whole (a linear program);
     * ``sheds_best_fit`` / ``covers`` / ``chains_leadership`` / ``hands_off`` / ``ejects`` /
       ``swaps_least_data``: how a broker over its limit is shed;
     * ``slack(model)`` / ``min_gain(model, excess)``: what is too little to act on;
@@ -88,6 +89,9 @@ class ResourceGoal(Goal):
     # A figure-setting broker may hand a heavy leadership to a follower without room, which sheds
     # lighter ones on (search.leadership.hand_off_heavy).
     hands_off = False
+    # Before shedding, leaderships are assigned as a whole by a linear program over every movable
+    # partition's replicas (search.leadership.assign_leaderships): a leader-borne resource only.
+    assigns_leaderships = False
     # A figure-setting broker that moves and swaps leave over the limit may move one heavy replica
     # to a receiver after lighter ones left the receiver to make room (search.eject).
     ejects = False

@@ -8,16 +8,41 @@ searching states its policy by its hooks (``ResourceGoal``); the search keeps it
 
 from __future__ import annotations
 
-from .constants import OPTIMIZE_PASSES
+from .constants import EPS, OPTIMIZE_PASSES
 from .context import SearchContext
 from .fill import fill_all
+from .leadership import assign_leaderships
 from .shed import shed_all
 
 __all__ = ["SearchContext", "optimize"]
 
 
 def optimize(ctx: SearchContext) -> None:
-    """Shed, then fill; again after a pass that moved something, up to OPTIMIZE_PASSES passes."""
+    """Shed, then fill; again after a pass that moved something, up to OPTIMIZE_PASSES passes.
+
+    Where the goal assigns leaderships and those passes copied data, they are tried again after the
+    leaderships are assigned as a whole (``assign_leaderships``): the second search is kept if it ends
+    the goal no worse and copies less."""
+    model, goal = ctx.model, ctx.goal
+    mark, swapped, data = len(model.log), set(model.swapped), model.bytes_moved
+    _passes(ctx)
+    if not goal.assigns_leaderships or model.bytes_moved <= data:
+        return
+    first, first_metric, first_data = model.log[mark:], goal.metric(model), model.bytes_moved
+    model.undo_to(mark, swapped)
+    if assign_leaderships(ctx):
+        _passes(ctx)
+        if (
+            goal.metric(model) <= first_metric + EPS * max(1.0, first_metric)
+            and model.bytes_moved < first_data
+        ):
+            return
+        model.undo_to(mark, swapped)
+    for move in first:
+        model.apply(move)
+
+
+def _passes(ctx: SearchContext) -> None:
     model = ctx.model
     for _ in range(OPTIMIZE_PASSES):
         before = model.moves_applied

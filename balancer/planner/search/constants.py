@@ -16,6 +16,15 @@ CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two trans
 # Heaviest leaderships of a figure-setting broker handed to a follower that sheds (search.leadership).
 HAND_OFF_HEADS = 3
 HAND_OFF_DEPTH = 1  # a receiver still over its limit may hand one of its own heavy ones on, once
+# Leaderships assigned as a whole (search.leadership.assign_leaderships): a unit of violation of the
+# goal's limits (in mean broker loads) weighs LP_VIOLATION changed leaderships; no program is built
+# above LP_MAX_SLOTS replica slots (its cost grows with them), and the integer program over the
+# partitions the linear one splits explores at most LP_NODES branch-and-bound nodes.
+LP_VIOLATION = 1e4
+LP_MAX_SLOTS = 200_000
+LP_NODES = 2000
+LP_PREFERRED = 0.5  # a leadership back to the preferred replica: an election, no reassignment
+LP_WHOLE = 1e-6  # a share within this of 0 or 1 is whole
 SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order

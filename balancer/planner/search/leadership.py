@@ -12,6 +12,11 @@ from .constants import (
     HAND_OFF_DEPTH,
     HAND_OFF_HEADS,
     LEADERSHIP,
+    LP_MAX_SLOTS,
+    LP_NODES,
+    LP_PREFERRED,
+    LP_VIOLATION,
+    LP_WHOLE,
     SCREEN_CHUNK,
     SCREEN_FIRST,
     SWAP_LEADERSHIPS,
@@ -298,3 +303,129 @@ def fill_leaderships(b: int, ctx: SearchContext) -> None:
             misses, chunk = 0, 0
         else:
             misses += 1
+
+
+def assign_leaderships(ctx: SearchContext) -> bool:
+    """Leaderships reassigned as a whole. A linear program spreads each movable partition's leadership
+    over its replicas so that every broker ends within the goal's limits (a unit of violation, in
+    mean broker loads, weighs LP_VIOLATION changed leaderships; a changed leadership 1, one back to
+    the preferred replica LP_PREFERRED). The partitions it leaves whole
+    keep its choice; those it splits are placed whole by a small integer program over them alone.
+    Greedy transfers stop where a broker under its floor would need leaderships passed on over
+    several hops; the program sees every hop at once. The transfers are applied as a set (other
+    goals accept each; the order of a set within one plan is no constraint), and kept only if the
+    searching goal's metric fell and no other rose (``SearchContext.better``). True if it changed any."""
+    model, goal = ctx.model, ctx.goal
+    ps = np.flatnonzero(model.movable & (model.rf > 1))
+    reps = model.replicas[ps]
+    rows, cols = np.nonzero(reps >= 0)
+    if not len(rows) or len(rows) > LP_MAX_SLOTS:
+        return False
+    n_b = model.n_brokers
+    brokers, carried = reps[rows, cols], model.leader_out[ps][rows]
+    cap, util = model.cap[:, goal.dim], model.cluster_util(goal.dim)
+    upper, lower = goal.limits(model)
+    hi = upper * cap  # inf where the goal has no upper limit: none in the program
+    lo = np.where(np.isfinite(lower), lower, 0.0) * cap
+    # What the partitions without a choice put on each broker stays.
+    fixed = model.load[:, goal.dim] - np.bincount(
+        model.leader[ps], weights=model.leader_out[ps], minlength=n_b
+    )
+    # A changed leadership costs 1, half that to the preferred replica (an election, no reassignment).
+    changed = (brokers != model.leader[ps][rows]) * np.where(
+        brokers == model.orig_replicas[ps, 0][rows], LP_PREFERRED, 1.0
+    )
+    weight = LP_VIOLATION / max(float(cap.mean() * util), EPS)
+    x = _leader_program(rows, brokers, carried, changed, fixed, hi, lo, weight, integral=False)
+    if x is None:
+        return False
+    split = np.zeros(len(ps), dtype=bool)
+    split[rows[(x > LP_WHOLE) & (x < 1.0 - LP_WHOLE)]] = True
+    if split.any():
+        whole = ~split[rows]
+        placed = fixed + np.bincount(brokers[whole], weights=(x * carried)[whole], minlength=n_b)
+        part = split[rows]
+        renum = np.cumsum(split) - 1
+        y = _leader_program(
+            renum[rows[part]],
+            brokers[part],
+            carried[part],
+            changed[part],
+            placed,
+            hi,
+            lo,
+            weight,
+            integral=True,
+        )
+        if y is None:
+            return False
+        x = np.where(part, 0.0, x)
+        x[part] = y
+    share = np.zeros(reps.shape)
+    share[rows, cols] = x
+    target = reps[np.arange(len(ps)), share.argmax(axis=1)]
+    change = np.flatnonzero(target != model.leader[ps])
+    if not len(change):
+        return False
+    before = ctx.metrics()
+    mark, swapped = len(model.log), set(model.swapped)
+    others = ctx.checks[:-1]  # the searching goal judges the set as a whole, below
+    for i in change[np.argsort(-model.leader_out[ps[change]], kind="stable")].tolist():
+        p = int(ps[i])
+        goal.try_move(Move(LEADERSHIP, p, int(model.leader[p]), int(target[i])), model, others)
+    if len(model.log) > mark and not ctx.better(before):
+        model.undo_to(mark, swapped)
+    return len(model.log) > mark
+
+
+def _leader_program(
+    rows: np.ndarray,
+    brokers: np.ndarray,
+    carried: np.ndarray,
+    changed: np.ndarray,
+    fixed: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    weight: float,
+    *,
+    integral: bool,
+) -> np.ndarray | None:
+    """Each slot's share of its partition's leadership (slots: a replica each, ``rows`` its partition
+    numbered from 0, ``brokers`` its broker, ``carried`` what leading it puts there): the least
+    changed leaderships plus ``weight`` x each broker's load over ``hi`` or under ``lo`` (``fixed``
+    already there). None if the solver found no assignment."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_matrix
+
+    n_slots, n_b, n_parts = len(rows), len(fixed), int(rows.max()) + 1
+    n_var = n_slots + 2 * n_b
+    slot, b = np.arange(n_slots), np.arange(n_b)
+    one = csr_matrix((np.ones(n_slots), (rows, slot)), shape=(n_parts, n_var))
+    # Per broker: load - excess <= hi and load + deficit >= lo.
+    band = csr_matrix(
+        (
+            np.concatenate([carried, carried, -np.ones(n_b), np.ones(n_b)]),
+            (
+                np.concatenate([brokers, n_b + brokers, b, n_b + b]),
+                np.concatenate([slot, slot, n_slots + b, n_slots + n_b + b]),
+            ),
+        ),
+        shape=(2 * n_b, n_var),
+    )
+    top = np.where(np.isfinite(hi), hi - fixed, np.inf)
+    res = milp(
+        np.concatenate([changed, np.full(2 * n_b, weight)]),
+        constraints=[
+            LinearConstraint(one, 1.0, 1.0),
+            LinearConstraint(
+                band,
+                np.concatenate([np.full(n_b, -np.inf), lo - fixed]),
+                np.concatenate([top, np.full(n_b, np.inf)]),
+            ),
+        ],
+        integrality=np.concatenate([np.full(n_slots, 1 if integral else 0), np.zeros(2 * n_b)]),
+        bounds=Bounds(0.0, np.concatenate([np.ones(n_slots), np.full(2 * n_b, np.inf)])),
+        # A node limit, not a time limit: the same cluster plans the same on any machine.
+        options={"node_limit": LP_NODES} if integral else {},
+    )
+    return None if res.x is None else res.x[:n_slots]
