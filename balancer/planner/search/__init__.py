@@ -24,13 +24,14 @@ def optimize(ctx: SearchContext) -> None:
     leaderships are assigned as a whole (``assign_leaderships``): the second search is kept if it ends
     the goal no worse and copies less."""
     model, goal = ctx.model, ctx.goal
-    mark, swapped, data = len(model.log), set(model.swapped), model.bytes_moved
+    mark, swapped, data, barren = len(model.log), set(model.swapped), model.bytes_moved, dict(ctx.barren)
     _passes(ctx)
     if not goal.assigns_leaderships or model.bytes_moved <= data:
         return
     first, first_metric, first_data = model.log[mark:], goal.metric(model), model.bytes_moved
     model.undo_to(mark, swapped)
     if assign_leaderships(ctx):
+        ctx.barren = barren  # the second search starts as the first did
         _passes(ctx)
         if (
             goal.metric(model) <= first_metric + EPS * max(1.0, first_metric)
