@@ -306,15 +306,17 @@ def fill_leaderships(b: int, ctx: SearchContext) -> None:
 
 
 def assign_leaderships(ctx: SearchContext) -> bool:
-    """Leaderships reassigned as a whole. A linear program spreads each movable partition's leadership
-    over its replicas so that every broker ends within the goal's limits (a unit of violation, in
-    mean broker loads, weighs LP_VIOLATION changed leaderships; a changed leadership 1, one back to
-    the preferred replica LP_PREFERRED). The partitions it leaves whole
-    keep its choice; those it splits are placed whole by a small integer program over them alone.
-    Greedy transfers stop where a broker under its floor would need leaderships passed on over
-    several hops; the program sees every hop at once. The transfers are applied as a set (other
-    goals accept each; the order of a set within one plan is no constraint), and kept only if the
-    searching goal's metric fell and no other rose (``SearchContext.better``). True if it changed any."""
+    """Leaderships reassigned as a whole; True if any changed.
+
+    A linear program spreads each movable partition's leadership over its replicas so that every
+    broker ends within the goal's limits (a unit of violation, in mean broker loads, weighs
+    LP_VIOLATION changed leaderships; a changed leadership costs 1, one back to the preferred
+    replica LP_PREFERRED). The partitions it leaves whole keep its choice; those it splits are
+    placed whole by a small integer program over them alone. Greedy transfers stop where a broker
+    under its floor would need leaderships passed on over several hops; the program sees every hop
+    at once. The transfers are applied as a set (other goals accept each; the searching goal judges
+    the set, as the order within one plan is no constraint), and kept only if the searching goal's
+    metric fell and no other rose (``SearchContext.better``)."""
     model, goal = ctx.model, ctx.goal
     ps = np.flatnonzero(model.movable & (model.rf > 1))
     reps = model.replicas[ps]
@@ -359,7 +361,7 @@ def assign_leaderships(ctx: SearchContext) -> bool:
         )
         if y is None:
             return False
-        x = np.where(part, 0.0, x)
+        x = x.copy()
         x[part] = y
     share = np.zeros(reps.shape)
     share[rows, cols] = x
