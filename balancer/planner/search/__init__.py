@@ -11,7 +11,7 @@ from __future__ import annotations
 from .constants import EPS, OPTIMIZE_PASSES
 from .context import SearchContext
 from .fill import fill_all
-from .leadership import assign_leaderships
+from .leadership import assign_leaderships, assignable
 from .shed import shed_all
 
 __all__ = ["SearchContext", "optimize"]
@@ -26,7 +26,7 @@ def optimize(ctx: SearchContext) -> None:
     model, goal = ctx.model, ctx.goal
     mark, swapped, data, barren = len(model.log), set(model.swapped), model.bytes_moved, dict(ctx.barren)
     _passes(ctx)
-    if not goal.assigns_leaderships or model.bytes_moved <= data:
+    if not goal.assigns_leaderships or model.bytes_moved <= data or not assignable(model):
         return
     first, first_metric, first_data = model.log[mark:], goal.metric(model), model.bytes_moved
     model.undo_to(mark, swapped)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from ..model import LBIN, NLEAD, OUT
+from ..model import LBIN, NLEAD, OUT, ClusterModel
 from .constants import (
     CHAIN_TRIES,
     EPS,
@@ -305,6 +305,12 @@ def fill_leaderships(b: int, ctx: SearchContext) -> None:
             misses += 1
 
 
+def assignable(model: ClusterModel) -> bool:
+    """Whether ``assign_leaderships`` builds its program here: at most LP_MAX_SLOTS replica slots of
+    partitions whose leadership may move."""
+    return 0 < int((model.replicas[model.movable & (model.rf > 1)] >= 0).sum()) <= LP_MAX_SLOTS
+
+
 def assign_leaderships(ctx: SearchContext) -> bool:
     """Leaderships reassigned as a whole; True if any changed.
 
@@ -320,9 +326,9 @@ def assign_leaderships(ctx: SearchContext) -> bool:
     model, goal = ctx.model, ctx.goal
     ps = np.flatnonzero(model.movable & (model.rf > 1))
     reps = model.replicas[ps]
-    rows, cols = np.nonzero(reps >= 0)
-    if not len(rows) or len(rows) > LP_MAX_SLOTS:
+    if not assignable(model):
         return False
+    rows, cols = np.nonzero(reps >= 0)
     n_b = model.n_brokers
     brokers, carried = reps[rows, cols], model.leader_out[ps][rows]
     cap, util = model.cap[:, goal.dim], model.cluster_util(goal.dim)
@@ -371,10 +377,10 @@ def assign_leaderships(ctx: SearchContext) -> bool:
         return False
     before = ctx.metrics()
     mark, swapped = len(model.log), set(model.swapped)
-    others = ctx.checks[:-1]  # the searching goal judges the set as a whole, below
     for i in change[np.argsort(-model.leader_out[ps[change]], kind="stable")].tolist():
         p = int(ps[i])
-        goal.try_move(Move(LEADERSHIP, p, int(model.leader[p]), int(target[i])), model, others)
+        # The goals already optimized accept each transfer; the searching goal judges the set below.
+        goal.try_move(Move(LEADERSHIP, p, int(model.leader[p]), int(target[i])), model, ctx.optimized)
     if len(model.log) > mark and not ctx.better(before):
         model.undo_to(mark, swapped)
     return len(model.log) > mark
