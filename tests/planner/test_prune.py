@@ -68,7 +68,7 @@ def _both(snap: dict, monkeypatch: pytest.MonkeyPatch):
     return pruned, unpruned
 
 
-@pytest.mark.parametrize("seed", [28, 35])
+@pytest.mark.parametrize("seed", [5, 28])
 def test_plans_move_less_data_in_fewer_moves_for_the_same_targets(seed, monkeypatch):
     # Small heavy-tailed clusters where the goals' own searches leave moves a later goal made needless.
     snap = _small(seed)

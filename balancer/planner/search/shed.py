@@ -119,7 +119,14 @@ def shed(a: int, ctx: SearchContext) -> None:
             still = (model.replicas[ps] == a).any(axis=1)
             shed_moves(a, ps[still], relief[still], key[still], ctx)
     if goal.swaps and goal.over(model, a):
+        mark = len(model.log)
         swap_out(a, ctx)
+        if len(model.log) > mark:
+            # A swap's heavy replica may relieve what the moves before it did: those go back
+            # where a's limit has room for them (no data, fewer moves); a disk goal's only up to
+            # the average, leaving room for the later sheds of other brokers onto ``a``.
+            moved = [m for m in model.log[ctx.start : mark] if m.kind == REPLICA_MOVE and m.src == a]
+            take_back(a, moved, ctx, to_average=goal.dim == DISK)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
     if goal.refills and goal.over(model, a) and goal.sets_figure(model, a):
@@ -315,11 +322,12 @@ def best_fit_out(
     take_back(a, moved, ctx)
 
 
-def take_back(a: int, moved: list[Move], ctx: SearchContext) -> None:
+def take_back(a: int, moved: list[Move], ctx: SearchContext, *, to_average: bool = False) -> None:
     """Undo the moves off ``a`` that its overshoot no longer needs, the biggest data first.
 
     The last picks of a shed can overshoot the limit by more than some earlier, smaller
-    moves carried: those go back (fewer moves, less data, ``a`` still within its limit).
+    moves carried: those go back (fewer moves, less data, ``a`` still within its limit; with
+    ``to_average``, at most up to the cluster's average utilization).
     """
     model, goal = ctx.model, ctx.goal
     if len(moved) < 2:
@@ -330,7 +338,8 @@ def take_back(a: int, moved: list[Move], ctx: SearchContext) -> None:
         back = Move(REPLICA_MOVE, move.p, move.dst, a)
         if not model.holds(move.p, move.dst) or model.holds(move.p, a):
             continue
-        room = upper[a] * model.cap[a, d] - model.load[a, d]
+        line = min(upper[a], model.cluster_util(d)) if to_average else upper[a]
+        room = line * model.cap[a, d] - model.load[a, d]
         if room <= 0:
             return
         if 0 < model.delta(back)[d] <= room and keeps_disk(back, ctx):
