@@ -307,8 +307,8 @@ def fill_leaderships(b: int, ctx: SearchContext) -> None:
 
 def assignable(model: ClusterModel) -> bool:
     """Whether ``assign_leaderships`` builds its program here: at most LP_MAX_SLOTS replica slots of
-    partitions whose leadership may move."""
-    return 0 < int((model.replicas[model.movable & (model.rf > 1)] >= 0).sum()) <= LP_MAX_SLOTS
+    partitions whose leadership may move (a plan never changes a partition's replica count)."""
+    return 0 < int(model.rf[model.movable & (model.rf > 1)].sum()) <= LP_MAX_SLOTS
 
 
 def assign_leaderships(ctx: SearchContext) -> bool:

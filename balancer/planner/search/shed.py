@@ -125,8 +125,7 @@ def shed(a: int, ctx: SearchContext) -> None:
             # A swap's heavy replica may relieve what the moves before it did: those go back
             # where a's limit has room for them (no data, fewer moves); a disk goal's only up to
             # the average, leaving room for the later sheds of other brokers onto ``a``.
-            moved = [m for m in model.log[ctx.start : mark] if m.kind == REPLICA_MOVE and m.src == a]
-            take_back(a, moved, ctx, to_average=goal.dim == DISK)
+            take_back(a, moved_off(a, ctx, mark), ctx, to_average=goal.dim == DISK)
     if goal.leadership and goal.over(model, a):
         swap_leadership(a, ctx)
     if goal.refills and goal.over(model, a) and goal.sets_figure(model, a):
@@ -137,7 +136,7 @@ def shed(a: int, ctx: SearchContext) -> None:
         if len(model.log) > mark:
             # The chain's heavy replica may relieve what the moves before it did: those go back
             # where a's limit has room for them (no data, fewer moves).
-            take_back(a, [m for m in model.log[ctx.start :] if m.kind == REPLICA_MOVE and m.src == a], ctx)
+            take_back(a, moved_off(a, ctx, len(model.log)), ctx)
 
 
 def disk_hot_cost(
@@ -320,6 +319,11 @@ def best_fit_out(
         if move_out(int(ps[pick]), a, ctx, to_short=to_short) and len(model.log) == mark + 1:
             moved.append(model.log[-1])
     take_back(a, moved, ctx)
+
+
+def moved_off(a: int, ctx: SearchContext, stop: int) -> list[Move]:
+    """This search's replica moves off ``a`` logged before ``stop``."""
+    return [m for m in ctx.model.log[ctx.start : stop] if m.kind == REPLICA_MOVE and m.src == a]
 
 
 def take_back(a: int, moved: list[Move], ctx: SearchContext, *, to_average: bool = False) -> None:
