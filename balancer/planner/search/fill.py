@@ -34,14 +34,16 @@ def fill_all(ctx: SearchContext) -> None:
     if not under:
         return
     avg = model.cluster_util(goal.dim)
-    pool = None
+    pools: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
     for b in under:
         if goal.leadership:
             fill_leaderships(b, ctx)
         if not goal.moves or not goal.under(model, b):
             continue
-        if pool is None:
-            pool = fill_pool(avg, ctx)
+        first = ctx.data_first or (goal.weighs_moves and over_disk_line(b, ctx))
+        if first not in pools:
+            pools[first] = fill_pool(avg, ctx, data_first=first)
+        pool = pools[first]
         if goal.covers and fill_cover(b, pool, ctx):
             continue
         fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
@@ -155,8 +157,17 @@ def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx:
             misses += 1
 
 
-def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
-    """Replicas on brokers above average, best relief per byte first: (partitions, brokers)."""
+def over_disk_line(b: int, ctx: SearchContext) -> bool:
+    """``b``'s disk is over the disk goal's line: every byte a traffic fill lands there, that goal
+    must move off again, so the fill lifts it data first (the fewest bytes for its deficit) even
+    where the disk goal has work and the search's order elsewhere favours few big moves."""
+    model = ctx.model
+    return bool(model.load[b, DISK] > ctx.disk_line * model.cap[b, DISK])
+
+
+def fill_pool(avg: float, ctx: SearchContext, *, data_first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Replicas on brokers above average, best relief per byte first: (partitions, brokers); with
+    ``data_first``, a per-move cost sized as a data-first shed's, else the goal's ceiling."""
     model, goal = ctx.model, ctx.goal
     util = model.util(goal.dim)
     flat = model.replicas.ravel()
@@ -169,7 +180,7 @@ def fill_pool(avg: float, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
     keep = relief > 0
     ps, bs, relief = ps[keep], bs[keep], relief[keep]
     overhead = None
-    if ctx.data_first and len(ps):
+    if data_first and len(ps):
         # Data + cost x moves, as a shed: the cost sized for the brokers' whole deficit, on the
         # candidates the first FILL_CANDIDATES could come from (the best by relief per byte with
         # no cost and with the most), so that sizing it stays off the whole cluster.

@@ -79,7 +79,7 @@ class Pool(NamedTuple):
 def pair(p: int, a: int, pool: Pool, ctx: SearchContext) -> bool:
     """Move a replica of ``pool`` onto ``a`` that makes up for what ``p`` leaving would take ``a``
     under on each floor, then ``p`` off ``a``; undone together if ``p`` cannot go. True if both
-    moved."""
+    moved, or ``p`` alone where earlier pairs left ``a`` nothing to make up for it."""
     model, goal = ctx.model, ctx.goal
     vec = model.contrib(p, a)
     lack = np.zeros(model.load.shape[1])
@@ -91,7 +91,8 @@ def pair(p: int, a: int, pool: Pool, ctx: SearchContext) -> bool:
             lack[g.dim] = max(lack[g.dim], vec[g.dim] - (model.load[a, g.dim] - lower * model.cap[a, g.dim]))
     dims = np.flatnonzero(lack > 0)
     if not len(dims):
-        return False
+        # Earlier refills lifted ``a``: no floor refuses ``p`` leaving any longer.
+        return move_out(p, a, ctx)
     # At most the data slack of p's size; every replica of a partition carries its network_in,
     # a leader replica its network_out too (checked per holder below).
     k = int(np.searchsorted(pool.size, ctx.data_slack * model.size[p], side="right"))
