@@ -41,6 +41,11 @@ EJECT_TRIES = 2000
 REFILL_TRIES = 16
 REFILL_PICKS = 8
 REFILL_SCAN = 4096  # the lightest candidates screened for one refill
+# The most a refill replica may hold, as a share of the replica it lets leave: each pair then
+# relieves at least half what that replica alone would, copying at most 1.5x its bytes. Where
+# traffic per byte varies little across partitions, only a refill near that size carries what the
+# floor lacks; a disk over its band at a traffic floor has no other way down.
+REFILL_SIZE = 0.5
 BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed over
 # Data first, moves second (search.cost): a shed or fill may copy DATA_SLACK more data than the least
 # its candidates need, for fewer moves (the default of PlannerOptions.data_slack), a disk swap that much

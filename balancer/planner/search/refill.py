@@ -10,7 +10,7 @@ import numpy as np
 
 from ..actions import Move
 from ..model import IN
-from .constants import EPS, REFILL_PICKS, REFILL_SCAN, REFILL_TRIES, REPLICA_MOVE
+from .constants import EPS, REFILL_PICKS, REFILL_SCAN, REFILL_SIZE, REFILL_TRIES, REPLICA_MOVE
 from .context import SearchContext
 from .cost import least_cover
 from .move import move_out
@@ -20,8 +20,8 @@ from .screen import source_ok, source_ok_many
 def refill_out(a: int, ctx: SearchContext) -> None:
     """Shed ``a`` (over this goal's limit) by pairs: a replica ``q`` of another broker ``c`` moves
     onto ``a`` first, carrying at least what ``a`` lacks of the floors the shed replica ``p`` would
-    take it under, then ``p`` moves off ``a`` as a shed moves it. ``q`` copies at most the data slack
-    of ``p``'s size (its bytes are the pair's overhead) and ``c`` stays within every floor.
+    take it under, then ``p`` moves off ``a`` as a shed moves it. ``q`` holds at most REFILL_SIZE of
+    ``p``'s size (its bytes are the pair's overhead) and ``c`` stays within every floor.
 
     The pairs stand only if together they bring ``a`` within the band that triggers the goal.
     Candidates ``p``: the replicas whose leaving a floor refuses, those that alone relieve the
@@ -47,7 +47,7 @@ def refill_out(a: int, ctx: SearchContext) -> None:
         return
     order = np.lexsort((np.where(covers, model.size[ps], -model.size[ps]), ~covers))
     # The refills any of them could take: the lightest replicas elsewhere first.
-    light = np.flatnonzero(model.movable & (model.size <= ctx.data_slack * model.size[ps].max()))
+    light = np.flatnonzero(model.movable & (model.size <= REFILL_SIZE * model.size[ps].max()))
     light = light[np.argsort(model.size[light], kind="stable")]
     pool = Pool(light, model.size[light], model.bytes_in[light], ~(model.replicas[light] == a).any(axis=1))
     mark, swapped = len(model.log), set(model.swapped)
@@ -93,9 +93,9 @@ def pair(p: int, a: int, pool: Pool, ctx: SearchContext) -> bool:
     if not len(dims):
         # Earlier refills lifted ``a``: no floor refuses ``p`` leaving any longer.
         return move_out(p, a, ctx)
-    # At most the data slack of p's size; every replica of a partition carries its network_in,
+    # At most REFILL_SIZE of p's size; every replica of a partition carries its network_in,
     # a leader replica its network_out too (checked per holder below).
-    k = int(np.searchsorted(pool.size, ctx.data_slack * model.size[p], side="right"))
+    k = int(np.searchsorted(pool.size, REFILL_SIZE * model.size[p], side="right"))
     qs = pool.parts[np.flatnonzero((pool.bytes_in[:k] >= lack[IN]) & pool.away[:k])[:REFILL_SCAN]]
     tried = 0
     for q in qs.tolist():
