@@ -46,6 +46,9 @@ def refill_out(a: int, ctx: SearchContext) -> None:
     if not len(ps):
         return
     order = np.lexsort((np.where(covers, model.size[ps], -model.size[ps]), ~covers))
+    # Those some broker has room for first: a refill frees one only if it can go somewhere (the
+    # brokers with room may all sit in a rack its partition already holds).
+    order = order[np.argsort(~placeable(ps[order], a, ctx), kind="stable")]
     # The refills any of them could take: the lightest replicas elsewhere first.
     light = np.flatnonzero(model.movable & (model.size <= REFILL_SIZE * model.size[ps].max()))
     light = light[np.argsort(model.size[light], kind="stable")]
@@ -134,3 +137,26 @@ def refill_then_shed(refill: Move, p: int, a: int, ctx: SearchContext) -> bool:
         return True
     model.undo_to(mark, swapped)
     return False
+
+
+def placeable(ps: np.ndarray, a: int, ctx: SearchContext) -> np.ndarray:
+    """Per replica of ``ps`` on ``a``: some broker has room under this goal's limit for it and
+    holds no replica of its partition, in a rack that holds none either where racks count. An
+    order, not a screen: where a partition has more replicas than there are racks it may say no
+    where the rack goal would let the replica go."""
+    model, goal = ctx.model, ctx.goal
+    dim = goal.dim
+    upper, _ = goal.limits(model)
+    room = (model.load[:, dim][None, :] + model.size[ps][:, None]) <= (upper * model.cap[:, dim])[None, :]
+    room &= model.dest_ok[None, :]
+    rows = model.replicas[ps]
+    held = np.zeros_like(room)
+    np.put_along_axis(held, np.where(rows >= 0, rows, 0), True, axis=1)
+    held[:, 0] &= (rows == 0).any(axis=1)
+    room &= ~held
+    if ctx.rack is not None and model.rack_aware:
+        others = np.where((rows >= 0) & (rows != a), rows, -1)
+        racks = np.where(others >= 0, model.rack[np.maximum(others, 0)], -1)
+        room &= ~(model.rack[None, None, :] == racks[:, :, None]).any(axis=1)
+    ok: np.ndarray = room.any(axis=1)
+    return ok
