@@ -16,18 +16,39 @@ from planner_bench import data_lower_bound, heldout_clusters, plan_outcome
 import balancer.planner
 import balancer.planner.search
 from balancer.planner import PlannerOptions, plan
+from balancer.planner.result import Plan
 from balancer.planner.validate import check_plan
+
+
+def heldout(seed: int, k: int) -> dict:
+    """Held-out cluster ``k`` of ``seed`` (as ``planner_bench.py --heldout`` draws it)."""
+    _, _, _, snap = next(itertools.islice(heldout_clusters(k + 1, seed), k, None))
+    return snap
+
+
+def planned(seed: int, k: int) -> tuple[dict, PlannerOptions, Plan]:
+    """Held-out cluster ``k`` of ``seed`` planned with the default options; the plan is valid."""
+    snap, options = heldout(seed, k), PlannerOptions()
+    result = plan(snap, options)
+    assert check_plan(snap, result) == []
+    return snap, options, result
+
+
+def missed(result: Plan, options: PlannerOptions, *resources: str) -> dict[str, float]:
+    """The goals among ``resources`` whose figure ends above max(threshold, 1.02 x its bound)."""
+    return {
+        r: round(result.after[r], 3)
+        for r in resources
+        if result.after[r] > max(options.threshold(r), 1.02 * result.lower_bound[r]) + 1e-9
+    }
 
 
 def test_an_unmet_capacity_goal_does_not_trade_later_goals_balance_in_a_later_sweep(monkeypatch):
     # A held-out cluster (seed 1001, #13) whose disks cannot all go under the capacity threshold.
     # After the first sweep the other goals' moves leave the capacity goal a sliver of room; taken
     # freely, one disk move there takes network in from 1.62 to 1.96 of the average.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(14, 1001), 13, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
+    snap, options, result = planned(1001, 13)
     assert any(u.startswith("capacity_disk") for u in result.unsatisfied), result.unsatisfied
-    assert check_plan(snap, result) == []
     with monkeypatch.context() as m:
         m.setattr(balancer.planner, "MAX_SWEEPS", 1)
         first = plan(snap, options)
@@ -39,23 +60,16 @@ def test_a_receiver_over_its_limit_hands_one_of_its_own_heavy_leaderships_on():
     # A held-out cluster (seed 314, #13): broker 5 leads one partition of 1.3x the average broker's
     # network out on 1.03x capacity; its follower on a 1.37x broker has room only once it hands
     # one of its own heavy leaderships on to a follower of that one, which sheds light ones.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(14, 314), 13, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
+    _, options, result = planned(314, 13)
     assert result.before["network_out"] > 1.25
-    target = max(options.balance_threshold, 1.02 * result.lower_bound["network_out"])
-    assert result.after["network_out"] <= target
-    assert check_plan(snap, result) == []
+    assert missed(result, options, "network_out") == {}
 
 
 def test_leaderships_assigned_as_a_whole_spare_the_replica_moves_greedy_transfers_need(monkeypatch):
     # A held-out cluster (seed 2026, #11): two brokers under network_out's floor can reach it by
     # leaderships alone only if leaderships pass on over several hops at once; one hop at a time the
     # search runs out of transfers and fills them by replica moves, 2.3x the data bound.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(12, 2026), 11, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
-    assert check_plan(snap, result) == []
+    snap, options, result = planned(2026, 11)
     assert result.after["network_out"] <= options.balance_threshold
     bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)["bound"]
     assert result.bytes_to_move <= 1.3 * bound * result.total_bytes
@@ -71,12 +85,8 @@ def test_moves_a_swap_makes_needless_go_back():
     # replica and then, its other hot replicas fitting nowhere, hundreds of colder ones before a
     # swap relieves more than half the excess alone. The moves the swap makes needless go back
     # (without that, 1.8x the data bound).
-    _, _, _, snap = next(itertools.islice(heldout_clusters(5, 99), 4, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
-    assert check_plan(snap, result) == []
-    target = max(options.balance_threshold, 1.02 * result.lower_bound["network_in"])
-    assert result.after["network_in"] <= target
+    snap, options, result = planned(99, 4)
+    assert missed(result, options, "network_in") == {}
     bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)["bound"]
     assert result.bytes_to_move <= 1.6 * bound * result.total_bytes
 
@@ -87,16 +97,8 @@ def test_a_fill_lifts_a_broker_over_the_disk_line_data_first():
     # bytes the disk goal must move off again and sat at that floor, where no cold replica may
     # leave: disk ended at 1.21 of the average. Lifted data first, every goal ends within its
     # threshold.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(9, 5), 8, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
-    assert check_plan(snap, result) == []
-    over = {
-        r: round(result.after[r], 3)
-        for r in ("network_in", "network_out", "disk")
-        if result.after[r] > max(options.threshold(r), 1.02 * result.lower_bound[r]) + 1e-9
-    }
-    assert over == {}
+    _, options, result = planned(5, 8)
+    assert missed(result, options, "network_in", "network_out", "disk") == {}
 
 
 def test_a_disk_at_a_traffic_floor_sheds_by_pairs_whose_refill_is_up_to_half_the_size():
@@ -104,14 +106,9 @@ def test_a_disk_at_a_traffic_floor_sheds_by_pairs_whose_refill_is_up_to_half_the
     # and traffic per byte varies little across partitions, so no replica a fifth the size of one
     # it could shed carries that one's network_in: no pair formed and disk ended at 1.117. Refills
     # up to half the size pair, and disk ends within its threshold.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(29, 314), 28, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
-    assert check_plan(snap, result) == []
+    _, options, result = planned(314, 28)
     assert result.after["disk"] <= options.threshold("disk")
-    assert result.after["network_in"] <= max(
-        options.threshold("network_in"), 1.02 * result.lower_bound["network_in"]
-    )
+    assert missed(result, options, "network_in") == {}
 
 
 def test_a_refill_frees_first_the_replicas_some_broker_has_room_for():
@@ -120,8 +117,5 @@ def test_a_refill_frees_first_the_replicas_some_broker_has_room_for():
     # refill candidates, in size order, were such partitions: every pair failed to place the freed
     # replica, the refills stopped after their misses and disk ended at 1.128. Tried first, the
     # replicas a broker has room for pair, and disk ends within its threshold.
-    _, _, _, snap = next(itertools.islice(heldout_clusters(6, 7), 5, None))
-    options = PlannerOptions()
-    result = plan(snap, options)
-    assert check_plan(snap, result) == []
+    _, options, result = planned(7, 5)
     assert result.after["disk"] <= options.threshold("disk")
