@@ -644,3 +644,24 @@ def test_refills_that_leave_the_broker_over_the_disk_threshold_are_undone():
     assert result.before["disk"] == pytest.approx(600 / 340)
     assert result.actions == ()
     assert result.after["disk"] == pytest.approx(result.before["disk"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    racks=st.lists(st.sampled_from("abcd"), min_size=4, max_size=8),
+    rows=st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=1, max_size=12),
+)
+def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
+    # Every placement, rack-aware or not (colocated replicas, more replicas than racks): the
+    # vectorized masks are the one-partition rule's, for every broker a replica could leave.
+    n = len(racks)
+    parts = [([b % n for b in dict.fromkeys(r)], 1.0, 1.0, 1.0) for r in rows]
+    parts = [(sorted(set(reps)), bi, bo, sz) for reps, bi, bo, sz in parts]
+    model = ClusterModel(snapshot(parts, brokers=n, racks=tuple(racks)), PlannerOptions())
+    goal = RackAwareGoal()
+    for src in range(n):
+        ps = model.partitions_on(src)
+        masks = goal.dest_masks(model, ps, src)
+        assert masks is not None and masks.shape == (len(ps), n)
+        for p, row in zip(ps.tolist(), masks, strict=True):
+            assert (row == goal.dest_mask(model, p, src)).all()

@@ -92,6 +92,19 @@ class RackAwareGoal(Goal):
         new_distinct = len(other_racks) + ~np.isin(model.rack, other_racks)
         return new_distinct >= min(before, model.rack_target(p))
 
+    def dest_masks(self, model: ClusterModel, ps: np.ndarray, src: int) -> np.ndarray | None:
+        """``dest_mask`` for many partitions' replicas on ``src``: one row per partition."""
+        if not model.rack_aware:
+            return None
+        rows = model.replicas[ps]
+        racks = np.where(rows >= 0, model.rack[np.maximum(rows, 0)], -1)
+        others = np.where(rows != src, racks, -1)
+        in_others = (model.rack[None, None, :] == others[:, :, None]).any(axis=1)
+        new_distinct = _distinct(others)[:, None] + ~in_others
+        target = np.minimum(_distinct(racks), np.minimum(model.rf[ps], model.n_live_racks))
+        mask: np.ndarray = new_distinct >= target[:, None]
+        return mask
+
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         checks = tuple(optimized_goals) + (self,)
         for p in model.rack_violations().tolist():
@@ -225,3 +238,11 @@ class DrainGoal(Goal):
         if model.options.max_bytes_to_move is not None or model.options.max_moves_per_broker is not None:
             return "max_bytes_to_move / max_moves_per_broker reached, or a hard goal's limit"
         return "every destination would break a hard goal (capacity)"
+
+
+def _distinct(racks: np.ndarray) -> np.ndarray:
+    """Per row of rack indices (-1: no replica), how many distinct racks it holds."""
+    r = np.sort(racks, axis=1)
+    dup = (r[:, 1:] == r[:, :-1]) & (r[:, 1:] >= 0)
+    counts: np.ndarray = (r >= 0).sum(axis=1) - dup.sum(axis=1)
+    return counts

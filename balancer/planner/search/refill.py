@@ -140,23 +140,16 @@ def refill_then_shed(refill: Move, p: int, a: int, ctx: SearchContext) -> bool:
 
 
 def placeable(ps: np.ndarray, a: int, ctx: SearchContext) -> np.ndarray:
-    """Per replica of ``ps`` on ``a``: some broker has room under this goal's limit for it and
-    holds no replica of its partition, in a rack that holds none either where racks count. An
-    order, not a screen: where a partition has more replicas than there are racks it may say no
-    where the rack goal would let the replica go."""
+    """Per replica of ``ps`` on ``a``: some broker the rack goal admits has room for it under this
+    goal's limit and holds no replica of its partition."""
     model, goal = ctx.model, ctx.goal
     dim = goal.dim
     upper, _ = goal.limits(model)
     room = (model.load[:, dim][None, :] + model.size[ps][:, None]) <= (upper * model.cap[:, dim])[None, :]
     room &= model.dest_ok[None, :]
-    rows = model.replicas[ps]
-    held = np.zeros_like(room)
-    np.put_along_axis(held, np.where(rows >= 0, rows, 0), True, axis=1)
-    held[:, 0] &= (rows == 0).any(axis=1)
-    room &= ~held
-    if ctx.rack is not None and model.rack_aware:
-        others = np.where((rows >= 0) & (rows != a), rows, -1)
-        racks = np.where(others >= 0, model.rack[np.maximum(others, 0)], -1)
-        room &= ~(model.rack[None, None, :] == racks[:, :, None]).any(axis=1)
+    room &= ~(model.replicas[ps][:, :, None] == np.arange(model.n_brokers)[None, None, :]).any(axis=1)
+    racks = ctx.rack.dest_masks(model, ps, a) if ctx.rack is not None else None
+    if racks is not None:
+        room &= racks
     ok: np.ndarray = room.any(axis=1)
     return ok
