@@ -5,8 +5,8 @@ partition's traffic lands whole on the brokers holding it: its leader serves all
 network_out (``bytes_out + bytes_in x (RF - 1)``), each replica takes all of its bytes_in. When
 that load alone is above the balance band on every broker, no placement fixes the hot spot: the
 topic needs more partitions. This is the planner's own lower bound (``ClusterModel.lower_bound``:
-the biggest partition on the biggest broker over the cluster's utilization), here per topic so the
-advice can name the topic and how many partitions it needs.
+a partition's load on the least of the biggest brokers that can hold its replicas, over the cluster's
+utilization), here per topic so the advice can name the topic and how many partitions it needs.
 
 A topic with fewer partitions than brokers that carries most of the traffic is the usual way to
 get there, but the partition count alone does not decide it: 6 partitions carrying 60% of an
@@ -167,24 +167,30 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
             model.bytes_in if dim == IN else model.leader_out
         )  # on one broker: a replica's in, the leader's out
         cap = model.cap[:, dim]
-        band_biggest = float(cap.max()) * avg * threshold
-        hot = per > band_biggest * (1 + _EPS)
+        # The band of the least broker each partition's replicas can be on (its leader: the biggest).
+        band = model.partition_room(dim) * avg * threshold
+        over = per / band
+        hot = over > 1 + _EPS
         if not hot.any():
             continue
         band_median = float(np.median(cap)) * avg * threshold
-        hottest = np.zeros(len(names))
-        np.maximum.at(hottest, codes, per)
+        worst = np.full(len(names), -1)
+        for k in np.flatnonzero(hot).tolist():
+            t = int(codes[k])
+            if worst[t] < 0 or over[k] > over[worst[t]]:
+                worst[t] = k
         totals = np.bincount(codes, weights=per, minlength=len(names))
         for t in np.unique(codes[hot]).tolist():
+            k = int(worst[t])
             target = max(int(counts[t]) + 1, math.ceil(float(totals[t]) / band_median - _EPS))
-            found.setdefault(t, []).append((name, float(hottest[t]), band_biggest, target))
+            found.setdefault(t, []).append((name, float(per[k]), float(band[k]), target))
     out = []
     for t in sorted(found, key=lambda k: str(names[k])):
         partitions = int(counts[t])
         target = max(target for *_, target in found[t])
         reasons = "; ".join(
             f"its busiest partition's {name} is {_mbps(hottest)}, above the {_mbps(band)} band of "
-            f"even the largest broker"
+            f"even the largest brokers that can hold it"
             for name, hottest, band, _ in found[t]
         )
         fewer = (

@@ -130,9 +130,9 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
     resource = DIMS[dim]
     if bound > threshold * (1 - _REL) and model.n_partitions:
         biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[dim]
-        p = int(np.argmax(biggest))
-        part_bound = float(biggest[p] / model.cap[:, dim].max() / avg)
-        if part_bound >= bound * (1 - _REL):
+        p, floor_p = model.partition_floor(dim)
+        part_bound = floor_p / avg
+        if p >= 0 and part_bound >= bound * (1 - _REL):
             topic, partition = model.topics[p], int(model.partition_ids[p])
             amount = f"{biggest[p]:.4g} bytes" if dim == DISK else _mb(float(biggest[p]))
             return Unmet(
@@ -140,9 +140,14 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
                 figure,
                 threshold,
                 bound,
-                f"partition {topic}-{partition} alone puts {amount} of {resource} on one broker: "
-                f"{part_bound:.3f} of the cluster's utilization even on the largest broker, above the "
-                f"{threshold:.2f} threshold whatever the placement",
+                f"partition {topic}-{partition} alone puts {amount} of {resource} on "
+                + (
+                    "its leader"
+                    if dim in (OUT, LBIN)
+                    else f"each of its {int(model.rf[p])} replicas' brokers"
+                )
+                + f": {part_bound:.3f} of the cluster's utilization even on the largest brokers that can "
+                f"hold it, above the {threshold:.2f} threshold whatever the placement",
                 binding_topic=topic,
                 binding_partition=partition,
                 binding_brokers=over,

@@ -436,6 +436,8 @@ class ClusterModel:
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
         self._delta_memo: tuple[int, Move, np.ndarray] | None = None
+        self._room_memo: dict[int, np.ndarray] = {}
+        self._floor_memo: dict[int, tuple[int, float]] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
@@ -548,16 +550,61 @@ class ClusterModel:
             rest -= top * cap
         return np.where(ceiling >= level * (1.0 - 1e-9), level, 0.0)
 
+    def partition_room(self, dim: int) -> np.ndarray:
+        """Per partition: the most capacity the least of its brokers can have, whatever the plan.
+
+        A partition whose every replica carries the load (network_in, disk) puts it on rf distinct
+        brokers, in k = min(rf, racks) distinct racks once rack awareness holds (this, like the
+        racks' bounds, is for plans that meet the hard goals): at best on the biggest such brokers,
+        the smallest of which carries it, so one with a capacity at most the rf-th biggest broker's
+        and the k-th biggest of the racks' biggest brokers'. A leader's load (network_out, leader
+        bytes in) at best on the biggest broker. Capacities and replication factors never change
+        under moves: computed once per dimension.
+        """
+        memo = self._room_memo.get(dim)
+        if memo is not None:
+            return memo
+        caps = np.sort(self.cap[:, dim])[::-1]
+        if dim in (OUT, LBIN) or self.n_partitions == 0:
+            room = np.full(self.n_partitions, caps[0])
+        else:
+            room = caps[np.minimum(self.rf, len(caps)).clip(min=1) - 1]
+            if self.rack_aware and self.n_live_racks >= 2:
+                live = self.live if self.live.any() else np.ones(self.n_brokers, dtype=bool)
+                tops = np.sort(
+                    [
+                        float(self.cap[(self.rack == r) & live, dim].max())
+                        for r in np.unique(self.rack[live]).tolist()
+                    ]
+                )[::-1]
+                room = np.minimum(room, tops[np.minimum(self.rf, len(tops)).clip(min=1) - 1])
+        room.flags.writeable = False
+        self._room_memo[dim] = room
+        return room
+
+    def partition_floor(self, dim: int) -> tuple[int, float]:
+        """(the partition, the utilization) of the biggest load one partition alone puts on some
+        broker whatever the plan (``partition_room``); (-1, 0.0) without partitions or such load.
+        Fixed for a model, like the room: computed once per dimension."""
+        memo = self._floor_memo.get(dim)
+        if memo is None:
+            per = {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
+            if per is None or self.n_partitions == 0:
+                memo = (-1, 0.0)
+            else:
+                floors = per / self.partition_room(dim)
+                p = int(np.argmax(floors))
+                memo = (p, float(floors[p]))
+            self._floor_memo[dim] = memo
+        return memo
+
     def lower_bound(self, dim: int) -> float:
-        """No plan beats 1.0, nor the biggest single partition on the biggest broker, nor a rack's
+        """No plan beats 1.0, nor the biggest partition's floor (``partition_floor``), nor a rack's
         floor, nor the level racks that cannot hold their share leave the others (``rack_level``)."""
         avg = self.cluster_util(dim)
         if avg <= 0 or self.n_partitions == 0:
             return 1.0
-        bound = 1.0
-        biggest = {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
-        if biggest is not None:
-            bound = max(bound, float(biggest.max() / self.cap[:, dim].max() / avg))
+        bound = max(1.0, self.partition_floor(dim)[1] / avg)
         return max(bound, float(self.rack_floor(dim).max() / avg), float(self.rack_level(dim).max() / avg))
 
     def contrib(self, p: int, b: int) -> np.ndarray:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from balancer.execution.advice import ORDERING_CAVEAT, Advice, advise
+from balancer.execution.verdict import unmet_goals
 from balancer.planner import ClusterModel, PlannerOptions, plan
 
 MB = 1e6
@@ -52,6 +53,33 @@ def test_one_partition_hotter_than_the_band_on_any_broker_needs_more_partitions(
     assert not any(a.kind == "no_action" for a in advice)
     # A ClusterModel of the same snapshot gives the same advice.
     assert advise(ClusterModel(snap, options), result, options) == advice
+
+
+def test_a_replicated_partition_hotter_than_the_band_of_all_but_the_largest_broker_needs_more_partitions():
+    # network_in capacities 300/100/100/100 MB/s: 56 MB/s in is 9.33%, so the band is 30.8 MB/s on the
+    # big broker and 10.3 on the others. hot-0 takes 20 MB/s on each of its two replicas: one fits the big
+    # broker's band, the other lands on a 100 MB/s broker whatever the plan, so moves cannot fix it.
+    brokers = [
+        {"id": b, "capacity": {"network_in": c * MB, "network_out": c * MB, "disk": 1e12}}
+        for b, c in enumerate([300, 100, 100, 100])
+    ]
+    parts = even(4, bytes_out=2 * MB) + [part("hot", 0, (0, 1), 20 * MB, 1 * MB)]
+    snap = {"cluster": "c", "brokers": brokers, "partitions": parts}
+    options = PlannerOptions()
+    result = plan(snap, options)
+    assert result.lower_bound["network_in"] == pytest.approx(20 / 100 / (56 / 600), rel=1e-9)
+    assert result.after["network_in"] <= 1.02 * result.lower_bound["network_in"]
+    advice = advise(snap, result, options)
+    (grow,) = [a for a in advice if a.kind == "add_partitions"]
+    assert grow.topic == "hot" and grow.partitions_to_add == 1
+    assert "network_in is 20 MB/s, above the 10.3 MB/s band" in grow.message
+    assert "network_out" not in grow.message
+    # The verdict names the same partition as what binds network_in.
+    (unmet,) = [
+        u for u in unmet_goals(ClusterModel(snap, options), options) if u.goal == "network_in_distribution"
+    ]
+    assert (unmet.binding_topic, unmet.binding_partition) == ("hot", 0)
+    assert "on each of its 2 replicas' brokers" in unmet.binding
 
 
 def test_few_partitions_that_fit_the_band_are_balanced_by_moves_not_advice():

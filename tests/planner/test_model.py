@@ -6,6 +6,8 @@ import copy
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.planner import SnapshotError, broker_loads, plan
 
@@ -194,3 +196,126 @@ def test_lower_bound_counts_the_share_a_full_rack_leaves_the_others_and_the_plan
     assert result.lower_bound["disk"] == pytest.approx(1.125, rel=1e-6)
     assert result.lower_bound["network_in"] - 1e-9 <= result.after["network_in"] <= 1.02 * 1.125
     assert check_plan(snap, result) == []
+
+
+def _giant_cluster(caps, racks, giant_on):
+    """Brokers 1..n with these network_in/disk capacities and racks; a giant RF-2 partition on
+    ``giant_on`` and a small single replica on every broker."""
+    brokers = [
+        {"id": i + 1, "rack": r, "capacity": {"network_in": c, "network_out": 1000, "disk": c * 10}}
+        for i, (c, r) in enumerate(zip(caps, racks))
+    ]
+    parts = [
+        {
+            "topic": "g",
+            "partition": 0,
+            "replicas": giant_on,
+            "leader": giant_on[0],
+            "bytes_in": 60,
+            "bytes_out": 0,
+            "size": 600,
+        }
+    ] + [
+        {
+            "topic": "s",
+            "partition": i,
+            "replicas": [i + 1],
+            "leader": i + 1,
+            "bytes_in": 1,
+            "bytes_out": 0,
+            "size": 10,
+        }
+        for i in range(len(caps))
+    ]
+    return {"cluster": "c", "brokers": brokers, "partitions": parts}
+
+
+def test_lower_bound_puts_each_replica_of_a_giant_partition_on_a_broker_of_its_own():
+    """Capacities 200/100/100: the giant's second replica lands on a 100 broker whatever the plan,
+    so the bound is its load there, not on the 200 broker; and the plan reaches it."""
+    from balancer.planner import PlannerOptions
+
+    snap = _giant_cluster([200, 100, 100], [None, None, None], [1, 2])
+    avg = (2 * 60 + 3) / 400
+    result = plan(snap, PlannerOptions())
+    for r in ("network_in", "disk"):
+        assert result.lower_bound[r] == pytest.approx(60 / 100 / avg, rel=1e-9)
+        assert result.lower_bound[r] - 1e-9 <= result.after[r] <= 1.02 * result.lower_bound[r]
+
+
+def test_lower_bound_keeps_a_giant_partitions_replicas_in_distinct_racks():
+    """Racks of 200/200 and 100/100 brokers: one replica of the rack-aware giant sits in the small
+    rack whatever the plan, so on a 100 broker (the racks' averages alone would allow half that)."""
+    from balancer.planner import ClusterModel
+    from balancer.planner.model import DISK, IN
+
+    model = ClusterModel(_giant_cluster([200, 200, 100, 100], ["a", "a", "b", "b"], [1, 3]))
+    avg = (2 * 60 + 4) / 600
+    assert model.lower_bound(IN) == pytest.approx(60 / 100 / avg, rel=1e-9)
+    assert model.lower_bound(DISK) == pytest.approx(60 / 100 / avg, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    caps=st.lists(st.sampled_from([50, 100, 200]), min_size=3, max_size=4),
+    racks=st.lists(st.sampled_from(["a", "b", None]), min_size=4, max_size=4),
+    parts=st.lists(
+        st.tuples(st.integers(1, 3), st.integers(1, 100), st.permutations([0, 1, 2, 3])),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_no_placement_beats_the_lower_bound(caps, racks, parts):
+    """Every placement that meets the hard goals (rf distinct brokers in min(rf, racks) racks),
+    tried exhaustively on tiny clusters: none has its hottest broker under the bound, for
+    network_in and disk."""
+    import itertools
+
+    from balancer.planner import ClusterModel
+    from balancer.planner.model import DISK, IN
+
+    n = len(caps)
+    snap = {
+        "cluster": "c",
+        "brokers": [
+            {
+                "id": b,
+                "rack": racks[b],
+                "capacity": {"network_in": caps[b], "network_out": 1, "disk": caps[b]},
+            }
+            for b in range(n)
+        ],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": [b for b in order if b < n][:rf],
+                "leader": order[0] % n,
+                "bytes_in": load,
+                "bytes_out": 0,
+                "size": load,
+            }
+            for i, (rf, load, order) in enumerate(parts)
+        ],
+    }
+    for p in snap["partitions"]:
+        p["leader"] = p["replicas"][0]
+    model = ClusterModel(snap)
+    rack_of = [model.rack[b] for b in range(n)]
+    choices = [
+        [
+            s
+            for s in itertools.combinations(range(n), len(p["replicas"]))
+            if len({rack_of[b] for b in s}) >= min(len(s), model.n_live_racks)
+        ]
+        for p in snap["partitions"]
+    ]
+    best = min(
+        max(
+            sum(p["bytes_in"] for p, s in zip(snap["partitions"], placement) if b in s) / caps[b]
+            for b in range(n)
+        )
+        for placement in itertools.product(*choices)
+    )
+    for dim in (IN, DISK):
+        assert model.lower_bound(dim) * model.cluster_util(dim) <= best * (1 + 1e-9)
