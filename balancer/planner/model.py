@@ -438,6 +438,7 @@ class ClusterModel:
         self._delta_memo: tuple[int, Move, np.ndarray] | None = None
         self._room_memo: dict[int, np.ndarray] = {}
         self._floor_memo: dict[int, tuple[int, float]] = {}
+        self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
@@ -600,12 +601,23 @@ class ClusterModel:
 
     def lower_bound(self, dim: int) -> float:
         """No plan beats 1.0, nor the biggest partition's floor (``partition_floor``), nor a rack's
-        floor, nor the level racks that cannot hold their share leave the others (``rack_level``)."""
+        floor, nor the level racks that cannot hold their share leave the others (``rack_level``).
+        Moves change none of these (nor the cluster's total load): computed once per dimension."""
+        memo = self._bound_memo.get(dim)
+        if memo is not None:
+            return memo
         avg = self.cluster_util(dim)
         if avg <= 0 or self.n_partitions == 0:
-            return 1.0
-        bound = max(1.0, self.partition_floor(dim)[1] / avg)
-        return max(bound, float(self.rack_floor(dim).max() / avg), float(self.rack_level(dim).max() / avg))
+            bound = 1.0
+        else:
+            bound = max(
+                1.0,
+                self.partition_floor(dim)[1] / avg,
+                float(self.rack_floor(dim).max() / avg),
+                float(self.rack_level(dim).max() / avg),
+            )
+        self._bound_memo[dim] = bound
+        return bound
 
     def contrib(self, p: int, b: int) -> np.ndarray:
         """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""
