@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from balancer.planner.model import DIMS, DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
+from balancer.planner.model import DIMS, DISK, LBIN, NLEAD, NREP, OUT, ClusterModel
 from balancer.planner.options import RESOURCE_GOALS, PlannerOptions
 from balancer.planner.result import Plan
 from balancer.vocabulary import RESOURCES, SOFT_GOALS, PlanStatus
@@ -129,10 +129,10 @@ def _resource_unmet(model: ClusterModel, goal: str, dim: int, threshold: float, 
     bound = model.lower_bound(dim)
     resource = DIMS[dim]
     if bound > threshold * (1 - _REL) and model.n_partitions:
-        biggest = {IN: model.bytes_in, OUT: model.leader_out, DISK: model.size, LBIN: model.bytes_in}[dim]
         p, floor_p = model.partition_floor(dim)
         part_bound = floor_p / avg
-        if p >= 0 and part_bound >= bound * (1 - _REL):
+        biggest = model.partition_load(dim)
+        if p >= 0 and biggest is not None and part_bound >= bound * (1 - _REL):
             topic, partition = model.topics[p], int(model.partition_ids[p])
             amount = f"{biggest[p]:.4g} bytes" if dim == DISK else _mb(float(biggest[p]))
             return Unmet(

@@ -551,6 +551,11 @@ class ClusterModel:
             rest -= top * cap
         return np.where(ceiling >= level * (1.0 - 1e-9), level, 0.0)
 
+    def partition_load(self, dim: int) -> np.ndarray | None:
+        """Per partition: what it puts on a broker carrying it, by traffic or size (every replica's
+        network_in and size; its leader's network_out and leader bytes in); None for counts."""
+        return {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
+
     def partition_room(self, dim: int) -> np.ndarray:
         """Per partition: the most capacity the least of its brokers can have, whatever the plan.
 
@@ -589,7 +594,7 @@ class ClusterModel:
         Fixed for a model, like the room: computed once per dimension."""
         memo = self._floor_memo.get(dim)
         if memo is None:
-            per = {IN: self.bytes_in, OUT: self.leader_out, DISK: self.size, LBIN: self.bytes_in}.get(dim)
+            per = self.partition_load(dim)
             if per is None or self.n_partitions == 0:
                 memo = (-1, 0.0)
             else:
