@@ -177,6 +177,9 @@ class NetworkInDistributionGoal(NetworkInGoal, DistributionGoal):
     guards = (OUT,)
     prefers_disk_room = True
     covers = True  # an under-loaded broker is lifted by the smallest replica that does it alone
+    # A few partitions may carry most of the traffic: two of them on a small broker may fit nowhere
+    # else, by a move or a swap, until a bigger broker takes one and passes lighter replicas on.
+    ejects = True
 
 
 class NetworkOutDistributionGoal(NetworkOutGoal, DistributionGoal):
