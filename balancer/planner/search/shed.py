@@ -136,7 +136,7 @@ def shed(a: int, ctx: SearchContext) -> None:
         if len(model.log) > mark:
             # The chain's heavy replica may relieve what the moves before it did: those go back
             # where a's limit has room for them (no data, fewer moves).
-            take_back(a, moved_off(a, ctx, len(model.log)), ctx)
+            take_back(a, moved_off(a, ctx, mark), ctx)
 
 
 def disk_hot_cost(
