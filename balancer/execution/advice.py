@@ -174,14 +174,12 @@ def _partition_advice(model: ClusterModel, options: PlannerOptions) -> list[Advi
         if not hot.any():
             continue
         band_median = float(np.median(cap)) * avg * threshold
-        worst = np.full(len(names), -1)
-        for k in np.flatnonzero(hot).tolist():
-            t = int(codes[k])
-            if worst[t] < 0 or over[k] > over[worst[t]]:
-                worst[t] = k
+        # Per topic with a hot partition, the one furthest over its band.
+        idx = np.flatnonzero(hot)
+        idx = idx[np.lexsort((-over[idx], codes[idx]))]
+        topics, first = np.unique(codes[idx], return_index=True)
         totals = np.bincount(codes, weights=per, minlength=len(names))
-        for t in np.unique(codes[hot]).tolist():
-            k = int(worst[t])
+        for t, k in zip(topics.tolist(), idx[first].tolist()):
             target = max(int(counts[t]) + 1, math.ceil(float(totals[t]) / band_median - _EPS))
             found.setdefault(t, []).append((name, float(per[k]), float(band[k]), target))
     out = []
