@@ -141,7 +141,8 @@ def child(args) -> dict:
     """One application on ``args.master``: plan the fleet with each implementation, alternating."""
 
     from balancer.config import BalancerConfig, load_config
-    from balancer.demo.cluster import free_port, get_json
+    from balancer.demo.cluster import get_json
+    from balancer.demo.ports import free_port
     from balancer.spark.plan import planning
     from balancer.spark.session import build_session
 

@@ -14,8 +14,8 @@ from pyspark.errors import StreamingQueryException
 from support import BALANCER, T0, job_config, simulated, start_job, tail, write_config
 
 from balancer import telemetry as tm
-from balancer.demo.embedded_broker import free_port
 from balancer.demo.kafka_cluster import KafkaCluster
+from balancer.demo.ports import free_port
 from balancer.spark import job
 from balancer.spark.lakehouse import Lakehouse
 

@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 
-from balancer.demo.embedded_broker import EmbeddedBroker, free_port
+from balancer.demo.embedded_broker import EmbeddedBroker
+from balancer.demo.ports import free_port
 from balancer.spark.ingest.kafka import SCHEMA, KafkaSource
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from balancer.cli.main import main as balancer_cli
 from balancer.config import ConfigError, load_config
-from balancer.demo.cluster import free_port
+from balancer.demo.ports import free_port
 from balancer.storage import Storage, normalize_root
 
 SECRET = "s3cr3t-" + uuid.uuid4().hex  # must never show up in logs, errors or tables

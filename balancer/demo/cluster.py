@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from balancer.demo.ports import free_port
 
 HOST = "127.0.0.1"
 
@@ -35,12 +36,6 @@ def spark_class() -> str:
     import pyspark
 
     return str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-class")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def get_json(url: str, timeout: float = 5.0) -> dict:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from balancer.demo.embedded_broker import free_port
+from balancer.demo.ports import free_port
 from balancer.jvm import SHORT_LIVED_OPTIONS, JarSet, classpath, jars
 
 SCRAM_MECHANISM = "SCRAM-SHA-256"

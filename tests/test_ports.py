@@ -1,0 +1,25 @@
+"""Ports for the servers tests and demos start: nothing else can take one before its server binds it."""
+
+from __future__ import annotations
+
+import socket
+
+from balancer.demo.ports import ephemeral_range, free_port
+
+
+def test_ports_come_from_below_the_ephemeral_range_free_and_never_twice():
+    low, _ = ephemeral_range()
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(p < low for p in ports), [p for p in ports if p >= low]
+    for port in ports[:20]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))  # still free: raises if another process held it
+
+
+def test_a_port_in_use_is_never_handed_out():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", free_port()))
+        held.listen()
+        taken = held.getsockname()[1]
+        assert all(free_port() != taken for _ in range(300))
