@@ -437,7 +437,6 @@ class ClusterModel:
         self._version = 0
         self._delta_memo: tuple[int, Move, np.ndarray] | None = None
         self._room_memo: dict[int, np.ndarray] = {}
-        self._floor_memo: dict[int, tuple[int, float]] = {}
         self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
@@ -591,18 +590,13 @@ class ClusterModel:
     def partition_floor(self, dim: int) -> tuple[int, float]:
         """(the partition, the utilization) of the biggest load one partition alone puts on some
         broker whatever the plan (``partition_room``); (-1, 0.0) without partitions or such load.
-        Fixed for a model, like the room: computed once per dimension."""
-        memo = self._floor_memo.get(dim)
-        if memo is None:
-            per = self.partition_load(dim)
-            if per is None or self.n_partitions == 0:
-                memo = (-1, 0.0)
-            else:
-                floors = per / self.partition_room(dim)
-                p = int(np.argmax(floors))
-                memo = (p, float(floors[p]))
-            self._floor_memo[dim] = memo
-        return memo
+        (The search asks ``lower_bound``, which keeps its figure.)"""
+        per = self.partition_load(dim)
+        if per is None or self.n_partitions == 0:
+            return -1, 0.0
+        floors = per / self.partition_room(dim)
+        p = int(np.argmax(floors))
+        return p, float(floors[p])
 
     def lower_bound(self, dim: int) -> float:
         """No plan beats 1.0, nor the biggest partition's floor (``partition_floor``), nor a rack's
@@ -775,11 +769,7 @@ class ClusterModel:
         """Indices of partitions whose replicas span fewer racks than they could."""
         if not self.rack_aware or self.n_partitions == 0:
             return np.zeros(0, dtype=np.int64)
-        racks = np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1)
-        racks = np.sort(racks, axis=1)
-        distinct = (racks >= 0).sum(axis=1) - ((racks[:, 1:] == racks[:, :-1]) & (racks[:, 1:] >= 0)).sum(
-            axis=1
-        )
+        distinct = distinct_per_row(np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1))
         target = np.minimum(self.rf, self.n_live_racks)
         return np.nonzero(distinct < target)[0]
 
@@ -798,3 +788,12 @@ def broker_loads(snapshot: Mapping[str, Any]) -> dict[int, dict[str, float]]:
             "leaders": float(row[NLEAD]),
         }
     return out
+
+
+def distinct_per_row(values: np.ndarray) -> np.ndarray:
+    """Per row of non-negative labels (-1: none), how many distinct labels it holds (e.g. the racks
+    a partition's replicas span)."""
+    r = np.sort(values, axis=1)
+    dup = (r[:, 1:] == r[:, :-1]) & (r[:, 1:] >= 0)
+    counts: np.ndarray = (r >= 0).sum(axis=1) - dup.sum(axis=1)
+    return counts

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..actions import Move
-from ..model import DISK, IN, OUT, ClusterModel
+from ..model import DISK, IN, OUT, ClusterModel, distinct_per_row
 from ..options import PlannerOptions
 from ..search.constants import DEST_TRIES, EPS, LEADERSHIP, REPLICA_MOVE, SWAP
 from .base import Goal
@@ -100,8 +100,8 @@ class RackAwareGoal(Goal):
         racks = np.where(rows >= 0, model.rack[np.maximum(rows, 0)], -1)
         others = np.where(rows != src, racks, -1)
         in_others = (model.rack[None, None, :] == others[:, :, None]).any(axis=1)
-        new_distinct = _distinct(others)[:, None] + ~in_others
-        target = np.minimum(_distinct(racks), np.minimum(model.rf[ps], model.n_live_racks))
+        new_distinct = distinct_per_row(others)[:, None] + ~in_others
+        target = np.minimum(distinct_per_row(racks), np.minimum(model.rf[ps], model.n_live_racks))
         mask: np.ndarray = new_distinct >= target[:, None]
         return mask
 
@@ -238,11 +238,3 @@ class DrainGoal(Goal):
         if model.options.max_bytes_to_move is not None or model.options.max_moves_per_broker is not None:
             return "max_bytes_to_move / max_moves_per_broker reached, or a hard goal's limit"
         return "every destination would break a hard goal (capacity)"
-
-
-def _distinct(racks: np.ndarray) -> np.ndarray:
-    """Per row of rack indices (-1: no replica), how many distinct racks it holds."""
-    r = np.sort(racks, axis=1)
-    dup = (r[:, 1:] == r[:, :-1]) & (r[:, 1:] >= 0)
-    counts: np.ndarray = (r >= 0).sum(axis=1) - dup.sum(axis=1)
-    return counts
