@@ -125,9 +125,7 @@ def plan(
     undo_needless(model, goals)
     if len(model.log) > kept:  # every goal takes each return: its metric can only have fallen
         reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
-    unsatisfied = tuple(
-        f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.hard and r.after > 1e-9
-    )
+    unsatisfied = tuple(f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.unmet)
     notes = tuple(n for g in goals for n in g.notes())
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
         notes += (

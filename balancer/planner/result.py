@@ -12,6 +12,8 @@ from balancer.vocabulary import RESOURCES, ActionKind
 from .actions import Action
 from .model import ClusterModel
 
+UNMET_TOLERANCE = 1e-9  # a hard goal's metric (distance outside its limits) above this is unmet
+
 
 @dataclass(frozen=True)
 class GoalReport:
@@ -25,6 +27,11 @@ class GoalReport:
     after: float
     violated: bool
     moves: int
+
+    @property
+    def unmet(self) -> bool:
+        """A hard goal left outside its limits."""
+        return self.hard and self.after > UNMET_TOLERANCE
 
     def then(self, later: GoalReport) -> GoalReport:
         """This report followed by ``later``, the same goal's in the next sweep."""
@@ -53,6 +60,11 @@ class Plan:
     seconds: float = field(default=0.0, compare=False)
     drain_brokers: tuple[int, ...] = ()  # broker ids the plan empties (the checker verifies it)
     notes: tuple[str, ...] = field(default=(), compare=False)  # why a goal could not do all it was asked
+
+    @property
+    def unmet_goals(self) -> tuple[str, ...]:
+        """The hard goals the plan leaves outside their limits (``unsatisfied`` says by how much)."""
+        return tuple(r.goal for r in self.goals if r.unmet)
 
     @property
     def imbalance_before(self) -> float:
