@@ -13,9 +13,8 @@ application (its own driver process) on a fresh standalone cluster of loopback w
 ``--cores`` each, with the job's own Spark settings (``conf/balancer.yaml``: its
 ``spark.sql.shuffle.partitions`` included). In that application the fleet is planned
 ``--repeats`` times by this branch's ``planning.plans`` and by the baseline's (``--baseline``, default
-8a847c8, the planning before it followed the fleet; the figures in benchmarks/README.md were taken
-against main's of 6efd08d, which plans alike without the verdict: its ``balancer/spark/planning.py``
-loaded from git and shipped to the executors by value),
+8a847c8, the planning before it followed the fleet: its ``balancer/spark/planning.py`` loaded from
+git and shipped to the executors by value),
 alternating, after one untimed run of each (Python workers started). Reported per implementation and
 run: wall seconds, the planning stage's task count, each executor's task time (Spark's REST API,
 ``totalDuration``) and each worker's CPU seconds (its process tree in /proc: worker, executor JVM,

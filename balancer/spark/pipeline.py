@@ -175,8 +175,7 @@ class BalancerSink:
         late = (F.unix_millis("ts") < F.lit(watermark_ms)) if watermark_ms is not None else F.lit(False)
         bad = F.col("quarantine_reason").isNotNull()
         # Cached, not written straight from Kafka: that task would chain the source's Python worker,
-        # the JVM and the writer's Python worker, which stall on each other (47k rec/s against 74k
-        # cached first, benchmarks/README.md "One landing pass").
+        # the JVM and the writer's Python worker, which stall on each other.
         # A quarantined value stays bytes as it arrived; value_text is a copy for reading (invalid UTF-8
         # replaced, cut at max_value_bytes). The reason is made valid UTF-8 whatever a parser quoted: a
         # string that lands must be valid UTF-8 (the Delta file statistics are JSON).

@@ -14,8 +14,8 @@ the landing pass), ``gx_runner`` (GX itself), ``quality_runs`` (the results tabl
 records); this module decides which frame each suite sees and what a failure blocks.
 
 Cost: a bounded, small number of Spark jobs per call, whatever the suites hold. GX's Spark engine
-runs every metric of every expectation as its own Spark job (13 jobs per ingest batch and 26 per
-set of windows, 5–35 s under load: benchmarks/README.md, "Data contract cost"), so:
+runs every metric of every expectation as its own Spark job (`make bench-quality` prints the jobs
+and seconds per call of both: benchmarks/README.md, "Data contract cost"), so:
 
 - the per-record expectations (``not_be_null``, ``be_in_set``, ``be_between``, GX's semantics:
   nulls are ignored except by ``not_be_null``) are compiled into Spark conditions, carried as bits of
