@@ -50,10 +50,10 @@ BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed 
 # Data first, moves second (search.cost): a shed or fill may copy DATA_SLACK more data than the least
 # its candidates need, for fewer moves (the default of PlannerOptions.data_slack), a disk swap that much
 # more than its net relief (search.swap); the per-move costs
-# tried, the ceiling divided by COST_STEP up to COST_LADDER times, then none. 0.20: where the cheapest
-# relief is thousands of tiny replicas (linkedin_7_disks, the published LinkedIn brokers), 0.0 takes
-# 6,233 replica moves at 1.10x the data bound, 0.10 5,322 at 1.13x, 0.20 3,938 at 1.22x, 0.30 2,833
-# at 1.30x (past issue 24's 1.25x); on the other benchmark shapes it moves the multiple by <= 0.01.
+# tried, the ceiling divided by COST_STEP up to COST_LADDER times, then none. Where the cheapest
+# relief is thousands of tiny replicas (linkedin_7_disks, the published LinkedIn brokers), each step
+# of slack trades data for moves; 0.20 is the most that keeps such a plan within 1.25x the data bound
+# (issue 24's line), and elsewhere the slack hardly moves the data (`make bench-planner` prints both).
 DATA_SLACK = 0.20
 # A replica that relieves a broker of less than this share of its excess relieves nothing a figure
 # shows: a giant of that kind is no shed candidate, whatever the search puts first (search.cost).
