@@ -61,11 +61,10 @@ def _small(seed: int) -> dict:
 
 
 def _both(snap: dict, monkeypatch: pytest.MonkeyPatch):
-    options = PlannerOptions(relax=False)  # the search's moves, which pruning acts on
-    pruned = plan(snap, options)
+    pruned = plan(snap)
     with monkeypatch.context() as m:
         m.setattr(balancer.planner, "undo_needless", lambda model, goals: None)
-        unpruned = plan(snap, options)
+        unpruned = plan(snap)
     return pruned, unpruned
 
 
