@@ -342,6 +342,9 @@ class BalancerConfig(_Strict):
     # Where traffic is balanced data first: how much more data than the least each shed may copy
     # for fewer replica moves (PlannerOptions.data_slack); null: the planner's default.
     data_slack: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Plan a second time from the least-data placement of a linear program and keep the plan that
+    # copies less without leaving a goal worse (PlannerOptions.relax); false: the goals' search alone.
+    relax: bool = True
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Action, Move
@@ -40,10 +42,14 @@ from .goals import (
     default_goals,
 )
 from .model import ClusterModel, SnapshotError, broker_loads
-from .options import PlannerOptions
+from .options import RESOURCE_GOALS, PlannerOptions
 from .prune import undo_needless
-from .result import GoalReport, Plan, build_actions, figures, total_bytes
+from .relaxation import data_bound, relax
+from .result import UNMET_TOLERANCE, GoalReport, Plan, build_actions, figures, total_bytes
+from .search.constants import DATA_SLACK
 
+# The resource whose balance figure (Plan.after) a balance goal sets.
+BALANCED_RESOURCE = {RESOURCE_GOALS[r]: r for r in RESOURCES}
 MAX_SWEEPS = 3  # passes over all goals; the last one usually finds nothing
 
 __all__ = [
@@ -92,10 +98,79 @@ def plan(
     elif not isinstance(options, PlannerOptions):
         raise TypeError(f"options must be PlannerOptions, got {type(options).__name__}")
     started = time.perf_counter()
+    goals = default_goals(options) if goals is None else goals
+    searched, levels = _search(snapshot, goals, options, started)
+    assert searched is not None  # only a search from the relaxation's placement finds no plan
+    if (
+        not options.relax
+        or not searched.replica_moves
+        or _near_least(snapshot, searched, levels, goals, options)
+    ):
+        return searched
+    relaxed, _ = _search(snapshot, goals, options, started, levels=levels, beat=searched.bytes_to_move)
+    if relaxed is not None and _better(relaxed, searched, options):
+        return relaxed
+    return dataclasses.replace(searched, seconds=time.perf_counter() - started)
+
+
+def _near_least(
+    snapshot: Mapping[str, Any],
+    searched: Plan,
+    levels: np.ndarray,
+    goals: list[Goal],
+    options: PlannerOptions,
+) -> bool:
+    """``searched`` copies within the data slack of the least any plan leaving the brokers as it does
+    needs (``relaxation.data_bound``): a second plan could not be kept (``_better``) unless it also
+    made fewer moves, and the search makes few."""
     model = ClusterModel(snapshot, options)
+    for goal in goals:
+        goal.reset()
+    return searched.bytes_to_move <= (1.0 + _slack(options)) * data_bound(model, levels, goals)
+
+
+def _slack(options: PlannerOptions) -> float:
+    return DATA_SLACK if options.data_slack is None else options.data_slack
+
+
+def _better(relaxed: Plan, searched: Plan, options: PlannerOptions) -> bool:
+    """``relaxed`` copies less data than ``searched`` (the data slack less, unless in no more replica
+    moves: data first, moves second, as in the search) and leaves nothing worse: each resource's
+    balance figure within its threshold or no higher than ``searched``'s, every other goal no further
+    outside its limits."""
+    fewer = relaxed.replica_moves <= searched.replica_moves
+    if relaxed.bytes_to_move * (1.0 if fewer else 1.0 + _slack(options)) >= searched.bytes_to_move:
+        return False
+    for resource in RESOURCES:
+        if relaxed.after[resource] > max(searched.after[resource], options.threshold(resource)) + 1e-9:
+            return False
+    return all(
+        r.goal in BALANCED_RESOURCE or r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
+        for r, s in zip(relaxed.goals, searched.goals, strict=True)
+    )
+
+
+def _search(
+    snapshot: Mapping[str, Any],
+    goals: list[Goal],
+    options: PlannerOptions,
+    started: float,
+    *,
+    levels: np.ndarray | None = None,
+    beat: int = 0,
+) -> tuple[Plan | None, np.ndarray]:
+    """Run ``goals`` in sweeps on the snapshot's model and build the plan, with the model's final
+    loads. With ``levels`` (a first plan's final loads), from the relaxation's placement within them
+    (planner.relaxation); no plan where that moves nothing or copies ``beat`` bytes or more."""
+    model = ClusterModel(snapshot, options)
+    for goal in goals:
+        goal.reset()  # limits cached for an earlier model (a new one may have its id)
     before = figures(model)
     bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
-    goals = default_goals(options) if goals is None else goals
+    # Each goal's report starts from the snapshot, whatever the relaxation moved first.
+    start = [(g.metric(model), g.violated(model)) for g in goals] if levels is not None else None
+    if levels is not None and (not relax(model, levels, goals) or model.bytes_moved >= beat):
+        return None, model.load  # nothing moved, or already as much data as the plan to beat
     reports: list[GoalReport] = []
     ran_at: list[int | None] = [None] * len(goals)
     for sweep in range(MAX_SWEEPS):
@@ -125,6 +200,11 @@ def plan(
     undo_needless(model, goals)
     if len(model.log) > kept:  # every goal takes each return: its metric can only have fallen
         reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
+    if start is not None:
+        reports = [
+            dataclasses.replace(r, before=b, violated=r.violated or v)
+            for r, (b, v) in zip(reports, start, strict=True)
+        ]
     unsatisfied = tuple(f"{r.goal}: still {r.after:.4g} outside its limits" for r in reports if r.unmet)
     notes = tuple(n for g in goals for n in g.notes())
     if model.drained.any() and model.rack_aware and model.n_live_racks < model.n_racks:
@@ -133,7 +213,7 @@ def plan(
             f"partitions now span at most {model.n_live_racks} racks",
         )
     actions = build_actions(model)
-    return Plan(
+    found = Plan(
         actions=actions,
         before=before,
         after=figures(model),
@@ -148,3 +228,4 @@ def plan(
         drain_brokers=tuple(int(b) for b in model.broker_ids[model.drained].tolist()),
         notes=notes,
     )
+    return found, model.load.copy()

@@ -78,6 +78,10 @@ class PlannerOptions:
     # The disk goals' swaps too: an exchange copies at most that share more than the bytes its net
     # relief takes moved plainly (twice that off the broker that sets the figure).
     data_slack: float | None = None
+    # Then run the goals again from the least-data placement within the first plan's broker levels
+    # (planner.relaxation; clusters up to its MAX_VARIABLES), keeping the second plan where it
+    # copies less data and leaves no goal worse. False: the goals' search alone.
+    relax: bool = True
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -99,6 +103,8 @@ class PlannerOptions:
             isinstance(ds, bool) or not isinstance(ds, (int, float)) or not 0.0 <= ds <= 1.0
         ):
             raise bad("data_slack", "must be None or a number in [0.0, 1.0]", ds)
+        if not isinstance(self.relax, bool):
+            raise bad("relax", "must be a bool", self.relax)
         for name in ("max_bytes_to_move", "max_moves_per_broker"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -184,6 +190,7 @@ class PlannerOptions:
             max_bytes_to_move=balancer_config.max_bytes_to_move,
             max_moves_per_broker=balancer_config.max_moves_per_broker,
             data_slack=balancer_config.data_slack,
+            relax=balancer_config.relax,
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers),
             drain_brokers=tuple(balancer_config.drain_brokers),

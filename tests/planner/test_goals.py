@@ -222,7 +222,9 @@ def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
     # moves a shed's overshoot does not need go back (fewer moves, less data, same targets met).
     from balancer.planner.search import shed
 
-    snap, options = _linkedin_like(seed), PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10)
+    snap = _linkedin_like(seed)
+    # The search alone: a second plan from the relaxation would hide what the take-back does.
+    options = PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10, relax=False)
     _without_pruning(monkeypatch)  # it would put back at the end what the take-back puts back
     with_ = plan(snap, options)
     monkeypatch.setattr(shed, "take_back", lambda *args: None)
@@ -360,10 +362,10 @@ def test_count_goal_out_of_reach_plans_what_searching_and_undoing_would(spec, mo
         return fired[-1]
 
     monkeypatch.setattr(CountDistributionGoal, "out_of_reach", spy)
-    skipped = plan(snap)
+    skipped = plan(snap, PlannerOptions(relax=False))
     assert any(fired)
     monkeypatch.setattr(CountDistributionGoal, "out_of_reach", lambda self, model, optimized: False)
-    searched = plan(snap)
+    searched = plan(snap, PlannerOptions(relax=False))
     assert skipped.actions == searched.actions
     assert skipped.after == searched.after
 
@@ -577,7 +579,7 @@ def test_network_in_fill_lifts_no_broker_by_one_giant_where_smaller_replicas_do_
     for broker in snap["brokers"]:
         broker["capacity"] = {"network_in": 200.0, "network_out": 200.0, "disk": 6000.0}
     goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), NetworkInDistributionGoal(1.10)]
-    result = plan(snap, PlannerOptions(), goals=goals)
+    result = plan(snap, PlannerOptions(relax=False), goals=goals)  # the fill's rule, not a second plan's
     assert check_plan(snap, result) == []
     assert 4 not in [a.partition for a in result.actions]
     assert result.bytes_to_move == 3
@@ -592,7 +594,8 @@ def test_moves_an_ejection_chain_makes_needless_go_back(monkeypatch):
     parts = [([b], 1, 0, size) for b, sizes in enumerate(brokers) for size in sizes]
     snap = snapshot(parts, brokers=4, racks=(None,) * 4)
     _without_pruning(monkeypatch)  # it would put back at the end what the take-back puts back
-    result = plan(snap, goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)])
+    goals = [ReplicationFactorGoal(), DistinctBrokersGoal(), DiskDistributionGoal(1.10)]
+    result = plan(snap, PlannerOptions(relax=False), goals=goals)  # the search's chain, not a second plan's
     assert check_plan(snap, result) == []
     assert result.after["disk"] <= 1.09 + 1e-9
     off_0 = sorted(parts[a.partition][3] for a in result.actions if a.old_replicas == (0,))
@@ -615,7 +618,7 @@ def _disk_hot_at_the_traffic_floor(light: int):
         NetworkInDistributionGoal(1.10),
         DiskDistributionGoal(1.10),
     ]
-    result = plan(snap, goals=goals)
+    result = plan(snap, PlannerOptions(relax=False), goals=goals)  # the search's refill, not a second plan's
     assert check_plan(snap, result) == []
     return parts, result
 

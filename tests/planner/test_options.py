@@ -46,6 +46,7 @@ def test_from_config():
         excluded_brokers=[4],
         max_bytes_to_move=10,
         data_slack=0.3,
+        relax=False,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
@@ -54,6 +55,7 @@ def test_from_config():
         excluded_brokers=(4,),
         max_bytes_to_move=10,
         data_slack=0.3,
+        relax=False,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 

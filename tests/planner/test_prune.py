@@ -61,10 +61,11 @@ def _small(seed: int) -> dict:
 
 
 def _both(snap: dict, monkeypatch: pytest.MonkeyPatch):
-    pruned = plan(snap)
+    options = PlannerOptions(relax=False)  # the search's moves, which pruning acts on
+    pruned = plan(snap, options)
     with monkeypatch.context() as m:
         m.setattr(balancer.planner, "undo_needless", lambda model, goals: None)
-        unpruned = plan(snap)
+        unpruned = plan(snap, options)
     return pruned, unpruned
 
 
