@@ -37,9 +37,10 @@ def test_the_relaxed_plan_is_kept_where_the_search_copies_far_more_data_than_nee
     assert relaxed.unmet_goals == searched.unmet_goals
 
 
-@pytest.mark.parametrize("seed", [7, 99])
-def test_a_relaxed_plan_copies_no_more_and_leaves_no_goal_worse(seed):
-    for k, (_, _, _, snap) in enumerate(heldout_clusters(6, seed)):
+def test_a_relaxed_plan_copies_no_more_and_leaves_no_goal_worse():
+    # Seed 99's first six held-out clusters: #4 is one where a second plan lowers the disk goal's
+    # metric (a sum of distances outside the band) while raising the disk figure (the hottest broker).
+    for k, (_, _, _, snap) in enumerate(heldout_clusters(6, 99)):
         searched = plan(snap, PlannerOptions(relax=False))
         relaxed = plan(snap, PlannerOptions())
         assert check_plan(snap, relaxed) == [], k
@@ -82,9 +83,8 @@ def test_a_plan_within_the_data_slack_of_the_bound_is_not_planned_again(monkeypa
     assert calls == [1]
 
 
-@pytest.mark.parametrize("seed", [5, 2026])
-def test_the_data_bound_is_no_more_than_the_plan_it_is_measured_from(seed):
-    for k, (_, _, _, snap) in enumerate(heldout_clusters(5, seed)):
+def test_the_data_bound_is_no_more_than_the_plan_it_is_measured_from():
+    for k, (_, _, _, snap) in enumerate(heldout_clusters(5, 5)):
         options = PlannerOptions(relax=False)
         searched = plan(snap, options)
         levels = ClusterModel(
