@@ -44,7 +44,7 @@ from .goals import (
 from .model import ClusterModel, SnapshotError, broker_loads
 from .options import RESOURCE_GOALS, PlannerOptions
 from .prune import undo_needless
-from .relaxation import data_bound, relax
+from .relaxation import data_bound, fits, relax
 from .result import UNMET_TOLERANCE, GoalReport, Plan, build_actions, figures, total_bytes
 from .search.constants import DATA_SLACK
 
@@ -99,11 +99,13 @@ def plan(
         raise TypeError(f"options must be PlannerOptions, got {type(options).__name__}")
     started = time.perf_counter()
     goals = default_goals(options) if goals is None else goals
-    searched, levels = _search(snapshot, goals, options, started)
+    searched, final = _search(snapshot, goals, options, started)
     assert searched is not None  # only a search from the relaxation's placement finds no plan
+    levels = final.load
     if (
         not options.relax
         or not searched.replica_moves
+        or not fits(final)
         or _near_least(snapshot, searched, levels, goals, options)
     ):
         return searched
@@ -158,9 +160,9 @@ def _search(
     *,
     levels: np.ndarray | None = None,
     beat: int = 0,
-) -> tuple[Plan | None, np.ndarray]:
-    """Run ``goals`` in sweeps on the snapshot's model and build the plan, with the model's final
-    loads. With ``levels`` (a first plan's final loads), from the relaxation's placement within them
+) -> tuple[Plan | None, ClusterModel]:
+    """Run ``goals`` in sweeps on the snapshot's model and build the plan, with the model it
+    leaves. With ``levels`` (a first plan's final loads), from the relaxation's placement within them
     (planner.relaxation); no plan where that moves nothing or copies ``beat`` bytes or more."""
     model = ClusterModel(snapshot, options)
     for goal in goals:
@@ -170,7 +172,7 @@ def _search(
     # Each goal's report starts from the snapshot, whatever the relaxation moved first.
     start = [(g.metric(model), g.violated(model)) for g in goals] if levels is not None else None
     if levels is not None and (not relax(model, levels, goals) or model.bytes_moved >= beat):
-        return None, model.load  # nothing moved, or already as much data as the plan to beat
+        return None, model  # nothing moved, or already as much data as the plan to beat
     reports: list[GoalReport] = []
     ran_at: list[int | None] = [None] * len(goals)
     for sweep in range(MAX_SWEEPS):
@@ -228,4 +230,4 @@ def _search(
         drain_brokers=tuple(int(b) for b in model.broker_ids[model.drained].tolist()),
         notes=notes,
     )
-    return found, model.load.copy()
+    return found, model

@@ -76,10 +76,20 @@ def broker_lines(
     return lines
 
 
+def fits(model: ClusterModel) -> bool:
+    """The relaxation of ``model`` (replica slots plus partition x broker arrivals) is within
+    MAX_VARIABLES (counting every movable partition as arriving anywhere): it is tried only where
+    solving it costs less than the goals' own search."""
+    slots = int(np.count_nonzero(model.replicas >= 0))
+    return slots + int(np.count_nonzero(model.movable)) * model.n_brokers <= MAX_VARIABLES
+
+
 def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -> list[Move]:
     """The replica moves of the relaxation's rounded solution for ``model`` (today's placement)
     within the lines of ``levels`` (``broker_lines``); [] where the cluster is too large for it,
     nothing needs to move, or the solve fails."""
+    if not fits(model):
+        return []
     n = model.n_brokers
     reps = model.replicas
     slot_p, slot_j = np.nonzero(reps >= 0)
@@ -93,7 +103,7 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
     n_slots, n_arr = len(slot_p), len(arr_p)
     total = float(np.sum(model.size * model.rf))
     lines = broker_lines(model, levels, goals)
-    if n_slots + n_arr > MAX_VARIABLES or not free.any() or not n_arr or total <= 0 or not lines:
+    if not free.any() or not n_arr or total <= 0 or not lines:
         return []
     per_dim = {IN: model.bytes_in, DISK: model.size, NREP: np.ones(model.n_partitions)}
     rows: list[np.ndarray] = []
@@ -237,9 +247,13 @@ def data_bound(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -
             ps = ps[model.movable[ps]]
             need = float(model.load[b, dim] - upper[b])
             leave[b] = max(leave[b], least_cover(model.size[ps], relief[ps], need))
-        if dim == IN:
-            for b in np.flatnonzero(model.load[:, dim] < lower).tolist():
-                away = ~(model.replicas == b).any(axis=1) & model.movable
+        under = np.flatnonzero(model.load[:, dim] < lower).tolist() if dim == IN else []
+        if under:
+            slot_p, slot_j = np.nonzero(model.replicas >= 0)
+            holds = np.zeros((model.n_partitions, model.n_brokers), dtype=bool)
+            holds[slot_p, model.replicas[slot_p, slot_j]] = True
+            for b in under:
+                away = ~holds[:, b] & model.movable
                 need = float(lower[b] - model.load[b, dim])
                 arrive += least_cover(model.size[away], relief[away], need)
     bound = max(float(leave.sum()), arrive)
@@ -248,16 +262,16 @@ def data_bound(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -
 
 def relax(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -> int:
     """Apply the relaxation's moves to ``model`` where no hard goal vetoes them; how many applied.
-    A leader's replica hands its leadership to the partition's replica on the broker leading the
-    fewest first: the moves keep the leader counts the goals balance."""
+    A leader's replica first hands its leadership to the partition's replica on the broker leading
+    the fewest that the hard goals let take it: the moves keep the leader counts the goals balance."""
     hard = [g for g in goals if g.hard]
     applied = 0
     for move in placement_moves(model, levels, goals):
         if model.leader[move.p] == move.src:
             row = model.replicas[move.p]
             others = row[(row >= 0) & (row != move.src)]
-            if len(others):
-                heir = int(others[np.argmin(model.load[others, NLEAD])])
-                Goal.try_move(Move(LEADERSHIP, move.p, move.src, heir), model, hard)
+            for heir in others[np.argsort(model.load[others, NLEAD], kind="stable")].tolist():
+                if Goal.try_move(Move(LEADERSHIP, move.p, move.src, heir), model, hard):
+                    break
         applied += Goal.try_move(move, model, hard)
     return applied
