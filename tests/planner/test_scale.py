@@ -1,6 +1,7 @@
-"""The skewed 1.3M- and 2.8M-replica clusters of ``make bench-planner-scale``: every goal's figure
-ends within its threshold or 2% of its lower bound, and the plan is valid. Balance only; the
-benchmark holds its CPU and memory to their budgets (a timed test would measure the neighbours)."""
+"""The skewed 1.3M-replica cluster of ``make bench-planner-scale``: every goal's figure ends within
+its threshold or 2% of its lower bound, and the plan is valid. Balance only; the benchmark holds its
+CPU and memory to their budgets (a timed test would measure the neighbours), and checks the same of
+the 2.8M-replica cluster, the same shape twice the size, which would cost the suite another minute."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import pytest
 from planner_bench import SCENARIOS, missed_goals
 
 from balancer.demo.scenarios import ScenarioSpec, generate_columnar
@@ -17,9 +17,8 @@ from balancer.planner import PlannerOptions, plan
 from balancer.planner.validate import check_plan
 
 
-@pytest.mark.parametrize("name", ["skewed_270", "skewed_540"])
-def test_skewed_cluster_ends_every_goal_within_its_threshold_or_near_its_bound(name):
-    snapshot = generate_columnar(ScenarioSpec(**SCENARIOS[name]))
+def test_skewed_cluster_ends_every_goal_within_its_threshold_or_near_its_bound():
+    snapshot = generate_columnar(ScenarioSpec(**SCENARIOS["skewed_270"]))
     options = PlannerOptions()
     result = plan(snapshot, options)
     over = missed_goals(result, options)
