@@ -84,6 +84,15 @@ def fits(model: ClusterModel) -> bool:
     return slots + int(np.count_nonzero(model.movable)) * model.n_brokers <= MAX_VARIABLES
 
 
+def replica_slots(model: ClusterModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every replica as (partition, broker) arrays, and the partition x broker matrix of holders."""
+    slot_p, slot_j = np.nonzero(model.replicas >= 0)
+    slot_b = model.replicas[slot_p, slot_j]
+    holds = np.zeros((model.n_partitions, model.n_brokers), dtype=bool)
+    holds[slot_p, slot_b] = True
+    return slot_p, slot_b, holds
+
+
 def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -> list[Move]:
     """The replica moves of the relaxation's rounded solution for ``model`` (today's placement)
     within the lines of ``levels`` (``broker_lines``); [] where the cluster is too large for it,
@@ -91,11 +100,7 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
     if not fits(model):
         return []
     n = model.n_brokers
-    reps = model.replicas
-    slot_p, slot_j = np.nonzero(reps >= 0)
-    slot_b = reps[slot_p, slot_j]
-    holds = np.zeros((model.n_partitions, n), dtype=bool)
-    holds[slot_p, slot_b] = True
+    slot_p, slot_b, holds = replica_slots(model)
     must_leave = model.drained[slot_b]
     free = model.movable[slot_p] | must_leave
     arrive = ~holds & model.movable[:, None] & model.dest_ok[None, :] & ~model.drained[None, :]
@@ -249,9 +254,7 @@ def data_bound(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -
             leave[b] = max(leave[b], least_cover(model.size[ps], relief[ps], need))
         under = np.flatnonzero(model.load[:, dim] < lower).tolist() if dim == IN else []
         if under:
-            slot_p, slot_j = np.nonzero(model.replicas >= 0)
-            holds = np.zeros((model.n_partitions, model.n_brokers), dtype=bool)
-            holds[slot_p, model.replicas[slot_p, slot_j]] = True
+            holds = replica_slots(model)[2]
             for b in under:
                 away = ~holds[:, b] & model.movable
                 need = float(lower[b] - model.load[b, dim])
