@@ -85,7 +85,7 @@ def runs(kafka, tmp_path_factory):
     produced = produce(kafka.bootstrap_servers, topic, values[:20] + POISON + values[20:])
     # Both submissions at once: each spends much of its time starting up and committing, so together they
     # take well under the sum of their times alone on two cores.
-    folders, jobs = {}, {}
+    folders, jobs, consoles = {}, {}, {}
     for connector, engine in COMBOS:
         folder = folders[(connector, engine)] = tmp_path_factory.mktemp(f"{connector}-{engine}")
         config = write_config(
@@ -101,19 +101,20 @@ def runs(kafka, tmp_path_factory):
     try:
         for combo, proc in jobs.items():
             code = proc.wait(timeout=max(1.0, 900 - (time.monotonic() - started)))
-            output = (folders[combo] / "stdout").read_text()[-2000:], (folders[combo] / "stderr").read_text()
-            assert code == 0, (combo, output[0], output[1][-2000:])
+            output = (folders[combo] / "stdout").read_text(), (folders[combo] / "stderr").read_text()
+            assert code == 0, (combo, output[0][-2000:], output[1][-2000:])
+            consoles[combo] = (output[0] + output[1]).splitlines()
             print(f"{combo[0]} + {combo[1]}: done after {time.monotonic() - started:.0f} s", file=sys.stderr)
     finally:
         for proc in jobs.values():
             if proc.poll() is None:
                 proc.kill()
     lakehouses = {combo: folder / "lakehouse" for combo, folder in folders.items()}
-    return produced, lakehouses
+    return produced, lakehouses, consoles
 
 
 def test_every_combination_lands_everything(runs):
-    produced, lakehouses = runs
+    produced, lakehouses, _ = runs
     for combo, root in lakehouses.items():
         raw, bad = (
             DeltaTable(str(root / t)).to_pyarrow_table() for t in ("telemetry_raw", "telemetry_quarantine")
@@ -122,9 +123,19 @@ def test_every_combination_lands_everything(runs):
         assert DeltaTable(str(root / "balance_plans")).to_pyarrow_table().num_rows >= 1, combo
 
 
+def test_a_submission_prints_the_products_lines_only(runs):
+    """spark-submit.sh's console: the log file's path first, then the job's own lines; Spark's and the
+    libraries' logs go to that file."""
+    *_, consoles = runs
+    for combo, console in consoles.items():
+        assert re.match(r"logs \(Spark, libraries, traces\): \S*/submit-", console[0]), (combo, console[:3])
+        noise = [line for line in console if re.search(r"\b(WARN|WARNING|INFO|ERROR)\b|log4j|py4j", line)]
+        assert noise == [], (combo, noise[:5])
+
+
 def test_each_engine_wrote_its_own_tables(runs):
     """delta-spark's commits name Delta-Lake as their engine, delta-rs' do not: the engine was not swapped."""
-    _, lakehouses = runs
+    _, lakehouses, _ = runs
     for (connector, engine), root in lakehouses.items():
         info = str(DeltaTable(str(root / "telemetry_raw")).history()[0].get("engineInfo", "delta-rs"))
         assert ("Delta-Lake" in info) == (engine == "delta-spark"), (connector, engine, info)
@@ -132,7 +143,7 @@ def test_each_engine_wrote_its_own_tables(runs):
 
 @pytest.mark.parametrize("table", COMPARED)
 def test_both_connectors_and_engines_give_the_same_rows(runs, table):
-    _, lakehouses = runs
+    _, lakehouses, _ = runs
     reference = table_rows(lakehouses[COMBOS[0]], table)
     assert reference, f"{table} is empty: nothing to compare"
     for combo in COMBOS[1:]:
@@ -140,7 +151,7 @@ def test_both_connectors_and_engines_give_the_same_rows(runs, table):
 
 
 def test_delta_spark_tables_carry_the_audit_retention(runs):
-    _, lakehouses = runs
+    _, lakehouses, _ = runs
     for table in ("telemetry_raw", "balance_plans"):
         config = DeltaTable(str(lakehouses[("python", "delta-spark")] / table)).metadata().configuration
         assert config.get("delta.logRetentionDuration") == "interval 365 days", (table, config)
@@ -171,7 +182,7 @@ def sql_count(root: Path, log_dir: Path, *as_of: str) -> int:
 def test_sql_as_of_a_version_reads_delta_spark_tables_through_spark(runs, tmp_path):
     """`balancer sql` on a delta-spark lakehouse loads Delta's jar itself; `--as-of 0` is VERSION AS OF 0
     (the empty table as created), without it the rows landed."""
-    produced, lakehouses = runs
+    produced, lakehouses, _ = runs
     root = lakehouses[("python", "delta-spark")]
     with ThreadPoolExecutor(2) as pool:  # two drivers at once: mostly start-up, which overlaps well
         now = pool.submit(sql_count, root, tmp_path / "now")

@@ -36,6 +36,10 @@ def test_the_plan_completes_and_the_hottest_broker_by_its_own_meters_ends_below_
     # ...the plan is carried out on the cluster and the job sees it complete...
     assert outcome.status == PlanStatus.COMPLETED, outcome.status
     assert sorted(r["batch"] for r in outcome.executions) == [b["batch"] for b in outcome.batches]
+    # ...every action's replicas and leader are where the plan put them, by the cluster's own metadata, and
+    # no throttle is left on a broker or a topic it touched...
+    assert outcome.misplaced == [], outcome.misplaced
+    assert outcome.throttles_left == {}, outcome.throttles_left
     # ...and in the first full window after it, the hottest broker's network in is within the threshold,
     # with the new broker carrying its share.
     hottest, after = outcome.hottest(outcome.after)

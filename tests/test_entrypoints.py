@@ -1,65 +1,13 @@
-"""The entry points users run: spark-submit.sh, and the config check that precedes Spark."""
+"""The entry points users run: spark-submit.sh, and the config check that precedes Spark. A whole
+submission (``--once`` over a topic, its console and its tables) is tests/test_cluster_path.py's."""
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-from support import minutes_of, produce, simulated
-
 from balancer.config import REPO_ROOT
-
-
-@pytest.mark.integration
-def test_spark_submit_once_processes_the_topic_and_exits(broker, topic, tmp_path):
-    cluster = simulated(cluster="submit")
-    records = produce(broker.bootstrap_servers, topic, minutes_of(cluster, 0, 6))
-
-    lakehouse = tmp_path / "lh"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    result = subprocess.run(
-        [
-            "./spark-submit.sh",
-            "--master",
-            "local[2]",
-            "--once",
-            "--set",
-            f"source.bootstrap_servers={broker.bootstrap_servers}",
-            "--set",
-            f"source.topic={topic}",
-            "--set",
-            f"lakehouse.path={lakehouse}",
-            "--set",
-            f"checkpoint.path={tmp_path / 'cp'}",
-            "--set",
-            "windows.slide=5 minutes",
-            "--set",
-            "windows.watermark=1 minute",
-            "--set",
-            "spark.conf.spark.ui.enabled=false",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    # The console carries the product's lines only: Spark's and the libraries' logs are in the log file.
-    console = (result.stdout + result.stderr).splitlines()
-    assert [line for line in console if re.search(r"\b(WARN|WARNING|INFO|ERROR)\b|log4j|py4j", line)] == []
-    assert console[0].startswith("logs (Spark, libraries, traces): data/logs/submit-"), console
-
-    from deltalake import DeltaTable
-
-    assert DeltaTable(str(lakehouse / "telemetry_raw")).to_pyarrow_table().num_rows == records
-    plans = DeltaTable(str(lakehouse / "balance_plans")).to_pyarrow_table()
-    assert plans.num_rows == 1  # minutes 0-6 close the window [0, 5) only
 
 
 def test_bad_config_stops_spark_submit_before_spark_starts(tmp_path):

@@ -242,6 +242,8 @@ class Outcome:
     threshold: float  # balance_threshold
     raw_before: dict[int, dict[str, float]]  # broker -> its own meters' bytes/s in and out, the plan's window
     raw_after: dict[int, dict[str, float]]  # the same, the window after
+    misplaced: list[dict]  # plan_actions rows whose partition's replicas or leader differ on the cluster
+    throttles_left: dict[str, dict[str, str]]  # "broker 1" / "topic t" -> throttle keys still set
 
     def limit(self, loads: dict[int, dict], resource: str = "network_in") -> dict[int, float]:
         """Per broker: the most ``resource`` it may carry within the threshold (threshold x the cluster's
@@ -361,6 +363,43 @@ class _Follow:
         return sorted(self.rows("plan_events", plan_id), key=lambda e: e["window_end"])
 
 
+def left_on_cluster(cluster, actions: list[dict]) -> tuple[list[dict], dict[str, dict[str, str]]]:
+    """What the cluster itself says once a plan completed, through confluent-kafka's admin client (not the
+    executor's): the ``actions`` whose partition has other replicas or another leader than the action's,
+    and every throttle key still set on a broker or on a topic the actions touch."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    from balancer.execution.executor import RATE_KEYS, REPLICA_KEYS
+
+    client = cluster.admin()
+    topics = sorted({a["topic"] for a in actions})
+    placed = {
+        (t, p): (set(m.replicas), m.leader)
+        for t in topics
+        for p, m in client.list_topics(t, timeout=10).topics[t].partitions.items()
+    }
+    misplaced = [
+        a
+        for a in actions
+        if placed.get((a["topic"], a["partition"])) != (set(a["new_replicas"]), a["new_leader"])
+    ]
+    resources = [(ConfigResource(ResourceType.BROKER, str(n.node_id)), RATE_KEYS) for n in cluster.nodes]
+    resources += [(ConfigResource(ResourceType.TOPIC, t), REPLICA_KEYS) for t in topics]
+    left = {}
+    for resource, keys in resources:  # one resource per DescribeConfigs call (librdkafka's rule for brokers)
+        configs = client.describe_configs([resource])[resource].result(timeout=30)
+        values = {
+            k: configs[k].value
+            for k in keys
+            if k in configs
+            and configs[k].source not in (ConfigSource.DEFAULT_CONFIG, ConfigSource.DEFAULT_CONFIG.value)
+            and configs[k].value
+        }
+        if values:
+            left[f"{resource.restype.name.lower()} {resource.name}"] = values
+    return misplaced, left
+
+
 def run_scenario(
     start_spark: Callable[[], Any],
     config: Config,
@@ -478,6 +517,14 @@ def run_scenario(
         follow.until(completed, "the job to see the plan completed")
         seen = next(e for e in follow.events(plan_id) if e["status"] == PlanStatus.COMPLETED)
         say(f"job: plan {plan_id[:8]} completed, seen in the window ending {seen['window_end']:%H:%M:%S}")
+        actions = follow.rows("plan_actions", plan_id)
+        misplaced, throttles_left = left_on_cluster(cluster, actions)
+        wrong = ", ".join(f"{a['topic']}-{a['partition']}" for a in misplaced)
+        say(
+            f"cluster: {len(actions) - len(misplaced)} of {len(actions)} actions in place (replicas, leader)"
+            + (f", not {wrong}" if misplaced else "")
+            + (f"; throttles left: {throttles_left}" if throttles_left else "; no throttle left")
+        )
         follow.until(lambda: bool(follow.rows("plan_outcomes", plan_id)), "the first full window after it")
         outcomes = follow.rows("plan_outcomes", plan_id)
         after_end = _ms(outcomes[0]["window_end"])
@@ -504,6 +551,8 @@ def run_scenario(
             threshold=config.balancer.balance_threshold,
             raw_before=raw(before),
             raw_after=raw(after),
+            misplaced=misplaced,
+            throttles_left=throttles_left,
         )
     finally:
         # The agent first, so the job's last micro-batch has little to read; the brokers are killed, not shut

@@ -1,6 +1,7 @@
 """End to end on three real Apache Kafka brokers: the job proposes a plan from telemetry that describes the
 real cluster, ``balancer execute`` carries it out, and the job follows it to ``completed`` from the real
-cluster's metadata.
+cluster's metadata. ``executor.mode: auto`` (the job starting ``balancer execute`` itself) is ``make run``'s
+and is proven by its test (tests/test_demo_kafka.py: every action in place on its cluster, no throttle left).
 
 The reporter here plays the brokers' metrics reporter: each simulated minute it reads the real topic's
 replica lists, leaders and log sizes (Admin API) and sends v1 records with the test's traffic figures to
@@ -10,7 +11,6 @@ a metrics topic on the same cluster.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from support import MINUTE, T0, job_config, produce
@@ -159,44 +159,3 @@ def test_the_job_proposes_execute_carries_out_and_the_job_sees_it_complete(
             for r in sorted(rows, key=lambda r: r["batch"])
         )
     )
-
-
-def test_executor_mode_auto_starts_execute_for_the_plan_the_job_proposes(spark, kafka, kafka_topic, tmp_path):
-    """Runs on real Kafka: with ``executor.mode: auto`` the job itself starts ``balancer execute`` once the
-    plan it proposes is whole; the plan is carried out on the real cluster, every batch recorded completed,
-    no throttle left."""
-    topic, rates = busy_broker_1(kafka)
-    config = job_config(
-        tmp_path,
-        kafka.bootstrap_servers,
-        kafka_topic,
-        "executor.deadline=12 seconds",
-        "executor.mode=auto",
-        f"executor.bootstrap_servers={kafka.bootstrap_servers}",
-        "executor.poll_interval=0.5 seconds",
-    )
-    root = config.lakehouse.path
-    house = Lakehouse(spark, root, engine="delta-rs")
-    report(kafka, kafka_topic, topic, 0, 6, rates)
-    job.run_until_idle(spark, job.start(spark, config, once=True))
-    proposed = house.select("balance_plans", ["plan_id"], [("status", "=", "proposed")])
-    assert proposed.num_rows == 1, house.select("balance_plans", ["status", "reason"]).to_pylist()
-    plan_id = proposed.column("plan_id")[0].as_py()
-    batches = house.select("plan_batches", ["batch"], [("plan_id", "=", plan_id)]).column("batch").to_pylist()
-    log = Path(config.checkpoint.path).resolve() / "balancer" / "executor" / f"{plan_id}.log"
-
-    def done() -> bool:
-        rows = executions(root, plan_id)
-        assert not [r for r in rows if r["outcome"] in ("failed", "stalled")], rows
-        return sorted(r["batch"] for r in rows if r["outcome"] == "completed") == sorted(batches)
-
-    wait_for(done, 300, f"the job's executor to finish (log {log})", interval=1.0)
-    wait_for(lambda: "batches done" in log.read_text(), 60, f"the executor's last line in {log}")
-    actions = house.select(
-        "plan_actions", ["partition", "new_replicas", "new_leader"], [("plan_id", "=", plan_id)]
-    ).to_pylist()
-    placed = assignment(kafka, topic)
-    for a in actions:
-        replicas, leader = placed[a["partition"]]
-        assert set(replicas) == set(a["new_replicas"]) and leader == a["new_leader"], (a, placed)
-    assert throttles_set(kafka, [topic]) == {}
