@@ -46,6 +46,13 @@ def build_session(
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
     settings.update(conf or {})
+    # delta-spark rebuilds a table's state from its log in this many tasks (Delta's default: 50). The job's
+    # tables keep short logs (checkpoints, scheduled compaction) and are read and written every
+    # micro-batch, so fifty tiny tasks per table read cost far more than the reading: as many as the
+    # shuffles use. Harmless where Delta's jar is not loaded.
+    settings.setdefault(
+        "spark.databricks.delta.snapshotPartitions", settings.get("spark.sql.shuffle.partitions", "8")
+    )
     if delta_jar_requested(settings):
         settings.setdefault("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         settings.setdefault(
