@@ -103,7 +103,7 @@ def test_loads_through_the_job_match_producer_rates_and_log_dirs(spark, broker, 
     try:
         sleep_until(first + WINDOW_MS + 500)
         load.stop()
-        sleep_until(first + 3 * WINDOW_MS + 8_000)  # past window 2's end + the watermark + one report
+        sleep_until(first + 2 * WINDOW_MS + 8_000)  # past window 2's end + the watermark + one report
     finally:
         load.stop()
         totals = {source: agent.stop() for source, agent in agents.items()}
