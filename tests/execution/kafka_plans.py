@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from balancer.config import load_config
+from balancer.demo.real import throttles_set as demo_throttles_set
 from balancer.planner import Action
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
 from balancer.spark.track import tracking
@@ -29,12 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA_BIN = ROOT / "bin"
 MB = 10**6
 CAPACITY = 100 * MB  # bytes/s per broker and direction in the plan's window: spare far above the throttles
-THROTTLE_KEYS = (
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-)
 WINDOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 
 
@@ -261,20 +256,4 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
 def throttles_set(kafka, topics: Sequence[str], *, brokers=(1, 2, 3)) -> dict[str, dict[str, str]]:
     """Every throttle key with a value on ``brokers`` and ``topics``, by DescribeConfigs (confluent-kafka:
     another client than the executor's, so the check does not share its reading of the answer)."""
-    client = admin(kafka)
-    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in brokers] + [
-        ConfigResource(ResourceType.TOPIC, t) for t in topics
-    ]
-    found = {}
-    for resource in resources:  # one broker per DescribeConfigs call (librdkafka's rule)
-        configs = client.describe_configs([resource])[resource].result(timeout=30)
-        values = {
-            k: configs[k].value
-            for k in THROTTLE_KEYS
-            if k in configs
-            and configs[k].source not in (ConfigSource.DEFAULT_CONFIG, ConfigSource.DEFAULT_CONFIG.value)
-            and configs[k].value not in (None, "")
-        }
-        if values:
-            found[f"{resource.restype.name.lower()} {resource.name}"] = values
-    return found
+    return demo_throttles_set(admin(kafka), list(brokers), list(topics))
