@@ -30,10 +30,11 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
 from balancer.demo.ports import free_port
 from balancer.jvm import SHORT_LIVED_OPTIONS, JarSet, classpath, jars
@@ -175,6 +176,32 @@ class KafkaCluster:
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap_servers})
+
+    def throttles(
+        self, topics: Iterable[str], *, brokers: Iterable[int] | None = None
+    ) -> dict[str, dict[str, str]]:
+        """Every replication-throttle key set (not Kafka's default) on ``brokers`` (default: every node)
+        and ``topics``, as confluent-kafka reads them (not the executor's kafka-python client, so a check
+        of what the executor left does not share its reading): "broker 1" / "topic t" -> key -> value."""
+        from balancer.execution.executor import RATE_KEYS, REPLICA_KEYS
+
+        client = self.admin()
+        ids = [n.node_id for n in self.nodes] if brokers is None else list(brokers)
+        resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in ids]
+        resources += [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        found = {}
+        for resource in resources:  # one resource per DescribeConfigs call (librdkafka's rule for brokers)
+            configs = client.describe_configs([resource])[resource].result(timeout=30)
+            values = {
+                k: configs[k].value
+                for k in RATE_KEYS + REPLICA_KEYS
+                if k in configs
+                and configs[k].source not in (ConfigSource.DEFAULT_CONFIG, ConfigSource.DEFAULT_CONFIG.value)
+                and configs[k].value
+            }
+            if values:
+                found[f"{resource.restype.name.lower()} {resource.name}"] = values
+        return found
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self, timeout: float = 120.0, *, nodes: list[int] | None = None) -> KafkaCluster:

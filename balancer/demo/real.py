@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from balancer.config import REPO_ROOT, Config, ConfigError, load_config
-from balancer.execution.executor import RATE_KEYS, REPLICA_KEYS
 from balancer.vocabulary import PlanStatus
 
 K = 1000  # rates in thousands of bytes/s (kB/s); capacities below in Cruise Control's KB (1024)
@@ -364,31 +363,6 @@ class _Follow:
         return sorted(self.rows("plan_events", plan_id), key=lambda e: e["window_end"])
 
 
-THROTTLE_KEYS = RATE_KEYS + REPLICA_KEYS
-
-
-def throttles_set(client, brokers: list[int], topics: list[str]) -> dict[str, dict[str, str]]:
-    """Every throttle key set (not Kafka's default) on ``brokers`` and ``topics``, as confluent-kafka's
-    admin ``client`` reads them: "broker 1" / "topic t" -> key -> value."""
-    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
-
-    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in brokers]
-    resources += [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    found = {}
-    for resource in resources:  # one resource per DescribeConfigs call (librdkafka's rule for brokers)
-        configs = client.describe_configs([resource])[resource].result(timeout=30)
-        values = {
-            k: configs[k].value
-            for k in THROTTLE_KEYS
-            if k in configs
-            and configs[k].source not in (ConfigSource.DEFAULT_CONFIG, ConfigSource.DEFAULT_CONFIG.value)
-            and configs[k].value
-        }
-        if values:
-            found[f"{resource.restype.name.lower()} {resource.name}"] = values
-    return found
-
-
 def left_on_cluster(cluster, actions: list[dict]) -> tuple[list[dict], dict[str, dict[str, str]]]:
     """What the cluster itself says once a plan completed, through confluent-kafka's admin client (not the
     executor's): the ``actions`` whose partition has other replicas or another leader than the action's,
@@ -405,7 +379,7 @@ def left_on_cluster(cluster, actions: list[dict]) -> tuple[list[dict], dict[str,
         for a in actions
         if placed.get((a["topic"], a["partition"])) != (set(a["new_replicas"]), a["new_leader"])
     ]
-    return misplaced, throttles_set(client, [n.node_id for n in cluster.nodes], topics)
+    return misplaced, cluster.throttles(topics)
 
 
 def run_scenario(

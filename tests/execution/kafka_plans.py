@@ -1,6 +1,7 @@
 """What the executor tests on real Kafka share: skewed topics with real data, plans written to a delta-rs
 lakehouse by the tables' own writers (``Lakehouse.append``, the job's ``tracking.batch_rows``), running
-``balancer execute`` as a process, and reading throttles back with DescribeConfigs."""
+``balancer execute`` as a process. Throttles are read back with ``KafkaCluster.throttles`` (confluent-kafka:
+another client than the executor's, so a check does not share its reading of the answer)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from balancer.config import load_config
-from balancer.demo.real import throttles_set as demo_throttles_set
 from balancer.planner import Action
 from balancer.spark.lakehouse import Lakehouse, arrow_schema
 from balancer.spark.track import tracking
@@ -251,9 +251,3 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def throttles_set(kafka, topics: Sequence[str], *, brokers=(1, 2, 3)) -> dict[str, dict[str, str]]:
-    """Every throttle key with a value on ``brokers`` and ``topics``, by DescribeConfigs (confluent-kafka:
-    another client than the executor's, so the check does not share its reading of the answer)."""
-    return demo_throttles_set(admin(kafka), list(brokers), list(topics))

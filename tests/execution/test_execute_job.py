@@ -27,7 +27,6 @@ from execution.kafka_plans import (
     kill,
     log_sizes,
     start_execute,
-    throttles_set,
     wait_for,
 )
 
@@ -148,7 +147,7 @@ def test_the_job_proposes_execute_carries_out_and_the_job_sees_it_complete(
     for a in actions:
         replicas, leader = placed[a["partition"]]
         assert set(replicas) == set(a["new_replicas"]) and leader == a["new_leader"], (a, placed)
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
     rows = [r for r in executions(root, plan_id) if r["outcome"] == "completed"]
     assert sorted(r["batch"] for r in rows) == [b["batch"] for b in sorted(batches, key=lambda b: b["batch"])]
     print(

@@ -35,7 +35,6 @@ from execution.kafka_plans import (
     lakehouse,
     log_sizes,
     start_execute,
-    throttles_set,
     wait_for,
     write_plan,
 )
@@ -90,7 +89,7 @@ def test_execute_moves_replicas_and_leaders_at_the_batch_throttle_and_leaves_non
     process = start_execute(root, kafka, plan_id, tmp_path / "execute.log")
     seen = []
     while process.poll() is None:
-        snapshot = throttles_set(kafka, [topic])
+        snapshot = kafka.throttles([topic])
         if snapshot and snapshot not in seen:
             seen.append(snapshot)
         time.sleep(0.3)
@@ -98,7 +97,7 @@ def test_execute_moves_replicas_and_leaders_at_the_batch_throttle_and_leaves_non
     assert process.returncode == 0, output
     elapsed = time.monotonic() - started
     assert_plan_applied(kafka, topic)
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
 
     rate = {b["batch"]: b["throttle"] for b in planned}
     batch1 = {f"broker {b}" for b in (1, 3)}
@@ -160,7 +159,7 @@ def test_run_sh_from_export_carries_the_plan_out_with_kafkas_own_tools(kafka, tm
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "all batches done" in ran.stdout
     assert_plan_applied(kafka, topic)
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
     print(f"\nrun.sh: {time.monotonic() - started:.1f} s")
 
 
@@ -181,7 +180,7 @@ def test_sigkill_mid_batch_then_resume_finishes_without_redoing_a_batch(kafka, t
         wait_for(lambda: log_sizes(kafka, topic).get((0, 3), 0) > 2 * MB, 60, "batch 1 to copy some data")
     finally:
         kill(process)
-    assert throttles_set(kafka, [topic]), "the killed run left no throttle: the kill came too late"
+    assert kafka.throttles([topic]), "the killed run left no throttle: the kill came too late"
     first_run = executions(root, plan_id)
     assert completed(first_run) == [0]
 
@@ -193,7 +192,7 @@ def test_sigkill_mid_batch_then_resume_finishes_without_redoing_a_batch(kafka, t
     assert not [r for r in later if r["batch"] == 0], later
     assert [r["outcome"] for r in later if r["batch"] == 1] == ["interrupted", "started", "completed"]
     assert_plan_applied(kafka, topic)
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
 
 
 def test_throttles_a_killed_run_left_are_removed_first_even_when_the_plan_may_not_go_on(kafka, tmp_path):
@@ -205,14 +204,14 @@ def test_throttles_a_killed_run_left_are_removed_first_even_when_the_plan_may_no
     plan_id = write_plan(root, actions, deadline_seconds=DEADLINE * 4)
     process = start_execute(root, kafka, plan_id, tmp_path / "first.log")
     try:
-        wait_for(lambda: "broker 3" in throttles_set(kafka, [topic]), 120, "batch 1's throttles")
+        wait_for(lambda: "broker 3" in kafka.throttles([topic]), 120, "batch 1's throttles")
     finally:
         kill(process)
-    assert throttles_set(kafka, [topic]), "the killed run left no throttle: the kill came too late"
+    assert kafka.throttles([topic]), "the killed run left no throttle: the kill came too late"
     supersede(root, plan_id)
     refused = execute(root, kafka, plan_id)
     assert refused.returncode == 1 and "superseded" in refused.stderr, refused.stdout + refused.stderr
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
     assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started", "interrupted"]
     # The killed run may have started its reassignment (it runs on, now unthrottled) or not: either way
     # none may be left for the next test to find foreign.
@@ -255,18 +254,18 @@ def test_broker_stopped_mid_batch_stalls_safely_and_the_plan_resumes_when_it_ret
         assert "batch 1 stalled" in output and "broker(s) [3]" in output, output
         assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started", "stalled"]
         assert set(assignment(kafka, topic)[0][0]) == {1, 2}
-        assert throttles_set(kafka, [topic], brokers=(1, 2)) == {}
+        assert kafka.throttles([topic], brokers=(1, 2)) == {}
     finally:
         pinned.close()
         if process.poll() is None:
             kill(process)
         kafka.start_node(3)
-    assert "broker 3" in throttles_set(kafka, [topic]), "broker 3's rate should wait for it to return"
+    assert "broker 3" in kafka.throttles([topic]), "broker 3's rate should wait for it to return"
     resumed = execute(root, kafka, plan_id)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert completed(executions(root, plan_id)) == [0, 1, 2]
     assert_plan_applied(kafka, topic)
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
 
 
 def test_a_reassignment_started_by_someone_else_makes_execute_refuse_naming_it(kafka, tmp_path):
@@ -374,14 +373,14 @@ def test_a_second_execute_is_refused_while_a_run_holds_the_plan_and_stop_cancels
     plan_id = write_plan(root, actions, deadline_seconds=120)  # ~0.4 MB/s: the batch is still running
     process = start_execute(root, kafka, plan_id, tmp_path / "run.log")
     try:
-        wait_for(lambda: "broker 3" in throttles_set(kafka, [topic]), 120, "batch 1's throttles")
-        throttled = throttles_set(kafka, [topic])
+        wait_for(lambda: "broker 3" in kafka.throttles([topic]), 120, "batch 1's throttles")
+        throttled = kafka.throttles([topic])
         second = execute(root, kafka, plan_id)
         assert second.returncode == 1, second.stdout + second.stderr
         assert "is being executed by run" in second.stderr and f"pid {process.pid} " in second.stderr, (
             second.stderr
         )
-        assert throttles_set(kafka, [topic]) == throttled
+        assert kafka.throttles([topic]) == throttled
         assert [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1] == ["started"]
         stopped = execute(root, kafka, plan_id, "--stop")
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -392,7 +391,7 @@ def test_a_second_execute_is_refused_while_a_run_holds_the_plan_and_stop_cancels
     output = (tmp_path / "run.log").read_text()
     assert code == 1 and "stopped" in output, output
     assert set(assignment(kafka, topic)[0][0]) == {1, 2}
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
     outcomes = [r["outcome"] for r in executions(root, plan_id) if r["batch"] == 1]
     assert outcomes[0] == "started" and "stopped" in outcomes[1:], outcomes
     assert completed(executions(root, plan_id)) == [0]
@@ -421,7 +420,7 @@ def test_a_plan_superseded_mid_run_stops_before_its_next_batch(kafka, tmp_path):
     assert completed(executions(root, plan_id)) == [0, 1]
     assert not [r for r in executions(root, plan_id) if r["batch"] == 2]
     assert set(assignment(kafka, topic)[1][0]) == {1, 3}
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
 
 
 def test_dry_run_prints_each_batch_and_changes_nothing(kafka, tmp_path):
@@ -440,7 +439,7 @@ def test_dry_run_prints_each_batch_and_changes_nothing(kafka, tmp_path):
     )
     assert f"preferred election: {topic}-2" in ran.stdout
     assert assignment(kafka, topic) == before
-    assert throttles_set(kafka, [topic]) == {}
+    assert kafka.throttles([topic]) == {}
     assert executions(root, plan_id) == []
 
 
@@ -478,12 +477,12 @@ def test_throttles_an_operator_set_before_the_batch_stay_and_only_its_own_are_re
             raise_on_unknown=False,
             incremental=True,
         )
-        wait_for(lambda: throttles_set(kafka, [topic]) == operator, 30, "the operator's throttles")
+        wait_for(lambda: kafka.throttles([topic]) == operator, 30, "the operator's throttles")
         ran = execute(root, kafka, plan_id)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert "broker 3 keeps the rate set before (50.0 MB/s)" in ran.stdout, ran.stdout
         assert set(assignment(kafka, topic)[0][0]) == {3, 2}
-        assert throttles_set(kafka, [topic]) == operator
+        assert kafka.throttles([topic]) == operator
         started = next(r for r in executions(root, plan_id) if r["outcome"] == "started")
         assert json.loads(started["throttle"]).keys() == {"1"}
         assert json.loads(started["throttled_replicas"]) == {topic: {"leader": ["0:2"], "follower": ["0:3"]}}
