@@ -66,15 +66,16 @@ lint: setup
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
 
-# Whole suite: lint, then two lanes at once. The integration tests (real Spark, real Kafka brokers, Delta
-# on disk, real-time windows) run at normal priority; the unit tests run beside them under SCHED_IDLE
-# (`chrt --idle`), so the kernel gives them only the CPU the integration tests leave idle while they wait
-# on windows, brokers, throttled moves and JVM starts: they neither slow those down nor add their own
-# minutes. The unit lane prints when both are done. Two lanes of integration tests are not run: on two
+# Whole suite: lint, then three lanes at once. The integration tests that run Spark (real Spark, real Kafka
+# brokers, Delta on disk, real-time windows) run at normal priority in one process; the integration tests
+# that start no Spark (marked `no_spark`: execution on the brokers, the agent's faults) run beside them in a
+# second process with brokers of their own, mostly waiting on throttled copies, restarts and intervals; the
+# unit tests run under SCHED_IDLE (`chrt --idle`), so the kernel gives them only the CPU the others leave
+# idle. The second and third lanes print when all are done. Two lanes of Spark tests are not run: on two
 # cores, two processes each with a Spark driver and brokers starve each other (micro-batches a minute
 # long, real-time deadlines missed). TEST_WORKERS=2 splits all the modules over two processes instead
 # (--dist loadfile: a module's fixtures start once) on bigger boxes.
-# Exit code 5 means pytest collected nothing: a failure only when neither lane collected anything.
+# Exit code 5 means pytest collected nothing: a failure only when no lane collected anything.
 TEST_WORKERS ?= 0
 IDLE := $(shell command -v chrt >/dev/null && echo chrt --idle 0 || echo nice -n 19)
 PYTEST := $(PY) -m pytest -q -ra
@@ -82,12 +83,16 @@ test: setup lint
 ifeq ($(TEST_WORKERS),0)
 	@mkdir -p build; \
 	$(IDLE) $(PYTEST) -m "not integration" --basetemp=build/pytest-unit $(PYTEST_ARGS) >build/unit-tests.log 2>&1 & \
-	unit=$$!; trap 'kill $$unit 2>/dev/null' EXIT; \
-	$(PYTEST) -m integration --durations=20 $(PYTEST_ARGS); rc=$$?; \
-	wait $$unit; urc=$$?; trap - EXIT; \
+	unit=$$!; \
+	$(PYTEST) -m "integration and no_spark" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS) \
+	  >build/kafka-tests.log 2>&1 & \
+	kafka=$$!; trap 'kill $$unit $$kafka 2>/dev/null' EXIT; \
+	$(PYTEST) -m "integration and not no_spark" --durations=20 $(PYTEST_ARGS); rc=$$?; \
+	wait $$kafka; krc=$$?; wait $$unit; urc=$$?; trap - EXIT; \
+	echo "---- integration tests without Spark (beside the others) ----"; cat build/kafka-tests.log; \
 	echo "---- unit tests (beside the integration tests, on idle CPU) ----"; cat build/unit-tests.log; \
-	if [ $$rc -eq 5 ] && [ $$urc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; \
-	[ $$rc -eq 5 ] && rc=0; [ $$urc -eq 5 ] && urc=0; [ $$rc -eq 0 ] && [ $$urc -eq 0 ]
+	if [ $$rc -eq 5 ] && [ $$krc -eq 5 ] && [ $$urc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; \
+	for code in $$rc $$krc $$urc; do [ $$code -eq 0 ] || [ $$code -eq 5 ] || exit 1; done
 else
 	$(PYTEST) --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc

@@ -112,3 +112,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "tests that start Spark or the broker must be marked integration: " + ", ".join(unmarked)
         )
+    # `make test` runs the no_spark tests in a process of their own beside the Spark ones: a Spark session
+    # there would be a second driver contending for the two cores.
+    sparked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("no_spark") is not None and "spark" in getattr(item, "fixturenames", ())
+    ]
+    if sparked:
+        raise pytest.UsageError("tests marked no_spark must not use the spark fixture: " + ", ".join(sparked))

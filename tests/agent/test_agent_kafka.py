@@ -1,5 +1,6 @@
 """``balancer agent`` on real Apache Kafka brokers (KRaft, three nodes, each running the Prometheus JMX
-exporter's java agent), started once for this module.
+exporter's java agent), started once for this module (once per lane: `make test` runs the tests that
+start no Spark in a process of their own).
 
 Loads: producers whose achieved rates come from their own delivery reports; the records both sources publish
 are run through the job (source.format cruise-control), and its broker loads are compared with those rates
@@ -158,6 +159,7 @@ def test_loads_through_the_job_match_producer_rates_and_log_dirs(spark, broker, 
             assert disk[b] == pytest.approx(sizes[b], rel=0.001), (source, b)
 
 
+@pytest.mark.no_spark
 def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported, caplog):
     caplog.set_level(logging.INFO, logger="balancer.agent")
     topic = f"steady-{uuid.uuid4().hex[:6]}"
@@ -202,6 +204,7 @@ def test_an_endpoint_down_for_a_while_is_a_gap_never_a_zero(broker, exported, ca
     assert all(10_000 < rate < 40_000 for rate in rates), rates
 
 
+@pytest.mark.no_spark
 def test_a_restarted_broker_gives_no_negative_or_spiking_rate(broker, exported):
     topic = f"restart-{uuid.uuid4().hex[:6]}"
     exported.create_topic(topic, assignment=[[2, 3]])
@@ -233,6 +236,7 @@ def test_a_restarted_broker_gives_no_negative_or_spiking_rate(broker, exported):
     assert all(0 <= rate < 30_000 for rate in rates), max(rates)
 
 
+@pytest.mark.no_spark
 def test_garbage_on_an_endpoint_publishes_nothing_for_that_broker(broker, exported):
     metrics = f"agent-junk-{uuid.uuid4().hex[:6]}"
     broker.create_topic(metrics, partitions=1)
@@ -271,6 +275,7 @@ def test_garbage_on_an_endpoint_publishes_nothing_for_that_broker(broker, export
     assert sum(sum(r.rejected.values()) for r in reports) >= 1  # the 1e300 size withheld at publishing
 
 
+@pytest.mark.no_spark
 @pytest.mark.parametrize("source", ["jmx", "admin"])
 def test_a_topic_deleted_while_measured(broker, exported, source):
     topic = f"doomed-{uuid.uuid4().hex[:6]}"

@@ -39,7 +39,7 @@ from execution.kafka_plans import (
     write_plan,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.no_spark]
 
 MB = 10**6
 BIG = 24 * MB
