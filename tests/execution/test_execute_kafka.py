@@ -301,8 +301,18 @@ def test_a_reassignment_started_by_someone_else_makes_execute_refuse_naming_it(k
             raise_on_unknown=False,
             incremental=True,
         )
+        # The brokers apply dynamic configs a moment after the call returns: a reassignment started before
+        # they throttle it copies the 8 MB at once and is over before execute looks.
+        wait_for(
+            lambda: all(f"broker {b}" in (t := kafka.throttles([other])) for b in (1, 2, 3))
+            and f"topic {other}" in t,
+            30,
+            "the throttles on every broker",
+        )
         admin.alter_partition_reassignments({TopicPartition(other, 0): [3, 2]})
         topic, actions = skewed(kafka)
+        # The premise: it is still in progress when execute starts.
+        assert TopicPartition(other, 0) in admin.list_partition_reassignments()
         root = tmp_path / "lh"
         plan_id = write_plan(root, actions, deadline_seconds=DEADLINE)
         before = assignment(kafka, topic)

@@ -27,7 +27,10 @@ def least_data(size: np.ndarray, relief: np.ndarray, need: float) -> float:
     a lower bound; inf if all of them do not reach it)."""
     if need <= 0:
         return 0.0
-    order = np.argsort(size / np.maximum(relief, 1e-300), kind="stable")
+    # Bytes copied per byte relieved; a candidate relieving nothing goes last.
+    ratio = np.full(len(size), np.inf)
+    np.divide(size, relief, out=ratio, where=relief > 0)
+    order = np.argsort(ratio, kind="stable")
     got = np.cumsum(relief[order])
     k = int(np.searchsorted(got, need))
     if k >= len(order):
