@@ -469,6 +469,7 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     disk_excess = (model.load[:, DISK] - disk_line * (1 + 1e-9)).clip(min=0)
     in_deficit = in_floor * (1 - 1e-9) - model.load[:, IN]
     net_in = disk = drained = leave = arrive = 0.0
+    least_leave, least_arrive = np.zeros(model.n_brokers), np.zeros(model.n_brokers)
     for b in range(model.n_brokers):
         if model.drained[b]:
             drained += float(model.load[b, DISK])
@@ -491,12 +492,14 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         net_in += cover
         disk += shed
         leave += max(cover, shed)
+        least_leave[b] = max(cover, shed)
         if in_deficit[b] > 0 or out_deficit[b] > 0:
             away = ~(model.replicas == b).any(axis=1) & model.movable
-            arrive += max(
+            least_arrive[b] = max(
                 _least_cover(model.size[away], model.bytes_in[away], float(in_deficit[b])),
                 _least_cover(model.size[away], model.leader_out[away], float(out_deficit[b])),
             )
+            arrive += least_arrive[b]
     out = {
         "network_in": net_in,
         "disk": disk,
@@ -505,7 +508,8 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         "joint": max(leave, arrive),
     }
     out = {k: v / total for k, v in out.items()}
-    placement = placement_bound(model, (in_line, in_floor, disk_line, out_floor))
+    lines = (in_line, in_floor, disk_line, out_floor)
+    placement = placement_bound(model, lines, least=(least_leave, least_arrive))
     out["placement"] = placement / total if placement is not None else 0.0
     out["bound"] = max(out["joint"], out["placement"])
     return out
@@ -532,10 +536,14 @@ def bound_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, ...]:
 PLACEMENT_MAX_VARIABLES = 300_000
 
 
-def placement_bound(model, lines: tuple[np.ndarray, ...]) -> float | None:
+def placement_bound(
+    model, lines: tuple[np.ndarray, ...], *, least: tuple[np.ndarray, np.ndarray] | None = None
+) -> float | None:
     """The least data (bytes) of the linear relaxation of "where does every replica end", within
     ``lines`` (``bound_lines``: network_in upper and floor, disk upper, network_out floor per
-    broker); None where the LP is over PLACEMENT_MAX_VARIABLES or the solve fails.
+    broker); None where the LP is over PLACEMENT_MAX_VARIABLES or the solve fails. ``least``:
+    per broker, the least data any such plan moves off it and onto it (``data_lower_bound``'s
+    per-broker figures), held as rows too.
 
     Variables, per movable partition p and broker b it may end on: h_pb in [0, 1], the share of a
     replica of p that b holds at the end, and l_pb in [0, h_pb], the share of p's leadership. A
@@ -544,14 +552,19 @@ def placement_bound(model, lines: tuple[np.ndarray, ...]) -> float | None:
     h x bytes_in within its network_in lines, of h x size under its disk line, of l x leader_out
     over its network_out floor, each beside what the unmovable partitions put there (their
     replicas where they are, their network_out as if b led every one it holds). Rack rows where the
-    rack goal binds (``_rack_rows``). Objective: sum of size_p x h_pb over the brokers not holding
-    p now, the data copied.
+    rack goal binds (``_rack_rows``). Per broker b, with ``least``: the sizes of the replicas
+    leaving b (sum of size_p x (1 - h_pb) over what b holds now) at least its least leave, those
+    arriving at least its least arrive. Objective: sum of size_p x h_pb over the brokers not
+    holding p now, the data copied.
 
     Why it is a lower bound: every plan that leaves every broker within the lines and keeps the
     hard goals (which every plan of the planner keeps) gives a point of the LP: h_pb = 1 where b
     holds p at the end, l_pb = 1 where it leads p; its data copied is exactly the objective (a
     replica arriving on b copies p's size; one staying copies nothing). A leadership transfer moves
-    only l, within h. So the LP's least is at most every such plan's data. It sees together what
+    only l, within h. ``least``'s rows hold for every such plan (``data_lower_bound`` says why:
+    they carry the whole replicas' integrality, which the fractions lose). So the LP's least is at
+    most every such plan's data; with ``least`` it is at least ``data_lower_bound``'s ``joint``
+    (the data copied is both the sum of what arrives and of what leaves). It sees together what
     the per-broker figures count apart: the same arrivals must fill the brokers under their floors
     and take what leaves those over their lines, where the racks let them."""
     from scipy.optimize import linprog
@@ -610,6 +623,16 @@ def placement_bound(model, lines: tuple[np.ndarray, ...]) -> float | None:
         ub_v += [np.ones(n_h), -np.ones(n_h)]
         ub_rhs.append(np.zeros(n_h))
         row += n_h
+    if least is not None:
+        held = holds[var_p, var_b]
+        size = model.size[var_p] / size_scale
+        gone = (holds & movable[:, None]).T.astype(float) @ model.size
+        # What stays on b is what it holds now less what must leave.
+        rhs = np.where(least[0] > 0, gone - least[0] * (1 - tol), np.inf)
+        rhs[model.drained] = np.inf  # a drained broker's replicas have no variable: all leave
+        broker_row(np.where(held, size, 0.0), h_cols, rhs / size_scale, 1.0)
+        rhs = np.where(least[1] > 0, least[1] * (1 - tol), -np.inf)
+        broker_row(np.where(held, 0.0, size), h_cols, rhs / size_scale, -1.0)
     racks = _rack_rows(model, holds, var_p, var_b, first_row=row)
     if racks is not None:
         ub_r.append(racks[0])

@@ -442,3 +442,24 @@ def test_placement_bound_is_never_above_the_brute_force_placement(seed, racks):
     bound = data_lower_bound(snap, outcome, options)
     assert bound["bound"] * total <= least + 1e-6
     assert bound["bound"] >= bound["joint"] and bound["bound"] >= bound["placement"]
+
+
+def test_placement_bound_is_tighter_than_the_per_broker_bound_where_leaving_and_arriving_meet():
+    """A tiny cluster on 3 racks (seed 3 of the brute-force test): the per-broker figures count
+    32.58 (the larger of the sum of what must leave each broker and of what must arrive); the
+    placement LP, where the replicas leaving the brokers over their lines are the ones arriving on
+    the brokers under theirs, within every other broker's lines too, counts more, and stays under
+    the brute-force least, 36.34."""
+    rng = np.random.default_rng(3003)
+    snap, there = _random_tiny(rng, 3)
+    options = PlannerOptions(
+        balance_threshold=1.10, low_utilization={"network_in": 0.0, "network_out": 0.0, "disk": 0.0}
+    )
+    model = ClusterModel(snap, options)
+    outcome = ClusterModel(there, options).load / model.cap
+    total = float(np.sum(model.size * model.rf))
+    bound = data_lower_bound(snap, outcome, options)
+    assert bound["joint"] * total == pytest.approx(32.58)
+    assert bound["placement"] * total == pytest.approx(33.1400466, abs=1e-4)
+    assert bound["bound"] == bound["placement"]
+    assert _least_placement(snap, outcome, options) == pytest.approx(36.34)
