@@ -442,6 +442,8 @@ def test_placement_bound_is_never_above_the_brute_force_placement(seed, racks):
     bound = data_lower_bound(snap, outcome, options)
     assert bound["bound"] * total <= least + 1e-6
     assert bound["bound"] >= bound["joint"] and bound["bound"] >= bound["placement"]
+    # The LP holds the per-broker figures as rows: never below them.
+    assert bound["placement"] >= bound["joint"] * (1 - 1e-6)
 
 
 def test_placement_bound_is_tighter_than_the_per_broker_bound_where_leaving_and_arriving_meet():
