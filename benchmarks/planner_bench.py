@@ -446,16 +446,16 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     least the larger of the network_in and network_out covers. Every byte copied leaves one broker
     and arrives on one, so the data is at least max(sum of ``leave``, sum of ``arrive``); a drained
     broker's every byte leaves it. ``network_in`` / ``disk`` / ``drained`` are the parts of
-    ``leave`` alone; ``bound`` (= ``joint``) is the largest, as a share of all data (every
-    replica counted)."""
-    from balancer.planner.model import DISK, IN, OUT, ClusterModel
+    ``leave`` alone; ``joint`` is max(sum of ``leave``, sum of ``arrive``). ``placement`` is the
+    least data of the linear relaxation of the whole placement within the same lines
+    (``placement_bound``: it sees leave and arrive met by the same moves, and the racks; 0 where the
+    LP is too large to solve); ``bound`` is the larger of ``joint`` and ``placement``, each a lower
+    bound, all as shares of all data (every replica counted)."""
+    from balancer.planner.model import DISK, IN, ClusterModel
 
     model = ClusterModel(snapshot, options)
     total = float(np.sum(model.size * model.rf))
-    ceiling = options.capacity_threshold
-    in_upper, in_lower = goal_lines(model, options, "network_in")
-    _, out_lower = goal_lines(model, options, "network_out")
-    out_floor = np.minimum(outcome[:, OUT], out_lower) * model.cap[:, OUT]
+    in_line, in_floor, disk_line, out_floor = bound_lines(model, outcome, options)
     # Leading every partition it holds a replica of: the most network_out a broker reaches unmoved.
     held = model.replicas >= 0
     most_out = np.bincount(
@@ -464,15 +464,12 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         minlength=model.n_brokers,
     )
     out_deficit = out_floor * (1 - 1e-9) - most_out
-    disk_upper, _ = goal_lines(model, options, "disk")
-    in_line = np.maximum(outcome[:, IN], np.minimum(in_upper, ceiling)) * model.cap[:, IN]
-    disk_line = np.maximum(outcome[:, DISK], np.minimum(disk_upper, ceiling)) * model.cap[:, DISK]
-    in_floor = np.minimum(outcome[:, IN], in_lower) * model.cap[:, IN]
     # A hair of tolerance: a broker the plan leaves exactly at a line needs nothing for it.
     in_excess = model.load[:, IN] - in_line * (1 + 1e-9)
     disk_excess = (model.load[:, DISK] - disk_line * (1 + 1e-9)).clip(min=0)
     in_deficit = in_floor * (1 - 1e-9) - model.load[:, IN]
     net_in = disk = drained = leave = arrive = 0.0
+    least_leave, least_arrive = np.zeros(model.n_brokers), np.zeros(model.n_brokers)
     for b in range(model.n_brokers):
         if model.drained[b]:
             drained += float(model.load[b, DISK])
@@ -495,12 +492,14 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         net_in += cover
         disk += shed
         leave += max(cover, shed)
+        least_leave[b] = max(cover, shed)
         if in_deficit[b] > 0 or out_deficit[b] > 0:
             away = ~(model.replicas == b).any(axis=1) & model.movable
-            arrive += max(
+            least_arrive[b] = max(
                 _least_cover(model.size[away], model.bytes_in[away], float(in_deficit[b])),
                 _least_cover(model.size[away], model.leader_out[away], float(out_deficit[b])),
             )
+            arrive += least_arrive[b]
     out = {
         "network_in": net_in,
         "disk": disk,
@@ -509,8 +508,197 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
         "joint": max(leave, arrive),
     }
     out = {k: v / total for k, v in out.items()}
-    out["bound"] = out["joint"]
+    lines = (in_line, in_floor, disk_line, out_floor)
+    placement = placement_bound(model, lines, least=(least_leave, least_arrive))
+    out["placement"] = placement / total if placement is not None else 0.0
+    out["bound"] = max(out["joint"], out["placement"])
     return out
+
+
+def bound_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, ...]:
+    """Per broker, in bytes, the lines ``data_lower_bound`` holds every plan to: network_in's upper
+    line and lower line (floor), disk's upper line, network_out's floor (see there)."""
+    from balancer.planner.model import DISK, IN, OUT
+
+    ceiling = options.capacity_threshold
+    in_upper, in_lower = goal_lines(model, options, "network_in")
+    _, out_lower = goal_lines(model, options, "network_out")
+    disk_upper, _ = goal_lines(model, options, "disk")
+    in_line = np.maximum(outcome[:, IN], np.minimum(in_upper, ceiling)) * model.cap[:, IN]
+    in_floor = np.minimum(outcome[:, IN], in_lower) * model.cap[:, IN]
+    disk_line = np.maximum(outcome[:, DISK], np.minimum(disk_upper, ceiling)) * model.cap[:, DISK]
+    out_floor = np.minimum(outcome[:, OUT], out_lower) * model.cap[:, OUT]
+    return in_line, in_floor, disk_line, out_floor
+
+
+# The placement LP's size (holding plus leading variables) above which ``placement_bound`` is not
+# solved: the held-out clusters are far below it, the largest scenarios above.
+PLACEMENT_MAX_VARIABLES = 300_000
+
+
+def placement_bound(
+    model, lines: tuple[np.ndarray, ...], *, least: tuple[np.ndarray, np.ndarray] | None = None
+) -> float | None:
+    """The least data (bytes) of the linear relaxation of "where does every replica end", within
+    ``lines`` (``bound_lines``: network_in upper and floor, disk upper, network_out floor per
+    broker); None where the LP is over PLACEMENT_MAX_VARIABLES or the solve fails. ``least``:
+    per broker, the least data any such plan moves off it and onto it (``data_lower_bound``'s
+    per-broker figures), held as rows too.
+
+    Variables, per movable partition p and broker b it may end on: h_pb in [0, 1], the share of a
+    replica of p that b holds at the end, and l_pb in [0, h_pb], the share of p's leadership. A
+    broker may hold p at the end if it holds p now or may receive (not excluded, not drained); a
+    drained broker holds nothing. Rows: sum_b h_pb = RF_p; sum_b l_pb = 1; per broker, the sum of
+    h x bytes_in within its network_in lines, of h x size under its disk line, of l x leader_out
+    over its network_out floor, each beside what the unmovable partitions put there (their
+    replicas where they are, their network_out as if b led every one it holds). Rack rows where the
+    rack goal binds (``_rack_rows``). Per broker b, with ``least``: the sizes of the replicas
+    leaving b (sum of size_p x (1 - h_pb) over what b holds now) at least its least leave, those
+    arriving at least its least arrive. Objective: sum of size_p x h_pb over the brokers not
+    holding p now, the data copied.
+
+    Why it is a lower bound: every plan that leaves every broker within the lines and keeps the
+    hard goals (which every plan of the planner keeps) gives a point of the LP: h_pb = 1 where b
+    holds p at the end, l_pb = 1 where it leads p; its data copied is exactly the objective (a
+    replica arriving on b copies p's size; one staying copies nothing). A leadership transfer moves
+    only l, within h. ``least``'s rows hold for every such plan (``data_lower_bound`` says why:
+    they carry the whole replicas' integrality, which the fractions lose). So the LP's least is at
+    most every such plan's data; with ``least`` it is at least ``data_lower_bound``'s ``joint``
+    (the data copied is both the sum of what arrives and of what leaves). It sees together what
+    the per-broker figures count apart: the same arrivals must fill the brokers under their floors
+    and take what leaves those over their lines, where the racks let them."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    in_line, in_floor, disk_line, out_floor = lines
+    nb = model.n_brokers
+    holds = np.zeros((model.n_partitions, nb), dtype=bool)
+    rows_p, cols_j = np.nonzero(model.replicas >= 0)
+    holds[rows_p, model.replicas[rows_p, cols_j]] = True
+    movable = model.movable & (holds.any(axis=1))
+    may = (holds | model.dest_ok[None, :]) & ~model.drained[None, :] & movable[:, None]
+    var_p, var_b = np.nonzero(may)
+    n_h = len(var_p)
+    lead_rows = bool(np.any(np.isfinite(out_floor) & (out_floor > 0)))
+    n_var = n_h * (2 if lead_rows else 1)
+    if n_h == 0 or n_var > PLACEMENT_MAX_VARIABLES:
+        return None
+    fixed = holds & ~movable[:, None]
+    fixed_in = fixed.T.astype(float) @ model.bytes_in
+    fixed_disk = fixed.T.astype(float) @ model.size
+    fixed_out = fixed.T.astype(float) @ model.leader_out
+    # Rows and columns scaled to unit size per resource: the solve's tolerances are relative.
+    in_scale = float(model.bytes_in.max()) or 1.0
+    size_scale = float(model.size.max()) or 1.0
+    out_scale = float(model.leader_out.max()) or 1.0
+    ub_r, ub_c, ub_v, ub_rhs = [], [], [], []
+    row = 0
+
+    def broker_row(coef: np.ndarray, cols: np.ndarray, rhs: np.ndarray, sign: float) -> None:
+        # sign x (sum over b's variables of coef) <= sign x rhs, for every broker with a finite rhs.
+        nonlocal row
+        keep = np.flatnonzero(np.isfinite(rhs))
+        index = np.full(nb, -1)
+        index[keep] = row + np.arange(len(keep))
+        on = index[var_b] >= 0
+        ub_r.append(index[var_b][on])
+        ub_c.append(cols[on])
+        ub_v.append(sign * coef[on])
+        ub_rhs.append(sign * rhs[keep])
+        row += len(keep)
+
+    h_cols = np.arange(n_h)
+    tol = 1e-9
+    broker_row(model.bytes_in[var_p] / in_scale, h_cols, (in_line * (1 + tol) - fixed_in) / in_scale, 1.0)
+    floor = np.where(in_floor > 0, in_floor * (1 - tol) - fixed_in, -np.inf)
+    broker_row(model.bytes_in[var_p] / in_scale, h_cols, floor / in_scale, -1.0)
+    broker_row(model.size[var_p] / size_scale, h_cols, (disk_line * (1 + tol) - fixed_disk) / size_scale, 1.0)
+    if lead_rows:
+        l_cols = n_h + h_cols
+        floor = np.where(out_floor > 0, out_floor * (1 - tol) - fixed_out, -np.inf)
+        broker_row(model.leader_out[var_p] / out_scale, l_cols, floor / out_scale, -1.0)
+        # l_pb - h_pb <= 0
+        ub_r += [row + h_cols, row + h_cols]
+        ub_c += [l_cols, h_cols]
+        ub_v += [np.ones(n_h), -np.ones(n_h)]
+        ub_rhs.append(np.zeros(n_h))
+        row += n_h
+    if least is not None:
+        held = holds[var_p, var_b]
+        size = model.size[var_p] / size_scale
+        gone = (holds & movable[:, None]).T.astype(float) @ model.size
+        # What stays on b is what it holds now less what must leave.
+        rhs = np.where(least[0] > 0, gone - least[0] * (1 - tol), np.inf)
+        rhs[model.drained] = np.inf  # a drained broker's replicas have no variable: all leave
+        broker_row(np.where(held, size, 0.0), h_cols, rhs / size_scale, 1.0)
+        rhs = np.where(least[1] > 0, least[1] * (1 - tol), -np.inf)
+        broker_row(np.where(held, 0.0, size), h_cols, rhs / size_scale, -1.0)
+    racks = _rack_rows(model, holds, var_p, var_b, first_row=row)
+    if racks is not None:
+        ub_r.append(racks[0])
+        ub_c.append(racks[1])
+        ub_v.append(racks[2])
+        ub_rhs.append(racks[3])
+        row += len(racks[3])
+    a_ub = coo_matrix(
+        (np.concatenate(ub_v), (np.concatenate(ub_r), np.concatenate(ub_c))), shape=(row, n_var)
+    ).tocsr()
+    parts = np.flatnonzero(movable)
+    eq_of = np.full(model.n_partitions, -1)
+    eq_of[parts] = np.arange(len(parts))
+    eq_r = [eq_of[var_p]]
+    eq_c = [h_cols]
+    eq_rhs = [model.rf[parts].astype(float)]
+    if lead_rows:
+        eq_r.append(len(parts) + eq_of[var_p])
+        eq_c.append(n_h + h_cols)
+        eq_rhs.append(np.ones(len(parts)))
+    n_eq = len(parts) * (2 if lead_rows else 1)
+    a_eq = coo_matrix(
+        (np.ones(sum(len(c) for c in eq_c)), (np.concatenate(eq_r), np.concatenate(eq_c))),
+        shape=(n_eq, n_var),
+    ).tocsr()
+    cost = np.zeros(n_var)
+    cost[:n_h] = np.where(holds[var_p, var_b], 0.0, model.size[var_p] / size_scale)
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.concatenate(ub_rhs),
+        A_eq=a_eq,
+        b_eq=np.concatenate(eq_rhs),
+        bounds=(0.0, 1.0),
+        method="highs",
+    )
+    if res.status != 0:
+        return None
+    # The solver's optimum is within its tolerances of the LP's: a hair off keeps it below.
+    return max(0.0, float(res.fun) * size_scale * (1 - 1e-7))
+
+
+def _rack_rows(model, holds: np.ndarray, var_p: np.ndarray, var_b: np.ndarray, *, first_row: int):
+    """The rack goal's rows of ``placement_bound`` (row, column, value, right-hand side), or None
+    where racks do not count. The rack goal (hard, always run) accepts a replica move only if the
+    partition then spans at least min(the racks it spans before, its target: min(RF, the racks
+    with a broker that stays)). So a partition spanning its target now spans it at the end: with
+    RF <= the racks, one replica per rack (a rack holds at most one: sum over its brokers of h
+    <= 1); with more replicas than racks, every rack that stays holds one (sum >= 1). A partition
+    short of its target now is held to less than that and gets no row."""
+    if not model.rack_aware or model.n_live_racks < 2:
+        return None
+    n_racks = int(model.rack.max()) + 1
+    key_now = np.flatnonzero(holds.ravel())
+    spans = np.zeros((model.n_partitions, n_racks), dtype=bool)
+    spans[key_now // model.n_brokers, model.rack[key_now % model.n_brokers]] = True
+    target = np.minimum(model.rf, model.n_live_racks)
+    at_target = spans.sum(axis=1) >= target
+    spread = model.rf <= model.n_live_racks
+    on = at_target[var_p]
+    key = var_p[on] * n_racks + model.rack[var_b[on]]
+    keys, row_of = np.unique(key, return_inverse=True)
+    sign = np.where(spread[keys // n_racks], 1.0, -1.0)
+    # Every rack that stays has a broker that may receive (or holds the partition): a row per
+    # (partition, rack) with a variable covers every rack a "> racks" partition must span.
+    return first_row + row_of, np.flatnonzero(on), sign[row_of], sign
 
 
 def disk_floor(snapshot: dict, threshold: float, options=None) -> float:
@@ -735,7 +923,8 @@ def print_table(reports: list[dict]) -> None:
             print(
                 f"{'':<15} data bound for the planner's outcome: network_in LP {db['network_in']:.2%}, "
                 f"disk {db['disk']:.2%}, drained {db['drained']:.2%}, arriving {db['arrive']:.2%}, per "
-                f"broker jointly {db['joint']:.2%} -> >= {db['bound']:.2%}; planner moved "
+                f"broker jointly {db['joint']:.2%}, placement LP {db['placement']:.2%} -> >= "
+                f"{db['bound']:.2%}; planner moved "
                 f"{ours['share']:.2%} = {multiple:.2f}x the bound "
                 f"({ours['share'] / single:.2f}x the largest single one)"
             )
