@@ -99,8 +99,9 @@ LONG_MODULES = (
 _HEAVY_FIXTURES = frozenset({"spark", "broker", "topic", "kafka", "kafka_topic"})
 
 
-# In `make test`'s one Spark lane, the modules that meet real-time window deadlines on brokers of their own go
-# last: by then the lane beside it (the no_spark tests, filling and copying topics) and the unit lane are done.
+# In `make test`'s one Spark lane, the modules that meet real-time window deadlines on brokers of their own
+# go last: by then the lane beside it (the no_spark tests, filling and copying topics) and the unit lane
+# are done.
 LATE_MODULES = ("test_standalone.py", "test_demo_kafka.py")
 
 
