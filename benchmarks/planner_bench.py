@@ -415,7 +415,7 @@ def goal_lines(model, options, resource: str) -> tuple[np.ndarray, np.ndarray]:
     return upper, lower
 
 
-def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
+def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement: bool = True) -> dict:
     """Least share of all data any plan must copy to leave every broker where ``outcome`` (its
     final utilization per broker, as ``plan_outcome`` returns) or the goals put it, whichever is
     looser: a lower bound for every plan at least as good as that one broker by broker.
@@ -450,7 +450,8 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     least data of the linear relaxation of the whole placement within the same lines
     (``placement_bound``: it sees leave and arrive met by the same moves, and the racks; 0 where the
     LP is too large to solve); ``bound`` is the larger of ``joint`` and ``placement``, each a lower
-    bound, all as shares of all data (every replica counted)."""
+    bound, all as shares of all data (every replica counted). ``placement=False`` skips the LP (0),
+    for callers that need it only where the per-broker figure leaves a plan over a line."""
     from balancer.planner.model import DISK, IN, ClusterModel
 
     model = ClusterModel(snapshot, options)
@@ -509,8 +510,8 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options) -> dict:
     }
     out = {k: v / total for k, v in out.items()}
     lines = (in_line, in_floor, disk_line, out_floor)
-    placement = placement_bound(model, lines, least=(least_leave, least_arrive))
-    out["placement"] = placement / total if placement is not None else 0.0
+    lp = placement_bound(model, lines, least=(least_leave, least_arrive)) if placement else None
+    out["placement"] = lp / total if lp is not None else 0.0
     out["bound"] = max(out["joint"], out["placement"])
     return out
 
@@ -1005,9 +1006,15 @@ def heldout(count: int, seed: int = 2024) -> bool:
         result = plan(snapshot, options)
         problems = check_plan(snapshot, result)
         valid &= not problems
-        bound = data_lower_bound(snapshot, plan_outcome(snapshot, result, options), options)["bound"]
+        outcome = plan_outcome(snapshot, result, options)
         share = result.bytes_to_move / result.total_bytes
-        multiple = share / bound if bound > 1e-9 else (1.0 if share < 1e-9 else math.inf)
+        # The placement LP costs far more CPU than the plan and only raises the bound: it is solved
+        # only where the per-broker figure leaves the plan over 1.25x, the one verdict it can change.
+        for lp in (False, True):
+            bound = data_lower_bound(snapshot, outcome, options, placement=lp)["bound"]
+            multiple = share / bound if bound > 1e-9 else (1.0 if share < 1e-9 else math.inf)
+            if multiple <= 1.25:
+                break
         multiples.append(multiple)
         reached = judge(
             {"bound": result.lower_bound, "after": result.after, "before": result.before, "share": share},
