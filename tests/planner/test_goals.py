@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from itertools import permutations, product
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -668,3 +671,49 @@ def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
         assert masks is not None and masks.shape == (len(ps), n)
         for p, row in zip(ps.tolist(), masks, strict=True):
             assert (row == goal.dest_mask(model, p, src)).all()
+
+
+def test_brokers_left_only_what_giant_leaders_leave_are_not_held_to_the_average():
+    # Three partitions each lead 60 of network out on brokers 0-2; twenty small ones lead 2 each,
+    # ten on broker 3 and ten on broker 4 (cluster average 44). Whatever the plan, the brokers
+    # leading no giant share the 40 the giants leave: 20 each at best, under the 0.8 x 44 the band
+    # would otherwise ask. The goal is met as it is (no replan chases a level no placement holds).
+    giants = [([b, (b + 1) % 5], 0, 60, 1) for b in range(3)]
+    small = [([3 + i % 2, 0], 0, 2, 1) for i in range(20)]
+    snap = snapshot(giants + small, brokers=5, racks=(None,) * 5)
+    model = ClusterModel(snap)
+    goal = NetworkOutDistributionGoal(1.10)
+    assert not goal.violated(model)
+    _, lower = goal.limits(model)
+    assert lower.max() <= 0.20 + 1e-9
+    result = plan(snap, PlannerOptions(), goals=[ReplicationFactorGoal(), DistinctBrokersGoal(), goal])
+    assert result.bytes_to_move == 0 and result.leader_moves == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 4),
+    st.lists(st.tuples(st.floats(0.0, 100.0), st.integers(1, 2)), min_size=1, max_size=4),
+    st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=4, max_size=4),
+    st.booleans(),
+)
+def test_no_placement_lifts_every_broker_above_the_reachable_floor(brokers, loads, caps, leader_borne):
+    # Brute force over every placement (an ordered set of distinct brokers per partition, its leader
+    # first): the best least utilization any of them gives is never above ``reachable_floor``.
+    partitions = [([b % brokers for b in range(min(rf, brokers))], x, x, x) for x, rf in loads]
+    snap = snapshot(partitions, brokers=brokers, racks=(None,) * brokers)
+    for broker, c in zip(snap["brokers"], caps, strict=False):
+        broker["capacity"] = {k: v * c for k, v in CAP.items()}
+    model = ClusterModel(snap)
+    goal = NetworkOutDistributionGoal(1.10) if leader_borne else NetworkInDistributionGoal(1.10)
+    carried = goal.per_replica(model, slice(None))
+    floor = goal.reachable_floor(model, carried)
+    cap = model.cap[:, goal.dim]
+    best = 0.0
+    for placement in product(*(permutations(range(brokers), len(reps)) for reps, *_ in partitions)):
+        load = np.zeros(brokers)
+        for p, brokers_of in enumerate(placement):
+            for b in brokers_of[:1] if leader_borne else brokers_of:
+                load[b] += carried[p]
+        best = max(best, float((load / cap).min()))
+    assert best <= floor * (1 + 1e-9) + 1e-12

@@ -145,21 +145,40 @@ class DistributionGoal(ResourceGoal):
         low = (2.0 if trigger else 1.0) * spread
         lower = np.full(n, avg * (1.0 - low) if self.lower else -np.inf)
         if self.lower and model.n_partitions and n > 1:
-            # A partition heavier than the average broker pins that much on its broker(s) (RF of
-            # them for replica-borne load): the others cannot all reach the cluster average. Their
-            # lower limit follows what is left for them; otherwise the goal stays violated for
-            # good and every replan moves a little more.
-            big = int(np.argmax(biggest))
-            k = 1 if self.leader_borne else int(model.rf[big])
-            caps = np.sort(model.cap[:, d])[::-1]
-            pinned = float(biggest[big]) * k
-            if k < n and pinned / caps[:k].sum() > avg:
-                rest = (model.load[:, d].sum() - pinned) / caps[k:].sum()
-                lower = np.minimum(lower, rest * (1.0 - low))
+            # Partitions heavier than the average broker pin that much on their brokers: the
+            # others cannot all reach the cluster average. Their lower limit follows what is left
+            # for them (``reachable_floor``); otherwise the goal stays violated for good, copies
+            # data for a level no placement reaches, and every replan moves a little more.
+            lower = np.minimum(lower, self.reachable_floor(model, biggest) * (1.0 - low))
         # A rack that cannot hold more (one replica per partition) is not pushed to.
         lower = np.minimum(lower, (1.0 - (BOUND_TOLERANCE if trigger else 0.01)) * model.rack_ceiling(d))
         lower[model.drained] = -np.inf  # a drained broker ends empty
         return upper, lower
+
+    def reachable_floor(self, model: ClusterModel, carried: np.ndarray) -> float:
+        """The highest utilization every live broker can hold at once, whatever the plan, given what
+        one replica of each partition carries (``carried``; a leader's alone where leader-borne).
+
+        The k heaviest replicas sit on at most k brokers, so the brokers holding none of them (at
+        least the capacity of all but the k biggest) share at most the load those k leave: the
+        floor is at most min over k of (load - the k heaviest) / (capacity - the k biggest
+        capacities). Only a few giants make it bind; otherwise it is above the cluster average.
+        """
+        d = self.dim
+        caps = np.sort(model.cap[model.live, d] if model.live.any() else model.cap[:, d])[::-1]
+        n = len(caps)
+        if n < 2 or not len(carried):
+            return math.inf
+        # The n - 1 heaviest replicas come from the n - 1 heaviest partitions.
+        top = min(n - 1, len(carried))
+        ps = np.argpartition(-carried, top - 1)[:top]
+        copies = np.ones(top, dtype=np.int64) if self.leader_borne else model.rf[ps].astype(np.int64)
+        heavy = np.sort(np.repeat(carried[ps], copies))[::-1][: n - 1]
+        k = len(heavy)
+        left = float(model.load[:, d].sum()) - np.cumsum(heavy)
+        room = float(caps.sum()) - np.cumsum(caps[:k])
+        levels = np.divide(left, room, out=np.full(k, math.inf), where=room > 0)
+        return float(levels.min())
 
 
 class NetworkInDistributionGoal(NetworkInGoal, DistributionGoal):
