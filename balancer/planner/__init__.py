@@ -21,6 +21,7 @@ from balancer.vocabulary import RESOURCES, ActionKind
 
 from .actions import Action, Move
 from .goals import (
+    BOUND_TOLERANCE,
     CapacityGoal,
     DiskCapacityGoal,
     DiskDistributionGoal,
@@ -110,7 +111,7 @@ def plan(
     ):
         return searched
     relaxed, _ = _search(snapshot, goals, options, started, levels=levels, beat=searched.bytes_to_move)
-    if relaxed is not None and _better(relaxed, searched, options):
+    if relaxed is not None and _better(relaxed, searched, options, goals):
         return relaxed
     return dataclasses.replace(searched, seconds=time.perf_counter() - started)
 
@@ -135,20 +136,26 @@ def _slack(options: PlannerOptions) -> float:
     return DATA_SLACK if options.data_slack is None else options.data_slack
 
 
-def _better(relaxed: Plan, searched: Plan, options: PlannerOptions) -> bool:
+def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[Goal]) -> bool:
     """``relaxed`` copies less data than ``searched`` (the data slack less, unless in no more replica
     moves: data first, moves second, as in the search) and leaves nothing worse: each resource's
-    balance figure within its threshold or no higher than ``searched``'s, every other goal no further
-    outside its limits."""
+    balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals count it)
+    or no higher than ``searched``'s, every other goal no further outside its limits. An
+    all-or-nothing goal (the counts) that both plans leave outside its band is not compared: it made
+    no move in either (its distance there is what the other goals' moves happened to leave), and it
+    values no step short of its band."""
     fewer = relaxed.replica_moves <= searched.replica_moves
     if relaxed.bytes_to_move * (1.0 if fewer else 1.0 + _slack(options)) >= searched.bytes_to_move:
         return False
     for resource in RESOURCES:
-        if relaxed.after[resource] > max(searched.after[resource], options.threshold(resource)) + 1e-9:
+        met = max(options.threshold(resource), (1.0 + BOUND_TOLERANCE) * searched.lower_bound[resource])
+        if relaxed.after[resource] > max(searched.after[resource], met) + 1e-9:
             return False
     return all(
-        r.goal in BALANCED_RESOURCE or r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
-        for r, s in zip(relaxed.goals, searched.goals, strict=True)
+        r.goal in BALANCED_RESOURCE
+        or r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
+        or (goal.all_or_nothing and s.after > UNMET_TOLERANCE)
+        for r, s, goal in zip(relaxed.goals, searched.goals, goals, strict=True)
     )
 
 

@@ -3,6 +3,7 @@ less data and leaves no goal worse; its moves respect the hard goals."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 from pathlib import Path
@@ -14,8 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from planner_bench import heldout_clusters, missed_goals
 
 import balancer.planner
-from balancer.planner import ClusterModel, PlannerOptions, default_goals, plan, relaxation
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.planner import ClusterModel, Plan, PlannerOptions, default_goals, plan, relaxation
+from balancer.planner import _better as better
 from balancer.planner.actions import Move
+from balancer.planner.goals import BOUND_TOLERANCE
 from balancer.planner.model import REPLICA_MOVE
 from balancer.planner.relaxation import data_bound, placement_moves
 from balancer.planner.validate import check_plan
@@ -50,7 +54,36 @@ def test_a_relaxed_plan_copies_no_more_and_leaves_no_goal_worse():
         assert relaxed.bytes_to_move <= searched.bytes_to_move, k
         assert set(relaxed.unmet_goals) <= set(searched.unmet_goals), k
         for r in ("network_in", "network_out", "disk"):
-            assert relaxed.after[r] <= max(searched.after[r], PlannerOptions().threshold(r)) + 1e-9, (k, r)
+            met = max(PlannerOptions().threshold(r), (1 + BOUND_TOLERANCE) * searched.lower_bound[r])
+            assert relaxed.after[r] <= max(searched.after[r], met) + 1e-9, (k, r)
+
+
+def test_a_second_plan_is_judged_by_what_the_goals_count_as_met():
+    # balancer.planner._better on one real plan with its figures and goal reports replaced.
+    options = PlannerOptions()
+    goals = default_goals(options)
+    base = plan(generate(ScenarioSpec(brokers=4, racks=0, topics=6, seed=7)), options)
+    reports = {r.goal: r for r in base.goals}
+
+    def variant(data: int, network_out: float, **distance: float) -> Plan:
+        after = dict(base.after, network_out=network_out)
+        changed = tuple(dataclasses.replace(reports[g.name], after=distance.get(g.name, 0.0)) for g in goals)
+        bound = dict(base.lower_bound, network_out=1.45)
+        return dataclasses.replace(
+            base, bytes_to_move=data, after=after, goals=changed, lower_bound=bound, replica_moves=10
+        )
+
+    searched = variant(100, 1.45, replicas_distribution=2716.0)
+    # A figure within BOUND_TOLERANCE of its bound is met, as the goals count it; a count goal
+    # the first plan leaves outside its band too is not compared.
+    assert better(variant(70, 1.464, replicas_distribution=3345.0), searched, options, goals)
+    # Past the bound's tolerance, the figure is worse.
+    assert not better(variant(70, 1.48), searched, options, goals)
+    # A count goal the first plan meets, left outside its band: worse.
+    assert not better(variant(70, 1.45, leaders_distribution=3.0), searched, options, goals)
+    # Any other goal further outside its limits: worse.
+    assert not better(variant(70, 1.45, leader_bytes_in_distribution=0.5), searched, options, goals)
+    assert not better(variant(100, 1.45), searched, options, goals)  # no less data
 
 
 def test_the_relaxed_placement_moves_less_data_than_the_search():
