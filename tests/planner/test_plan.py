@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from balancer.demo.scenarios import ScenarioSpec, generate
@@ -48,6 +48,22 @@ def option_sets(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs(), option_sets())
+# Three brokers each leading one of three partitions and an empty bigger one: network_in's ejection
+# chain moved two leaders' replicas to the new broker, carrying network_out past its guard (2.0).
+@example(
+    ScenarioSpec(
+        brokers=3,
+        racks=0,
+        topics=1,
+        partitions_per_topic=(1, 3),
+        replication_factor=2,
+        skew=0.0,
+        new_empty_brokers=1,
+        heterogeneous_capacity=True,
+        seed=8564,
+    ),
+    PlannerOptions(balance_threshold=1.05),
+)
 def test_every_plan_is_valid(spec, options):
     snapshot = generate(spec)
     frozen = copy.deepcopy(snapshot)

@@ -200,14 +200,14 @@ class ResourceGoal(Goal):
         network_in moves may carry leadership along; without the guard they could make
         network_out worse than before (network_out is optimized only afterwards).
         """
-        return self.improves(move, model) and self._guard_ok(move, model, guard_ratio)
+        return self.improves(move, model) and self.keeps_guards(move, model, guard_ratio)
 
     def guard_band(self, model: ClusterModel, dim: int) -> float:
         """The top of the band a guarded dimension is optimized to later (its utilization): what a
         move may leave there without making work for that goal."""
         return (1.0 + BALANCE_MARGIN * (self.threshold - 1.0)) * model.cluster_util(dim)
 
-    def _guard_ok(self, move: Move, model: ClusterModel, guard_ratio: float | None) -> bool:
+    def keeps_guards(self, move: Move, model: ClusterModel, guard_ratio: float | None) -> bool:
         """``move`` pushes no broker past the guard ceiling on a guarded dimension (see ``wants``)."""
         if not self.guards:
             return True

@@ -67,7 +67,9 @@ def chain(p: int, a: int, b: int, ctx: SearchContext) -> bool:
     goal's metric got worse and this goal's fell. True if kept."""
     model = ctx.model
     move = Move(REPLICA_MOVE, p, a, b)
-    if not ctx.opens(move):
+    # A guarded resource (network_out, carried along with a leader's replica) is held to its guard
+    # as by any other move: no goal checks it yet, and the chain would leave it worse.
+    if not ctx.opens(move) or not ctx.goal.keeps_guards(move, model, ctx.guard_ratio):
         return False
     before = ctx.metrics()
     mark, swapped = len(model.log), set(model.swapped)
@@ -125,4 +127,7 @@ def eject(q: int, b: int, a: int, ctx: SearchContext) -> bool:
     if not len(dests):
         return False
     dests = dests[np.argsort(model.util(goal.dim)[dests], kind="stable")][:DEST_TRIES]
-    return any(goal.try_move(Move(REPLICA_MOVE, q, b, d), model, ctx.checks) for d in dests.tolist())
+    return any(
+        goal.keeps_guards(m, model, ctx.guard_ratio) and goal.try_move(m, model, ctx.checks)
+        for m in (Move(REPLICA_MOVE, q, b, d) for d in dests.tolist())
+    )
