@@ -141,9 +141,9 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     moves: data first, moves second, as in the search) and leaves nothing worse: each resource's
     balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals count it)
     or no higher than ``searched``'s, every other goal no further outside its limits. An
-    all-or-nothing goal (the counts) that both plans leave outside its band is not compared: it made
-    no move in either (its distance there is what the other goals' moves happened to leave), and it
-    values no step short of its band."""
+    all-or-nothing goal (the counts) that both plans leave outside its band is not compared: it keeps
+    no move short of its band, so its distance there is what the other goals' moves happened to
+    leave."""
     fewer = relaxed.replica_moves <= searched.replica_moves
     if relaxed.bytes_to_move * (1.0 if fewer else 1.0 + _slack(options)) >= searched.bytes_to_move:
         return False
