@@ -624,8 +624,9 @@ class ClusterModel:
         bi = self.bytes_in[p]
         return np.array([bi, self.leader_out[p] * led, self.size[p], bi * led, 1.0, led])
 
-    def contrib_matrix(self, ps: np.ndarray, b: int) -> np.ndarray:
-        """``contrib`` for many partitions on one broker: (len(ps), NDIM)."""
+    def contrib_matrix(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
+        """``contrib`` for many partitions on one broker, or each on its own (``b`` an array like
+        ``ps``): (len(ps), NDIM)."""
         led = (self.leader[ps] == b).astype(np.float64)
         bi = self.bytes_in[ps]
         return np.column_stack(

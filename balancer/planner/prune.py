@@ -43,20 +43,79 @@ def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
 
 def returns(model: ClusterModel, goals: Sequence[Goal]) -> None:
     """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most."""
+    refused = Refusals()
     for _ in range(PRUNE_PASSES):
-        if not return_replicas(model, goals):
+        if not return_replicas(model, goals, refused):
             return
 
 
-def return_replicas(model: ClusterModel, goals: Sequence[Goal]) -> bool:
-    """One pass of returns over the partitions the plan moves, the biggest first. True if one returned."""
+class Refusals:
+    """The returns refused so far, and when each broker and partition last changed.
+
+    A return moves a replica's whole load, all of it non-negative, from the broker it reached back
+    to one it left, and no cap refuses it (it only lowers the plan's bytes and each broker's move
+    count). A goal refuses it for its partition's placement, or because the broker it returns to
+    would carry too much or the one it leaves too little (``Goal.accept``): a refused return stays
+    refused until its partition has changed, its destination has lost load or its source gained
+    some. A later try of one that is still refused is skipped.
+    """
+
+    def __init__(self) -> None:
+        self.clock = 0  # returns made so far
+        self.lost_at: dict[int, int] = {}  # broker -> the clock when a return last left it
+        self.gained_at: dict[int, int] = {}  # broker -> the clock when a return last reached it
+        self.partition_at: dict[int, int] = {}  # partition -> the clock when a replica of it last returned
+        self.refused_at: dict[tuple[int, int, int], int] = {}  # (p, src, dst) -> the clock when refused
+
+    def settled(self, p: int, src: int, dst: int) -> bool:
+        """Refused before, and nothing that could let it through has happened since."""
+        at = self.refused_at.get((p, src, dst))
+        return (
+            at is not None
+            and max(self.partition_at.get(p, 0), self.gained_at.get(src, 0), self.lost_at.get(dst, 0)) <= at
+        )
+
+    def refuse(self, p: int, src: int, dst: int) -> None:
+        self.refused_at[(p, src, dst)] = self.clock
+
+    def screen(
+        self, model: ClusterModel, goals: Sequence[Goal], tries: Sequence[tuple[int, int, int]]
+    ) -> None:
+        """Refuse now each of ``tries`` (p, src, dst: p's replica on src returning to dst) that a
+        resource goal refuses as the model is: all at once, where one ``accept`` at a time is
+        the cost of a pass."""
+        if not tries:
+            return
+        p, src, dst = (np.array(column, dtype=np.int64) for column in zip(*tries, strict=True))
+        delta = model.contrib_matrix(p, src)
+        ok = np.ones(len(p), dtype=bool)
+        for goal in goals:
+            if isinstance(goal, ResourceGoal):
+                ok &= goal.accepts(model, delta[:, goal.dim], src, dst)
+        for i in np.flatnonzero(~ok).tolist():
+            self.refused_at[tries[i]] = self.clock
+
+    def returned(self, p: int, src: int, dst: int) -> None:
+        self.clock += 1
+        self.partition_at[p] = self.lost_at[src] = self.gained_at[dst] = self.clock
+
+
+def return_replicas(model: ClusterModel, goals: Sequence[Goal], refused: Refusals) -> bool:
+    """One pass of returns over the partitions the plan moves, the biggest first, but those
+    ``refused`` knows to be refused still. True if one returned."""
     returned = False
-    for p, left, reached in moved_partitions(model):
+    moved = moved_partitions(model)
+    refused.screen(model, goals, [(p, c, a) for p, left, reached in moved for c in reached for a in left])
+    for p, left, reached in moved:
         for c in reached:
             for a in left:
-                if not model.holds(p, a) and Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
+                if model.holds(p, a) or refused.settled(p, c, a):
+                    continue
+                if Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
+                    refused.returned(p, c, a)
                     returned = True
                     break
+                refused.refuse(p, c, a)
     return returned
 
 
@@ -111,29 +170,32 @@ def pair_ok(
     structural: Sequence[Goal],
 ) -> bool:
     """Apply ``first`` then ``second`` (replica moves between the same two brokers, opposite ways)
-    if the plan's caps allow both, each ``structural`` goal accepts each in turn, and for each
-    ``resource`` goal neither the two brokers' larger distance outside its limits nor their sum
-    grows; else leave the model as it was."""
+    if for each ``resource`` goal neither the two brokers' larger distance outside its limits nor
+    their sum grows, the plan's caps allow both, and each ``structural`` goal accepts each in turn;
+    else leave the model as it was."""
     if not (model.allowed(first) and model.allowed(second)):
         return False
     a, c = first.dst, first.src
-    before = [_terms(g, model, a, c) for g in resource]
+    # The two brokers' loads after both, as ``apply`` leaves them (the partitions differ, so the
+    # second's load does not depend on the first): the resource goals judge the pair before it applies.
+    take, give = model.contrib(first.p, c), model.contrib(second.p, a)
+    at_a, at_c = model.load[a] + take - give, model.load[c] - take + give
+    for g in resource:
+        was = _terms(g, model, (a, model.load[a, g.dim]), (c, model.load[c, g.dim]))
+        now = _terms(g, model, (a, at_a[g.dim]), (c, at_c[g.dim]))
+        if any(n > w + EPS * max(1.0, w) for n, w in zip(now, was, strict=True)):
+            return False
     mark, swapped = len(model.log), set(model.swapped)
     for move in (first, second):
         if not (all(g.accept(move, model) for g in structural) and model.within_caps(move)):
             model.undo_to(mark, swapped)
             return False
         model.apply(move)
-    for g, was in zip(resource, before, strict=True):
-        now = _terms(g, model, a, c)
-        if any(n > w + EPS * max(1.0, w) for n, w in zip(now, was, strict=True)):
-            model.undo_to(mark, swapped)
-            return False
     return True
 
 
-def _terms(goal: ResourceGoal, model: ClusterModel, a: int, c: int) -> tuple[float, float]:
-    """Brokers ``a`` and ``c``'s distance outside ``goal``'s limits: the larger (a figure no worse)
-    and the sum (the goal's metric no worse)."""
-    ta, tc = (goal.term(model, b, model.load[b, goal.dim]) for b in (a, c))
-    return max(ta, tc), ta + tc
+def _terms(goal: ResourceGoal, model: ClusterModel, *loads: tuple[int, float]) -> tuple[float, float]:
+    """Brokers' distance outside ``goal``'s limits at the given (broker, load): the larger (a figure
+    no worse) and the sum (the goal's metric no worse)."""
+    terms = [goal.term(model, b, load) for b, load in loads]
+    return max(terms), sum(terms)

@@ -717,3 +717,54 @@ def test_no_placement_lifts_every_broker_above_the_reachable_floor(brokers, load
                 load[b] += carried[p]
         best = max(best, float((load / cap).min()))
     assert best <= floor * (1 + 1e-9) + 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    racks=st.sampled_from([0, 3]),
+    heterogeneous=st.booleans(),
+    low_utilization=st.sampled_from([0.0, 0.5]),
+    margin=st.sampled_from([0.0, 0.01]),
+)
+def test_accepts_decides_many_moves_as_accept_decides_each(
+    seed, racks, heterogeneous, low_utilization, margin
+):
+    # Pruning screens a pass's returns with ``accepts`` before it tries them one by one with
+    # ``accept``: the two must agree on every move, whichever way its load goes (replica moves,
+    # leaderships, swaps), for idle goals and goals held clear of their limits too.
+    from balancer.demo.scenarios import ScenarioSpec, generate
+    from balancer.planner import default_goals
+    from balancer.planner.goals import ResourceGoal
+
+    spec = ScenarioSpec(
+        brokers=6,
+        racks=racks,
+        topics=8,
+        partitions_per_topic=(2, 6),
+        replication_factor=2,
+        skew=1.0,
+        size_sigma=1.0,
+        heterogeneous_capacity=heterogeneous,
+        seed=seed,
+    )
+    model = ClusterModel(generate(spec))
+    rng = np.random.default_rng(seed)
+    moves = []
+    for _ in range(100):
+        p, q = (int(x) for x in rng.integers(model.n_partitions, size=2))
+        src = int(model.replicas[p][rng.integers(2)])
+        dst = int(rng.integers(model.n_brokers))
+        follower = next(b for b in model.replicas[p].tolist() if b != model.leader[p])
+        moves += [
+            Move("replica_move", p, src, dst),
+            Move("leadership", p, int(model.leader[p]), follower),
+            Move("swap", p, src, int(model.replicas[q][0]), q),
+        ]
+    options = PlannerOptions(low_utilization={"network_in": low_utilization, "disk": low_utilization})
+    goals = [g for g in default_goals(options) if isinstance(g, ResourceGoal)]
+    src = np.array([m.src for m in moves])
+    dst = np.array([m.dst for m in moves])
+    for goal in goals + [g.held_clear(margin) for g in goals]:
+        d = np.array([model.delta(m)[goal.dim] for m in moves])
+        assert goal.accepts(model, d, src, dst).tolist() == [goal.accept(m, model) for m in moves], goal.name

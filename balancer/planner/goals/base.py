@@ -27,6 +27,10 @@ class Goal:
     all_or_nothing = False  # keep this goal's moves only if they bring it within its band
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
+        """Whether this goal lets ``move`` apply. A goal refuses a move only for its partitions'
+        placement, or because a broker would carry too much of what it gains or too little of
+        what it loses: pruning tries a refused return again only after one of those changed
+        (prune.Refusals)."""
         return True
 
     def reset(self) -> None:

@@ -96,6 +96,11 @@ class DistributionGoal(ResourceGoal):
     def accept(self, move: Move, model: ClusterModel) -> bool:
         return self.idle(model) or super().accept(move, model)
 
+    def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        if self.idle(model):
+            return np.ones(len(d), dtype=bool)
+        return super().accepts(model, d, src, dst)
+
     def violated(self, model: ClusterModel) -> bool:
         if self.idle(model):
             return False

@@ -168,6 +168,22 @@ class ResourceGoal(Goal):
             and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol
         )
 
+    def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """``accept`` for many moves at once, each from the model as it is: move i takes ``d[i]`` of
+        this goal's resource from broker ``src[i]`` to ``dst[i]`` (negative: the other way)."""
+        upper, lower = self.limits(model)
+        up = d > 0
+        gain, lose = np.where(up, dst, src), np.where(up, src, dst)
+        d = np.abs(d)
+        cap = model.cap[:, self.dim]
+        load = model.load[:, self.dim]
+        tol = EPS * np.maximum(1.0, np.abs(upper[gain])) - self.margin
+        ok: np.ndarray = ((load[gain] + d) / cap[gain] <= upper[gain] + tol) & (
+            (load[lose] - d) / cap[lose] >= lower[lose] - tol
+        )
+        accepted: np.ndarray = ok | (d == 0)
+        return accepted
+
     def improves(self, move: Move, model: ClusterModel) -> bool:
         d = model.delta(move)[self.dim]
         if d == 0:
