@@ -766,6 +766,11 @@ class ClusterModel:
         rack = self._rack_of
         return len({rack[b] for b in row.tolist() if b >= 0})
 
+    def other_racks(self, p: int, src: int) -> set[int]:
+        """The racks of ``p``'s replicas other than the one on ``src``."""
+        rack = self._rack_of
+        return {rack[b] for b in self.replicas[p].tolist() if b >= 0 and b != src}
+
     def rack_violations(self) -> np.ndarray:
         """Indices of partitions whose replicas span fewer racks than they could."""
         if not self.rack_aware or self.n_partitions == 0:

@@ -26,7 +26,7 @@ from balancer.planner import (
     plan,
 )
 from balancer.planner.goals import CountDistributionGoal
-from balancer.planner.model import IN
+from balancer.planner.model import IN, REPLICA_MOVE
 from balancer.planner.validate import check_plan
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
@@ -670,7 +670,10 @@ def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
         masks = goal.dest_masks(model, ps, src)
         assert masks is not None and masks.shape == (len(ps), n)
         for p, row in zip(ps.tolist(), masks, strict=True):
-            assert (row == goal.dest_mask(model, p, src)).all()
+            one = goal.dest_mask(model, p, src)  # None: every destination keeps enough racks
+            assert (row == (np.ones(n, dtype=bool) if one is None else one)).all()
+            for dst in set(range(n)) - set(model.replicas[p].tolist()):
+                assert row[dst] == goal.accept(Move(REPLICA_MOVE, p, src, dst), model)
 
 
 def test_brokers_left_only_what_giant_leaders_leave_are_not_held_to_the_average():

@@ -82,15 +82,20 @@ class RackAwareGoal(Goal):
         return bool(ok) and (move.kind != SWAP or self._ok(model, move.q, move.dst, move.src))
 
     def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
-        """Vectorized accept over every destination for moving p's replica off ``src``."""
+        """Vectorized accept over every destination for moving p's replica off ``src``; None where
+        every destination is accepted (the other replicas alone span enough racks)."""
         if not model.rack_aware:
             return None
-        row = model.replicas[p]
-        others = row[(row >= 0) & (row != src)]
-        other_racks = np.unique(model.rack[others])
-        before = model.distinct_racks(row)
-        new_distinct = len(other_racks) + ~np.isin(model.rack, other_racks)
-        return new_distinct >= min(before, model.rack_target(p))
+        others = model.other_racks(p, src)
+        need = min(model.distinct_racks(model.replicas[p]), model.rack_target(p))
+        if len(others) >= need:
+            return None
+        if len(others) + 1 < need:  # even a new rack leaves the partition short
+            return np.zeros(model.n_brokers, dtype=bool)
+        mask = np.ones(model.n_brokers, dtype=bool)  # a rack the other replicas lack
+        for r in others:
+            mask &= model.rack != r
+        return mask
 
     def dest_masks(self, model: ClusterModel, ps: np.ndarray, src: int) -> np.ndarray | None:
         """``dest_mask`` for many partitions' replicas on ``src``: one row per partition."""

@@ -108,6 +108,7 @@ class ResourceGoal(Goal):
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._ceiling: tuple[np.ndarray, np.ndarray] | None = None
         self._idle_memo: tuple[int, bool] | None = None
 
     def compute_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
@@ -120,6 +121,7 @@ class ResourceGoal(Goal):
     def reset(self) -> None:
         self._cache = None
         self._trigger_cache = None
+        self._ceiling = None
         self._idle_memo = None
 
     def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +130,14 @@ class ResourceGoal(Goal):
             upper, lower = self.compute_limits(model)
             self._cache = (id(model), upper, lower)
         return self._cache[1], self._cache[2]
+
+    def load_ceiling(self, model: ClusterModel) -> np.ndarray:
+        """Per broker, the most it may carry on this goal's dimension: ``(upper + EPS) * cap``
+        (what the vectorized destination screens compare loads with), kept with the limits."""
+        upper, _ = self.limits(model)
+        if self._ceiling is None or self._ceiling[0] is not upper:
+            self._ceiling = (upper, (upper + EPS) * model.cap[:, self.dim])
+        return self._ceiling[1]
 
     def trigger_limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
         """The band whose violation makes this goal act: its limits, unless a goal optimizes to a

@@ -7,19 +7,15 @@ candidate it rejects is one the scalar checks reject: skipping it cannot change 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import numpy as np
 
-from ..model import ClusterModel
 from .constants import (
     EPS,
     SCREEN_SLACK,
 )
 from .context import SearchContext
-
-if TYPE_CHECKING:
-    from ..goals import ResourceGoal
 
 
 def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray:
@@ -30,8 +26,7 @@ def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray
     for g in ctx.res_goals:
         v = vec[g.dim]
         if v > 0:
-            upper, _ = g.limits(model)
-            mask &= (model.load[:, g.dim] + v) <= (upper + EPS) * model.cap[:, g.dim]
+            mask &= (model.load[:, g.dim] + v) <= g.load_ceiling(model)
     if ctx.rack is not None:
         rm = ctx.rack.dest_mask(model, p, a)
         if rm is not None:
@@ -96,14 +91,49 @@ def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, f
     return out
 
 
-def swap_screen(g: ResourceGoal, n: np.ndarray, a: int, b: int, model: ClusterModel) -> np.ndarray:
-    """Per candidate: transferring ``n`` from a to b keeps goal g's limits (vectorized accept)."""
-    upper, lower = g.limits(model)
-    load, cap = model.load[:, g.dim], model.cap[:, g.dim]
-    tol = EPS
-    to_b = (load[b] + n <= (upper[b] + tol) * cap[b]) & (load[a] - n >= (lower[a] - tol) * cap[a])
-    to_a = (load[a] - n <= (upper[a] + tol) * cap[a]) & (load[b] + n >= (lower[b] - tol) * cap[b])
-    return np.where(n > 0, to_b, np.where(n < 0, to_a, True))
+class SwapBounds(NamedTuple):
+    """Per optimized resource goal (one column each), the loads of a swap's two brokers ``a`` and
+    ``b`` on its dimension and the bounds its ``accept`` holds them to: ``swap_screen``'s inputs,
+    fixed until a move changes either broker's load."""
+
+    dims: np.ndarray
+    load_a: np.ndarray
+    load_b: np.ndarray
+    upper_a: np.ndarray  # (upper + tol) * cap: the most a may carry
+    upper_b: np.ndarray
+    lower_a: np.ndarray  # (lower - tol) * cap: the least a may carry
+    lower_b: np.ndarray
+
+
+def swap_bounds(a: int, b: int, ctx: SearchContext) -> SwapBounds:
+    model = ctx.model
+    cols = []
+    for g in ctx.res_goals:
+        upper, lower = g.limits(model)
+        load, cap = model.load[:, g.dim], model.cap[:, g.dim]
+        tol = EPS
+        cols.append(
+            (
+                g.dim,
+                load[a],
+                load[b],
+                (upper[a] + tol) * cap[a],
+                (upper[b] + tol) * cap[b],
+                (lower[a] - tol) * cap[a],
+                (lower[b] - tol) * cap[b],
+            )
+        )
+    dims, *rest = (np.array(col) for col in zip(*cols, strict=True))
+    return SwapBounds(dims.astype(np.int64), *rest)
+
+
+def swap_screen(n: np.ndarray, bounds: SwapBounds) -> np.ndarray:
+    """Per candidate (rows of ``n``, the load transferred from a to b per dimension): the transfer
+    keeps every optimized resource goal's limits (``accept`` on each, vectorized)."""
+    t = n[:, bounds.dims]
+    to_b = (bounds.load_b + t <= bounds.upper_b) & (bounds.load_a - t >= bounds.lower_a)
+    to_a = (bounds.load_a - t <= bounds.upper_a) & (bounds.load_b + t >= bounds.lower_b)
+    return np.asarray(np.where(t > 0, to_b, np.where(t < 0, to_a, True)).all(axis=1))
 
 
 def screen(ctx: SearchContext, src: np.ndarray | int, dst: np.ndarray | int, vec: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 from ..actions import Move
 from .constants import BARREN_AFTER, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
 from .context import SearchContext
-from .screen import swap_screen, swap_windows
+from .screen import swap_bounds, swap_screen, swap_windows
 
 
 def swap_out(src: int, ctx: SearchContext) -> None:
@@ -90,6 +90,7 @@ def swap_with(
             room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
             need = model.load[src, dim] - upper[src] * model.cap[src, dim]
             windows = swap_windows(src, partner, ctx)
+            bounds = swap_bounds(src, partner, ctx)
             stale = False
         if room <= 0:
             break
@@ -108,10 +109,7 @@ def swap_with(
         passing = np.flatnonzero(ok)
         if len(passing):
             net_passing = offered_load[offer][None, :] - held_load[passing]
-            exact = np.ones(len(passing), dtype=bool)
-            for g in ctx.res_goals:
-                exact &= swap_screen(g, net_passing[:, g.dim], src, partner, model)
-            ok[passing[~exact]] = False
+            ok[passing[~swap_screen(net_passing, bounds)]] = False
         if not ok.any():
             continue
         cand = np.nonzero(ok)[0]
@@ -119,11 +117,11 @@ def swap_with(
             # The offer's bytes copied both ways (its size and the replica's it is exchanged for)
             # for a net transfer of the difference: the lightest exchange is the least data and
             # the most relief for this offer (at most the partner's room).
-            order = np.argsort(-net_d[cand], kind="stable")
+            order = first_k(-net_d[cand], SWAP_PICKS)
         else:
             # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
             want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
-            order = np.argsort(np.abs(net_d[cand] - want), kind="stable")
+            order = first_k(np.abs(net_d[cand] - want), SWAP_PICKS)
         cand = cand[order][:SWAP_PICKS]
         for pick in cand.tolist():
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
@@ -134,3 +132,13 @@ def swap_with(
                 held_size[pick] = model.size[offered[offer]]
                 stale = True
                 break
+
+
+def first_k(key: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(key, kind="stable")[:k]`` without sorting all of ``key``: only the entries at
+    most its k-th smallest value are sorted."""
+    if len(key) <= k:
+        return np.argsort(key, kind="stable")
+    kth = np.partition(key, k - 1)[k - 1]
+    few = np.flatnonzero(key <= kth)
+    return few[np.argsort(key[few], kind="stable")][:k]
