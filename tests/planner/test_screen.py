@@ -11,8 +11,9 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, Move, PlannerOptions, default_goals
 from balancer.planner.goals import ResourceGoal
 from balancer.planner.model import SWAP
+from balancer.planner.search.constants import SWAP_PICKS
 from balancer.planner.search.screen import swap_bounds, swap_screen
-from balancer.planner.search.swap import first_k
+from balancer.planner.search.swap import first_k, first_passing
 
 
 @settings(max_examples=200, deadline=None)
@@ -59,3 +60,27 @@ def test_swap_screen_passes_exactly_the_swaps_every_resource_goal_accepts(seed, 
             assert screened == accepted, (a, b)
             verdicts += accepted
     assert True in verdicts and False in verdicts
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), ties=st.integers(1, 50))
+def test_first_passing_are_the_first_exchanges_the_screen_passes_in_the_swap_order(seed, ties):
+    # A swap search's picks for one offer: the first SWAP_PICKS, in key order (ties in index
+    # order), of those every resource goal accepts; screened a few at a time, as all at once.
+    spec = ScenarioSpec(brokers=4, racks=0, topics=12, partitions_per_topic=(8, 20), skew=2.0, seed=seed)
+    model = ClusterModel(generate(spec))
+    options = PlannerOptions()
+    goals = [g for g in default_goals(options) if isinstance(g, ResourceGoal)]
+    ctx = goals[-1].search_context(model, goals[:-1], options)
+    rng = np.random.default_rng(seed)
+    a, b = (int(x) for x in np.argsort(model.util(0))[[-1, 0]])
+    offer = int(model.partitions_on(a)[0])
+    held = model.partitions_on(b)
+    held_load = model.contrib_matrix(held, b)
+    passing = np.flatnonzero(rng.random(len(held)) < 0.8)
+    key = rng.integers(0, ties, size=len(passing)).astype(np.float64)
+    bounds = swap_bounds(a, b, ctx)
+    offer_load = model.contrib(offer, a)
+    ordered = passing[np.argsort(key, kind="stable")]
+    whole = ordered[swap_screen(offer_load[None, :] - held_load[ordered], bounds)][:SWAP_PICKS]
+    assert first_passing(passing, key, offer_load, held_load, bounds).tolist() == whole.tolist()

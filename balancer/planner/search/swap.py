@@ -7,7 +7,7 @@ import numpy as np
 from ..actions import Move
 from .constants import BARREN_AFTER, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
 from .context import SearchContext
-from .screen import swap_bounds, swap_screen, swap_windows
+from .screen import SwapBounds, swap_bounds, swap_screen, swap_windows
 
 
 def swap_out(src: int, ctx: SearchContext) -> None:
@@ -96,7 +96,7 @@ def swap_with(
             break
         # Every replica on the partner against this offer, at today's loads: the transfer on this
         # goal's dimension first, then per dimension the tightest goal's window (slightly
-        # widened), a cheap cut; the exact per-goal screen runs on what is left.
+        # widened), a cheap cut; the exact per-goal screen runs on the first of what is left.
         net_d = offered_load[offer, dim] - held_load[:, dim]
         ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
         if goal.swaps_least_data:
@@ -107,22 +107,18 @@ def swap_with(
             net_other = offered_load[offer, other] - held_load[:, other]
             ok &= (net_other <= hi) & (net_other >= lo)
         passing = np.flatnonzero(ok)
-        if len(passing):
-            net_passing = offered_load[offer][None, :] - held_load[passing]
-            ok[passing[~swap_screen(net_passing, bounds)]] = False
-        if not ok.any():
+        if not len(passing):
             continue
-        cand = np.nonzero(ok)[0]
         if goal.swaps_least_data:
             # The offer's bytes copied both ways (its size and the replica's it is exchanged for)
             # for a net transfer of the difference: the lightest exchange is the least data and
             # the most relief for this offer (at most the partner's room).
-            order = first_k(-net_d[cand], SWAP_PICKS)
+            key = -net_d[passing]
         else:
             # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
             want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
-            order = first_k(np.abs(net_d[cand] - want), SWAP_PICKS)
-        cand = cand[order][:SWAP_PICKS]
+            key = np.abs(net_d[passing] - want)
+        cand = first_passing(passing, key, offered_load[offer], held_load, bounds)
         for pick in cand.tolist():
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
             if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
@@ -132,6 +128,21 @@ def swap_with(
                 held_size[pick] = model.size[offered[offer]]
                 stale = True
                 break
+
+
+def first_passing(
+    passing: np.ndarray, key: np.ndarray, offer_load: np.ndarray, held_load: np.ndarray, bounds: SwapBounds
+) -> np.ndarray:
+    """The first SWAP_PICKS of ``passing`` (rows of ``held_load``, ``key`` ascending, ties in
+    index order) whose exchange for the offer ``swap_screen`` passes: screened a few at a time in
+    that order, as the whole ordered list filtered would give them."""
+    m = 4 * SWAP_PICKS
+    while True:
+        first = passing[first_k(key, m)]
+        picked: np.ndarray = first[swap_screen(offer_load[None, :] - held_load[first], bounds)][:SWAP_PICKS]
+        if len(picked) == SWAP_PICKS or m >= len(passing):
+            return picked
+        m *= 4
 
 
 def first_k(key: np.ndarray, k: int) -> np.ndarray:
