@@ -441,6 +441,9 @@ class ClusterModel:
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
+        # Per cached broker, the partitions whose replica reached (True) or left (False) it since
+        # its entry was made, in order: folded into the entry when it is next asked for.
+        self._on_changes: dict[int, list[tuple[int, bool]]] = {}
 
     # ---- load -------------------------------------------------------------------------
     def _compute_load(self) -> np.ndarray:
@@ -666,9 +669,32 @@ class ClusterModel:
             # Replicas of a partition are distinct brokers, so each row matches at most once and
             # the flat positions' rows come out sorted and unique.
             got = np.flatnonzero(self.replicas.ravel() == b) // self.replicas.shape[1]
-            got.flags.writeable = False
-            self._on_cache[b] = got
+        elif b in self._on_changes:
+            # A partition's last change says whether it is on ``b`` now: a scan of every replica
+            # would cost far more than the few that moved.
+            last = dict(self._on_changes.pop(b))
+            left = np.array([p for p, on in last.items() if not on], dtype=got.dtype)
+            if len(left) and len(got):
+                at = np.minimum(np.searchsorted(got, left), len(got) - 1)
+                keep = np.ones(len(got), dtype=bool)
+                keep[at[got[at] == left]] = False
+                got = got[keep]
+            reached = np.sort(np.array([p for p, on in last.items() if on], dtype=got.dtype))
+            if len(reached):
+                at = np.searchsorted(got, reached)
+                new = got[np.minimum(at, len(got) - 1)] != reached if len(got) else np.ones(len(at), bool)
+                got = np.insert(got, at[new], reached[new])
+        else:
+            return got
+        got.flags.writeable = False
+        self._on_cache[b] = got
         return got
+
+    def _moved_on(self, p: int, src: int, dst: int) -> None:
+        """Note for ``partitions_on`` that ``p``'s replica left ``src`` for ``dst``."""
+        for b, on in ((src, False), (dst, True)):
+            if b in self._on_cache:
+                self._on_changes.setdefault(b, []).append((p, on))
 
     # ---- bookkeeping for caps ------------------------------------------------------------
     def moved(self, p: int) -> tuple[set[int], set[int]]:
@@ -729,13 +755,13 @@ class ClusterModel:
         if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
         else:
-            self._on_cache.pop(move.src, None)
-            self._on_cache.pop(move.dst, None)
+            self._moved_on(p, move.src, move.dst)
             self.replicas[p] = self._moved_row(p, move.src, move.dst)
             if self.leader[p] == move.src:
                 self.leader[p] = move.dst
             if move.kind == SWAP:
                 q = move.q
+                self._moved_on(q, move.dst, move.src)
                 self.replicas[q] = self._moved_row(q, move.dst, move.src)
                 if self.leader[q] == move.dst:
                     self.leader[q] = move.src

@@ -6,7 +6,7 @@ from itertools import permutations, product
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from balancer.planner import (
@@ -26,7 +26,7 @@ from balancer.planner import (
     plan,
 )
 from balancer.planner.goals import CountDistributionGoal
-from balancer.planner.model import IN, REPLICA_MOVE
+from balancer.planner.model import IN, REPLICA_MOVE, SWAP
 from balancer.planner.validate import check_plan
 
 CAP = {"network_in": 100.0, "network_out": 100.0, "disk": 1000.0}
@@ -674,6 +674,34 @@ def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
             assert (row == (np.ones(n, dtype=bool) if one is None else one)).all()
             for dst in set(range(n)) - set(model.replicas[p].tolist()):
                 assert row[dst] == goal.accept(Move(REPLICA_MOVE, p, src, dst), model)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    racks=st.lists(st.sampled_from("abcd"), min_size=4, max_size=8),
+    rows=st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=2, max_size=12),
+)
+def test_the_rack_goal_judges_a_swap_as_its_two_replica_moves(racks, rows):
+    # The swap search screens each side of a swap on its own (an offer to the partner, a pick back
+    # to the source) before working out any figure: that is only sound if the rack goal accepts a
+    # swap exactly when it accepts both of its replica moves.
+    n = len(racks)
+    parts = [(sorted({b % n for b in r}), 1.0, 1.0, 1.0) for r in rows]
+    model = ClusterModel(snapshot(parts, brokers=n, racks=tuple(racks)), PlannerOptions())
+    goal = RackAwareGoal()
+    swaps = 0
+    for src in range(n):
+        for dst in range(n):
+            for p in model.partitions_on(src).tolist():
+                for q in model.partitions_on(dst).tolist():
+                    if model.holds(p, dst) or model.holds(q, src):
+                        continue
+                    swaps += 1
+                    sides = goal.accept(Move(REPLICA_MOVE, p, src, dst), model) and goal.accept(
+                        Move(REPLICA_MOVE, q, dst, src), model
+                    )
+                    assert goal.accept(Move(SWAP, p, src, dst, q), model) == sides
+    assume(swaps)
 
 
 def test_brokers_left_only_what_giant_leaders_leave_are_not_held_to_the_average():

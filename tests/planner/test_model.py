@@ -319,3 +319,61 @@ def test_no_placement_beats_the_lower_bound(caps, racks, parts):
     )
     for dim in (IN, DISK):
         assert model.lower_bound(dim) * model.cluster_util(dim) <= best * (1 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_partitions_on_is_every_partition_with_a_replica_on_the_broker_after_any_moves(data):
+    """``partitions_on`` folds the moves since a broker's entry was made into it: after any replica
+    moves, swaps and undos, asked for at any point, it is a fresh scan of the replicas."""
+    from balancer.planner.actions import Move
+    from balancer.planner.model import ClusterModel
+    from balancer.planner.search.constants import REPLICA_MOVE, SWAP
+
+    n_brokers = data.draw(st.integers(2, 6))
+    brokers = [
+        {"id": b, "capacity": {"network_in": 100, "network_out": 100, "disk": 1000}} for b in range(n_brokers)
+    ]
+    partitions = []
+    for p in range(data.draw(st.integers(1, 12))):
+        reps = data.draw(st.lists(st.integers(0, n_brokers - 1), min_size=1, max_size=3, unique=True))
+        partitions.append(
+            {
+                "topic": "t",
+                "partition": p,
+                "replicas": reps,
+                "leader": reps[0],
+                "bytes_in": 1,
+                "bytes_out": 1,
+                "size": 1,
+            }
+        )
+    model = ClusterModel({"cluster": "c", "brokers": brokers, "partitions": partitions})
+
+    def scan(b):
+        return np.flatnonzero((model.replicas == b).any(axis=1)).tolist()
+
+    marks = []
+    for _ in range(data.draw(st.integers(1, 25))):
+        step = data.draw(st.sampled_from(["move", "swap", "ask", "mark", "undo"]))
+        p = data.draw(st.integers(0, model.n_partitions - 1))
+        on = [b for b in model.replicas[p].tolist() if b >= 0]
+        off = [b for b in range(n_brokers) if b not in on]
+        if step == "move" and off:
+            model.apply(
+                Move(REPLICA_MOVE, p, data.draw(st.sampled_from(on)), data.draw(st.sampled_from(off)))
+            )
+        elif step == "swap" and off:
+            src, dst = data.draw(st.sampled_from(on)), data.draw(st.sampled_from(off))
+            qs = [q for q in range(model.n_partitions) if model.holds(q, dst) and not model.holds(q, src)]
+            if qs:
+                model.apply(Move(SWAP, p, src, dst, data.draw(st.sampled_from(qs))))
+        elif step == "ask":
+            b = data.draw(st.integers(0, n_brokers - 1))
+            assert model.partitions_on(b).tolist() == scan(b)
+        elif step == "mark":
+            marks.append((len(model.log), set(model.swapped)))
+        elif step == "undo" and marks:
+            model.undo_to(*marks.pop())
+    for b in range(n_brokers):
+        assert model.partitions_on(b).tolist() == scan(b), b

@@ -302,18 +302,19 @@ def best_fit_out(
     d = goal.dim
     left = list(range(len(ps)))
     moved: list[Move] = []
+    buckets, reliefs = bucket.tolist(), relief.tolist()  # read one at a time below: Python's own
     while left and goal.over(model, a):
         need = model.load[a, d] - upper[a] * model.cap[a, d]
-        top = bucket[left[0]]
-        window = [i for i in left[:BEST_FIT_WINDOW] if bucket[i] >= top - 1]
-        covering = [i for i in window if relief[i] >= need]
+        top = buckets[left[0]]
+        window = [i for i in left[:BEST_FIT_WINDOW] if buckets[i] >= top - 1]
+        covering = [i for i in window if reliefs[i] >= need]
         if covering and ctx.data_first:
             # Data first: one covering move only within the data slack of the data the rest of the
             # order would copy to cover the excess (fewer moves are not worth more bytes).
             rest = ps[left]
             in_order = cover_data(model.size[rest], np.minimum(relief[left], need), need)
             covering = [i for i in covering if model.size[ps[i]] <= (1.0 + ctx.data_slack) * in_order]
-        pick = min(covering, key=lambda i: (relief[i], i)) if covering else window[0]
+        pick = min(covering, key=lambda i: (reliefs[i], i)) if covering else window[0]
         left.remove(pick)
         mark = len(model.log)
         if move_out(int(ps[pick]), a, ctx, to_short=to_short) and len(model.log) == mark + 1:

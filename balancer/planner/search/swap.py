@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from .constants import BARREN_AFTER, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
+from .constants import BARREN_AFTER, REPLICA_MOVE, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
 from .context import SearchContext
 from .screen import SwapBounds, swap_bounds, swap_screen, swap_windows
 
@@ -82,6 +82,9 @@ def swap_with(
     if goal.swaps_least_data:
         ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
     held_size = model.size[held]
+    # The rack goal judges each side of a swap on its own partition: an offer it refuses to the
+    # partner, or a pick it refuses to ``src``, is passed over before any figure is worked out.
+    rack = ctx.rack if ctx.rack is not None and model.rack[src] != model.rack[partner] else None
     stale = True  # loads change only when a swap is made: the figures below hold until one is
     for offer in range(len(offered)):
         if not goal.over(model, src):
@@ -94,6 +97,8 @@ def swap_with(
             stale = False
         if room <= 0:
             break
+        if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(offered[offer]), src, partner), model):
+            continue
         # Every replica on the partner against this offer, at today's loads: the transfer on this
         # goal's dimension first, then per dimension the tightest goal's window (slightly
         # widened), a cheap cut; the exact per-goal screen runs on the first of what is left.
@@ -120,6 +125,8 @@ def swap_with(
             key = np.abs(net_d[passing] - want)
         cand = first_passing(passing, key, offered_load[offer], held_load, bounds)
         for pick in cand.tolist():
+            if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(held[pick]), partner, src), model):
+                continue
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
             if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
                 # Only the two swapped partitions changed: the partner holds the offer instead.
