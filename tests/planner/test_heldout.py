@@ -93,6 +93,17 @@ def test_a_fill_lifts_a_broker_over_the_disk_line_data_first():
     assert missed_goals(result, options) == {}
 
 
+def test_a_traffic_shed_off_a_broker_within_the_disk_line_puts_data_first():
+    # The same cluster (seed 5, #8): network_in's shed of brokers whose disk is within the disk
+    # goal's line. Sized for few big moves (as off a broker over the line, whose bytes the disk goal
+    # would move anyway), its giants relieved traffic at many times the bytes a data-first order
+    # copies, and the plan moved 1.6x its data bound; data first, it stays within 1.25x.
+    snap, options, result = planned(5, 8)
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)["bound"]
+    assert result.bytes_to_move <= 1.25 * bound * result.total_bytes
+    assert missed_goals(result, options) == {}
+
+
 def test_a_disk_at_a_traffic_floor_sheds_by_pairs_whose_refill_is_up_to_half_the_size():
     # A held-out cluster (seed 314, #28): the disk goal's hottest broker sits at network_in's floor,
     # and traffic per byte varies little across partitions, so no replica a fifth the size of one

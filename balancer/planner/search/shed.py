@@ -94,8 +94,9 @@ def shed(a: int, ctx: SearchContext) -> None:
             # off a broker over the disk goal's line, up to its excess there, relieve disk as well
             # (bytes that goal would move anyway): the ceiling cost and its few big moves stand
             # while they copy no more than the data slack over the larger of that excess and the
-            # least data for the traffic excess. Past that the bytes buy traffic alone, and the
-            # cost is sized down as a data-first shed's.
+            # least data for the traffic excess. Past that, and off a broker within the line (no
+            # excess), the bytes buy traffic alone, and the cost is sized down as a data-first
+            # shed's.
             overhead, ranked = disk_hot_cost(a, ps, relief, need, ctx)
         key = goal.move_key(model, ps, ranked, a, overhead=overhead)
         order = np.argsort(key, kind="stable")
@@ -143,17 +144,17 @@ def disk_hot_cost(
     a: int, ps: np.ndarray, relief: np.ndarray, need: float, ctx: SearchContext
 ) -> tuple[float | None, np.ndarray]:
     """The per-move cost and ranked relief of a traffic shed of ``a`` where the disk goal has work:
-    the goal's ceiling (None) and ``relief`` itself, unless ``a``'s disk is over the disk goal's
-    line and the ceiling's order would copy more than the data slack over the larger of a's disk
-    excess and the least data for ``need``; then the cost ``move_cost`` sizes with that floor and
-    relief capped at ``need`` (relief beyond a's excess is worth nothing)."""
+    the goal's ceiling (None) and ``relief`` itself, unless the ceiling's order would copy more
+    than the data slack over the larger of a's disk excess over the disk goal's line (none for a
+    broker within it) and the least data for ``need``; then the cost ``move_cost`` sizes with
+    that floor and relief capped at ``need`` (relief beyond a's excess is worth nothing)."""
     model, goal = ctx.model, ctx.goal
     disk_excess = float(model.load[a, DISK] - ctx.disk_line * model.cap[a, DISK])
-    if not disk_excess > 0:  # within the line, or no line (the disk goal will not act)
+    if not np.isfinite(disk_excess):  # no line (the disk goal will not act)
         return None, relief
     ceiling = goal.move_overhead_ceiling(model)
     capped = np.minimum(relief, need)
-    cost = move_cost(model.size[ps], capped, need, ceiling, ctx.data_slack, floor=disk_excess)
+    cost = move_cost(model.size[ps], capped, need, ceiling, ctx.data_slack, floor=max(disk_excess, 0.0))
     if cost >= ceiling:
         return None, relief
     return cost, capped
