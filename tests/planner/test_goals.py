@@ -652,18 +652,24 @@ def test_refills_that_leave_the_broker_over_the_disk_threshold_are_undone():
     assert result.after["disk"] == pytest.approx(result.before["disk"])
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    racks=st.lists(st.sampled_from("abcd"), min_size=4, max_size=8),
-    rows=st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=1, max_size=12),
-)
-def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
-    # Every placement, rack-aware or not (colocated replicas, more replicas than racks): the
-    # vectorized masks are the one-partition rule's, for every broker a replica could leave.
+# Every placement, rack-aware or not (colocated replicas, more replicas than racks): brokers in
+# these racks, one partition per row of broker numbers (modulo the broker count).
+RACKS = st.lists(st.sampled_from("abcd"), min_size=4, max_size=8)
+ROWS = st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=1, max_size=12)
+
+
+def _racked(racks: list[str], rows: list[list[int]]) -> ClusterModel:
     n = len(racks)
-    parts = [([b % n for b in dict.fromkeys(r)], 1.0, 1.0, 1.0) for r in rows]
-    parts = [(sorted(set(reps)), bi, bo, sz) for reps, bi, bo, sz in parts]
-    model = ClusterModel(snapshot(parts, brokers=n, racks=tuple(racks)), PlannerOptions())
+    parts = [(sorted({b % n for b in r}), 1.0, 1.0, 1.0) for r in rows]
+    return ClusterModel(snapshot(parts, brokers=n, racks=tuple(racks)), PlannerOptions())
+
+
+@settings(max_examples=60, deadline=None)
+@given(racks=RACKS, rows=ROWS)
+def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
+    # The vectorized masks are the one-partition rule's, for every broker a replica could leave.
+    n = len(racks)
+    model = _racked(racks, rows)
     goal = RackAwareGoal()
     for src in range(n):
         ps = model.partitions_on(src)
@@ -677,17 +683,13 @@ def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    racks=st.lists(st.sampled_from("abcd"), min_size=4, max_size=8),
-    rows=st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=2, max_size=12),
-)
+@given(racks=RACKS, rows=ROWS)
 def test_the_rack_goal_judges_a_swap_as_its_two_replica_moves(racks, rows):
     # The swap search screens each side of a swap on its own (an offer to the partner, a pick back
     # to the source) before working out any figure: that is only sound if the rack goal accepts a
     # swap exactly when it accepts both of its replica moves.
     n = len(racks)
-    parts = [(sorted({b % n for b in r}), 1.0, 1.0, 1.0) for r in rows]
-    model = ClusterModel(snapshot(parts, brokers=n, racks=tuple(racks)), PlannerOptions())
+    model = _racked(racks, rows)
     goal = RackAwareGoal()
     swaps = 0
     for src in range(n):
