@@ -89,6 +89,8 @@ def swap_with(
     for offer in range(len(offered)):
         if not goal.over(model, src):
             return
+        if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(offered[offer]), src, partner), model):
+            continue  # before the figures: an offer the partner's rack refuses needs none of them
         if stale:
             room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
             need = model.load[src, dim] - upper[src] * model.cap[src, dim]
@@ -97,8 +99,6 @@ def swap_with(
             stale = False
         if room <= 0:
             break
-        if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(offered[offer]), src, partner), model):
-            continue
         # Every replica on the partner against this offer, at today's loads: the transfer on this
         # goal's dimension first, then per dimension the tightest goal's window (slightly
         # widened), a cheap cut; the exact per-goal screen runs on the first of what is left.
