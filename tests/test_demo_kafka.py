@@ -54,7 +54,7 @@ def test_the_plan_completes_and_the_hottest_broker_by_its_own_meters_ends_below_
     # The brokers' own totals, with no load model in between (BytesIn + ReplicationBytesIn, equal
     # capacities): the same verdict.
     own = {b: rates["in"] for b, rates in outcome.raw_after.items()}
-    assert sorted(own) == sorted(outcome.after), own
+    assert sorted(own) == sorted(outcome.after), (own, outcome.raw_missed)
     mean = sum(own.values()) / len(own)
     print(
         "own meters, network in after: "

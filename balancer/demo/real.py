@@ -166,35 +166,45 @@ RAW_METERS = {
 class Meters:
     """Every broker's own byte counters, scraped from its JMX exporter every ``interval_s``, apart from the
     agent: what each broker received (from producers and, as a follower, from leaders) and sent (to
-    consumers and followers). A cross-check of the job's load model, with nothing of the model in it."""
+    consumers and followers). A cross-check of the job's load model, with nothing of the model in it.
 
-    def __init__(self, endpoints: dict[int, str], interval_s: float = 5.0):
-        self.endpoints, self.interval_s = endpoints, interval_s
+    The brokers are scraped at once and wait as long as the agent waits (``timeout_s``): on a busy box an
+    exporter with more partitions answers in seconds, and a shorter wait, or one broker waiting on another,
+    would leave it with no reading in a window the agent measured."""
+
+    def __init__(self, endpoints: dict[int, str], *, timeout_s: float, interval_s: float = 5.0):
+        self.endpoints, self.timeout_s, self.interval_s = endpoints, timeout_s, interval_s
         self.samples: dict[int, list[tuple[float, dict[str, float]]]] = defaultdict(list)
+        self.failures: dict[int, list[tuple[float, str]]] = defaultdict(list)  # broker -> (time, why)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-meters", daemon=True)
 
-    def _run(self) -> None:
+    def _scrape(self, broker: int, url: str) -> None:
         from balancer.agent import prometheus
         from balancer.agent.jmx import ScrapeError, fetch
 
         names = {name for pair in RAW_METERS.values() for name in pair}
-        while not self._stop.is_set():
-            for broker, url in self.endpoints.items():
-                asked = time.time()
-                try:
-                    body = fetch(url, timeout_s=2, max_bytes=16 << 20)
-                except ScrapeError:
-                    continue  # a gap: the rate is taken over the samples there are
-                at = (asked + time.time()) / 2  # the counters were read somewhere in between
-                found = {
-                    x.name: x.value
-                    for x in prometheus.parse(body).samples
-                    if x.name in names and not x.labels
-                }
-                if len(found) == len(names):
-                    self.samples[broker].append((at, found))
-            self._stop.wait(self.interval_s)
+        asked = time.time()
+        try:
+            body = fetch(url, timeout_s=self.timeout_s, max_bytes=16 << 20)
+        except ScrapeError as exc:
+            # A gap: the rate is taken over the samples there are.
+            self.failures[broker].append((asked, str(exc)))
+            return
+        at = (asked + time.time()) / 2  # the counters were read somewhere in between
+        found = {x.name: x.value for x in prometheus.parse(body).samples if x.name in names and not x.labels}
+        if len(found) == len(names):
+            self.samples[broker].append((at, found))
+        else:
+            self.failures[broker].append((asked, f"no {', '.join(sorted(names - set(found)))}"))
+
+    def _run(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.endpoints)), thread_name_prefix="meters") as pool:
+            while not self._stop.is_set():
+                list(pool.map(lambda item: self._scrape(*item), self.endpoints.items()))
+                self._stop.wait(self.interval_s)
 
     def start(self) -> Meters:
         self._thread.start()
@@ -214,8 +224,8 @@ class Meters:
         """Per broker, bytes/s in and out over the samples taken in [start_ms, end_ms] (a broker with fewer
         than two there has none)."""
         out: dict[int, dict[str, float]] = {}
-        for broker, samples in self.samples.items():
-            inside = [(t, v) for t, v in samples if start_ms <= t * 1000 <= end_ms]
+        for broker, samples in list(self.samples.items()):
+            inside = [(t, v) for t, v in list(samples) if start_ms <= t * 1000 <= end_ms]
             if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
                 continue
             (t0, first), (t1, last) = inside[0], inside[-1]
@@ -223,6 +233,15 @@ class Meters:
                 direction: sum(last[n] - first[n] for n in pair) / (t1 - t0)
                 for direction, pair in RAW_METERS.items()
             }
+        return out
+
+    def missed(self, start_ms: int, end_ms: int) -> dict[int, list[str]]:
+        """Per broker, why its scrapes in [start_ms, end_ms] gave no reading (brokers with none missed)."""
+        out: dict[int, list[str]] = {}
+        for broker, failures in list(self.failures.items()):
+            inside = [why for t, why in list(failures) if start_ms <= t * 1000 <= end_ms]
+            if inside:
+                out[broker] = inside
         return out
 
 
@@ -242,6 +261,7 @@ class Outcome:
     threshold: float  # balance_threshold
     raw_before: dict[int, dict[str, float]]  # broker -> its own meters' bytes/s in and out, the plan's window
     raw_after: dict[int, dict[str, float]]  # the same, the window after
+    raw_missed: dict[int, list[str]]  # broker -> why its own meters' scrapes failed in the window after
     misplaced: list[dict]  # plan_actions rows whose partition's replicas or leader differ on the cluster
     throttles_left: dict[str, dict[str, str]]  # "broker 1" / "topic t" -> throttle keys still set
 
@@ -447,7 +467,7 @@ def run_scenario(
         # The brokers' own meters first: their first scrape also warms each exporter up. A cold exporter takes
         # seconds to answer its first scrape, and the agent times no rate on an answer that slow, so without
         # this its first window would lack readings.
-        meters = Meters(cluster.metrics_urls).start()
+        meters = Meters(cluster.metrics_urls, timeout_s=config.agent.jmx.timeout.seconds).start()
         meters.wait_first(timeout_s=30)
         proposed: list[dict] = []
 
@@ -516,9 +536,12 @@ def run_scenario(
         before = {r["broker"]: r for r in loads if _ms(r["window_end"]) == plan_end}
         after = {r["broker"]: r for r in loads if _ms(r["window_end"]) == after_end}
 
-        def raw(rows: dict[int, dict]) -> dict[int, dict[str, float]]:
+        def span(rows: dict[int, dict]) -> tuple[int, int]:
             row = next(iter(rows.values()), None)
-            return {} if row is None else meters.rates(_ms(row["window_start"]), _ms(row["window_end"]))
+            return (0, 0) if row is None else (_ms(row["window_start"]), _ms(row["window_end"]))
+
+        def raw(rows: dict[int, dict]) -> dict[int, dict[str, float]]:
+            return meters.rates(*span(rows)) if rows else {}
 
         return Outcome(
             plan_id=plan_id,
@@ -533,6 +556,7 @@ def run_scenario(
             threshold=config.balancer.balance_threshold,
             raw_before=raw(before),
             raw_after=raw(after),
+            raw_missed=meters.missed(*span(after)),
             misplaced=misplaced,
             throttles_left=throttles_left,
         )
