@@ -70,7 +70,10 @@ lint: setup
 # brokers, Delta on disk, real-time windows) run at normal priority in one process; the integration tests
 # that start no Spark (marked `no_spark`: execution on the brokers, the agent's faults) run beside them in a
 # second process with brokers of their own, mostly waiting on throttled copies, restarts and intervals, at
-# nice 10: the Spark lane's micro-batches meet real-time window deadlines and must not wait on them; the
+# nice 10: the Spark lane's micro-batches meet real-time window deadlines and must not wait on them. After
+# them, in the same process, the tests that start Spark only in subprocesses and meet no real-time deadline
+# (marked `beside`: `--once` submissions, console commands): their drivers then run at nice 10 too, on the
+# CPU the Spark lane leaves, instead of lengthening it. The
 # unit tests run under SCHED_IDLE (`chrt --idle`), so the kernel gives them only the CPU the others leave
 # idle. The second and third lanes print when all are done. Two lanes of Spark tests are not run: on two
 # cores, two processes each with a Spark driver and brokers starve each other (micro-batches a minute
@@ -85,10 +88,10 @@ ifeq ($(TEST_WORKERS),0)
 	@mkdir -p build; \
 	$(IDLE) $(PYTEST) -m "not integration" --basetemp=build/pytest-unit $(PYTEST_ARGS) >build/unit-tests.log 2>&1 & \
 	unit=$$!; \
-	nice -n 10 $(PYTEST) -m "integration and no_spark" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS) \
+	nice -n 10 $(PYTEST) -m "integration and (no_spark or beside)" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS) \
 	  >build/kafka-tests.log 2>&1 & \
 	kafka=$$!; trap 'kill $$unit $$kafka 2>/dev/null' EXIT; \
-	$(PYTEST) -m "integration and not no_spark" --durations=20 $(PYTEST_ARGS); rc=$$?; \
+	$(PYTEST) -m "integration and not no_spark and not beside" --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	wait $$kafka; krc=$$?; wait $$unit; urc=$$?; trap - EXIT; \
 	echo "---- integration tests without Spark (beside the others) ----"; cat build/kafka-tests.log; \
 	echo "---- unit tests (beside the integration tests, on idle CPU) ----"; cat build/unit-tests.log; \

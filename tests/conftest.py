@@ -111,7 +111,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: rank.get(item.path.name, len(LONG_MODULES)))
     else:
         late = {name: i + 1 for i, name in enumerate(LATE_MODULES)}
-        items.sort(key=lambda item: late.get(item.path.name, 0))
+        items.sort(
+            key=lambda item: (item.get_closest_marker("beside") is not None, late.get(item.path.name, 0))
+        )
     unmarked = [
         item.nodeid
         for item in items
@@ -127,7 +129,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     sparked = [
         item.nodeid
         for item in items
-        if item.get_closest_marker("no_spark") is not None and "spark" in getattr(item, "fixturenames", ())
+        if (item.get_closest_marker("no_spark") or item.get_closest_marker("beside"))
+        and "spark" in getattr(item, "fixturenames", ())
     ]
     if sparked:
-        raise pytest.UsageError("tests marked no_spark must not use the spark fixture: " + ", ".join(sparked))
+        raise pytest.UsageError(
+            "tests marked no_spark or beside must not use the spark fixture: " + ", ".join(sparked)
+        )

@@ -113,6 +113,7 @@ def runs(kafka, tmp_path_factory):
     return produced, lakehouses, consoles
 
 
+@pytest.mark.beside
 def test_every_combination_lands_everything(runs):
     produced, lakehouses, _ = runs
     for combo, root in lakehouses.items():
@@ -123,6 +124,7 @@ def test_every_combination_lands_everything(runs):
         assert DeltaTable(str(root / "balance_plans")).to_pyarrow_table().num_rows >= 1, combo
 
 
+@pytest.mark.beside
 def test_a_submission_prints_the_products_lines_only(runs):
     """spark-submit.sh's console: the log file's path first, then the job's own lines; Spark's and the
     libraries' logs go to that file."""
@@ -133,6 +135,7 @@ def test_a_submission_prints_the_products_lines_only(runs):
         assert noise == [], (combo, noise[:5])
 
 
+@pytest.mark.beside
 def test_each_engine_wrote_its_own_tables(runs):
     """delta-spark's commits name Delta-Lake as their engine, delta-rs' do not: the engine was not swapped."""
     _, lakehouses, _ = runs
@@ -141,6 +144,7 @@ def test_each_engine_wrote_its_own_tables(runs):
         assert ("Delta-Lake" in info) == (engine == "delta-spark"), (connector, engine, info)
 
 
+@pytest.mark.beside
 @pytest.mark.parametrize("table", COMPARED)
 def test_both_connectors_and_engines_give_the_same_rows(runs, table):
     _, lakehouses, _ = runs
@@ -150,6 +154,7 @@ def test_both_connectors_and_engines_give_the_same_rows(runs, table):
         assert table_rows(lakehouses[combo], table) == reference, (table, combo)
 
 
+@pytest.mark.beside
 def test_delta_spark_tables_carry_the_audit_retention(runs):
     _, lakehouses, _ = runs
     for table in ("telemetry_raw", "balance_plans"):
@@ -179,6 +184,7 @@ def sql_count(root: Path, log_dir: Path, *as_of: str) -> int:
     return int(re.findall(r"^\|\s*(\d+)\s*\|$", result.stdout, re.MULTILINE)[-1])
 
 
+@pytest.mark.beside
 def test_sql_as_of_a_version_reads_delta_spark_tables_through_spark(runs, tmp_path):
     """`balancer sql` on a delta-spark lakehouse loads Delta's jar itself; `--as-of 0` is VERSION AS OF 0
     (the empty table as created), without it the rows landed."""
@@ -191,6 +197,7 @@ def test_sql_as_of_a_version_reads_delta_spark_tables_through_spark(runs, tmp_pa
         assert first.result() == 0
 
 
+@pytest.mark.beside
 def test_auto_picks_delta_spark_when_its_jar_is_loaded(tmp_path):
     """A session started with delta-spark's jars from jvm/lib: `auto` chooses it (without them: delta-rs,
     the in-process tests' session)."""

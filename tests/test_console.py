@@ -60,6 +60,7 @@ def last_line(output: str) -> str:
 
 
 @pytest.mark.integration
+@pytest.mark.beside
 def test_unreachable_broker_ends_with_one_line_naming_brokers_and_timeout(tmp_path):
     logs = tmp_path / "logs"
     # A driver JVM option of the caller's is kept, after the script's own: this one moves Spark's log.
@@ -108,6 +109,7 @@ def test_unreachable_broker_ends_with_one_line_naming_brokers_and_timeout(tmp_pa
 
 
 @pytest.mark.integration
+@pytest.mark.beside
 def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
     """`balancer sql` starts Spark from Python (as `make run` does): the JVM pyspark launches logs to
     the file too, and the console shows the log line and the query's table only."""
@@ -125,6 +127,7 @@ def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.beside
 def test_the_demo_console_shows_its_own_lines_while_streaming(tmp_path):
     """`make run-sim`'s entry for a quarter minute of streaming (the whole demo takes minutes): Spark's
     streaming warnings ("Current batch is falling behind") and Great Expectations' INFO lines go to
@@ -162,6 +165,7 @@ def test_the_demo_console_shows_its_own_lines_while_streaming(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.beside
 def test_a_failing_spark_command_ends_with_one_line_and_exit_code(tmp_path):
     logs = tmp_path / "logs"
     result = balancer_sql(tmp_path, logs, "SELECT nope FROM no_such_table")
