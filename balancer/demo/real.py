@@ -540,9 +540,6 @@ def run_scenario(
             row = next(iter(rows.values()), None)
             return (0, 0) if row is None else (_ms(row["window_start"]), _ms(row["window_end"]))
 
-        def raw(rows: dict[int, dict]) -> dict[int, dict[str, float]]:
-            return meters.rates(*span(rows)) if rows else {}
-
         return Outcome(
             plan_id=plan_id,
             plan=plan,
@@ -554,8 +551,8 @@ def run_scenario(
             batches=batches,
             ranking=ranked,
             threshold=config.balancer.balance_threshold,
-            raw_before=raw(before),
-            raw_after=raw(after),
+            raw_before=meters.rates(*span(before)),
+            raw_after=meters.rates(*span(after)),
             raw_missed=meters.missed(*span(after)),
             misplaced=misplaced,
             throttles_left=throttles_left,
