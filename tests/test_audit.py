@@ -59,6 +59,7 @@ def test_tables_keep_audit_history_by_default_and_as_configured(spark, tmp_path)
 
 
 @pytest.mark.integration
+@pytest.mark.beside  # its Spark session runs in a subprocess
 def test_delta_spark_tables_get_the_same_properties(tmp_path):
     """delta-spark (its jars from jvm/lib, in a session of its own: the tests' shared one has none) sets the
     same retention properties on every table, and changes them when the config does."""

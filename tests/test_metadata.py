@@ -188,6 +188,7 @@ def test_poll_errors_never_show_secrets():
 
 
 @pytest.mark.integration
+@pytest.mark.no_spark
 def test_poll_the_embedded_broker(broker):
     topic = f"meta.{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, partitions=3)
@@ -241,6 +242,7 @@ def _reassign(kafka, plan: dict, action: str) -> str:
 
 
 @pytest.mark.integration
+@pytest.mark.no_spark
 def test_poll_real_kafka_follows_racks_and_a_reassignment(kafka):
     """Real Kafka: racks from DescribeCluster; replicas, leader and ISR as the brokers report them, before
     and after Kafka's own tool moves a partition; the change is the only changed row."""

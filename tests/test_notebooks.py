@@ -477,13 +477,15 @@ def answers(lakehouse) -> dict[str, dict]:
     return run_notebooks({p: {expr: expr for expr in EXPECTED[p.name]} for p in paths}, lakehouse)
 
 
-@pytest.mark.integration  # starts a Jupyter kernel or server
+@pytest.mark.integration  # starts a Jupyter kernel
+@pytest.mark.no_spark  # the notebooks read the tables with delta-rs
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_notebook_runs_in_a_kernel_and_computes_its_answers(name, answers):
     assert answers[name] == json.loads(json.dumps(EXPECTED[name]))
 
 
-@pytest.mark.integration  # starts a Jupyter kernel or server
+@pytest.mark.integration  # starts a Jupyter kernel
+@pytest.mark.no_spark
 def test_a_failing_cell_fails_the_run_naming_the_notebook(tmp_path, lakehouse):
     broken = tmp_path / "broken.ipynb"
     cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("x / 0")]

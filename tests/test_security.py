@@ -77,6 +77,7 @@ def test_ssl_options_reach_the_client_unchanged_and_errors_hide_the_key_password
     assert not files_containing(tmp_path, KEY_PASSWORD)
 
 
+@pytest.mark.beside  # the job runs in a subprocess and drains the topic: no real-time deadline
 def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker, topic, tmp_path):
     produced = produce_cluster(broker.bootstrap_servers, topic, minutes=12)
     run_dir = tmp_path / "run"
@@ -100,7 +101,7 @@ def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker
     )
     log = run_dir / "job.log"
     proc = start_job(config, log, "--once")
-    assert proc.wait(timeout=240) == 0, tail(log)
+    assert proc.wait(timeout=480) == 0, tail(log)
 
     from deltalake import DeltaTable
 
@@ -112,6 +113,7 @@ def test_secrets_in_source_options_never_reach_logs_tables_or_checkpoints(broker
     assert not files_containing(run_dir, PASSWORD, KEY_PASSWORD)
 
 
+@pytest.mark.beside  # the job runs in a subprocess
 def test_sasl_bad_password_is_refused_with_a_clear_error_without_the_password(kafka, tmp_path):
     """Real Kafka: a wrong SCRAM password ends the job with one clear line that names the brokers."""
     options = {**kafka.sasl_options(PASSWORD)}
