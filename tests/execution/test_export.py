@@ -286,10 +286,12 @@ def test_run_sh_stops_when_a_planned_replica_is_missing_or_the_old_one_never_lea
     assert len(verifies(calls)) == 1 and not any("election" in c for c in calls)
     (tmp_path / "calls.log").unlink()
     done, calls = run_script(
-        tmp_path, out, "kafka-1:9092", FAKE_VERIFY=LEAVING, SETTLE_SECONDS="1", VERIFY_INTERVAL="0.3"
+        tmp_path, out, "kafka-1:9092", FAKE_VERIFY=LEAVING, SETTLE_SECONDS="2", VERIFY_INTERVAL="0.3"
     )
     assert done.returncode == 1 and "another replica set" in done.stderr
-    assert 3 <= len(verifies(calls)) <= 12 and not any("election" in c for c in calls)
+    # It polled again while the old replica could still leave (a missing one stops it at the first poll,
+    # above), then gave up: how many polls fit in the settle time depends on the machine's load.
+    assert 2 <= len(verifies(calls)) <= 12 and not any("election" in c for c in calls)
 
 
 def test_rows_as_arrow_reads_them_map_and_json_throttles(tmp_path):
