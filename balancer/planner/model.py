@@ -623,9 +623,9 @@ class ClusterModel:
 
     def contrib(self, p: int, b: int) -> np.ndarray:
         """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""
-        led = 1.0 if self.leader[p] == b else 0.0
-        bi = self.bytes_in[p]
-        return np.array([bi, self.leader_out[p] * led, self.size[p], bi * led, 1.0, led])
+        led = 1.0 if self.leader.item(p) == b else 0.0
+        bi = self.bytes_in.item(p)
+        return np.array([bi, self.leader_out.item(p) * led, self.size.item(p), bi * led, 1.0, led])
 
     def contrib_matrix(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
         """``contrib`` for many partitions on one broker, or each on its own (``b`` an array like
@@ -702,28 +702,42 @@ class ClusterModel:
         return self._diff(p, self.replicas[p])
 
     def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
-        old = set(self.orig_replicas[p].tolist()) - {-1}
-        new = set(row.tolist()) - {-1}
+        old = set(self.orig_replicas[p].tolist())
+        new = set(row.tolist())
+        old.discard(-1)
+        new.discard(-1)
         return old - new, new - old
 
-    def _moved_row(self, p: int, src: int, dst: int) -> np.ndarray:
-        row: np.ndarray = self.replicas[p].copy()
-        row[row == src] = dst
-        return row
+    def _move_replica(self, p: int, src: int, dst: int) -> None:
+        """``p``'s replica on ``src`` (and its leadership, if it leads) goes to ``dst``."""
+        self._moved_on(p, src, dst)
+        row = self.replicas[p]  # a view: written in place, one slot at a time (a row is a few slots)
+        for i, b in enumerate(row.tolist()):
+            if b == src:
+                row[i] = dst
+        if self.leader.item(p) == src:
+            self.leader[p] = dst
 
     def cost_after(self, move: Move) -> tuple[float, dict[int, int]]:
         """(bytes moved by the plan, per-broker move counts changed) if ``move`` were applied."""
         if move.kind == LEADERSHIP:
             return self.bytes_moved, {}
-        changes = [(move.p, self._moved_row(move.p, move.src, move.dst))]
+        changes = [(move.p, move.src, move.dst)]
         if move.kind == SWAP:
-            changes.append((move.q, self._moved_row(move.q, move.dst, move.src)))
+            changes.append((move.q, move.dst, move.src))
         total = self.bytes_moved
         counts: dict[int, int] = {}
-        for p, row in changes:
-            for sign, r in ((-1, self.replicas[p]), (1, row)):
-                removed, added = self._diff(p, r)
-                total += sign * len(added) * self.size[p]
+        for p, src, dst in changes:
+            old = set(self.orig_replicas[p].tolist())
+            old.discard(-1)
+            row = self.replicas[p].tolist()
+            size = self.size.item(p)
+            for sign, new in (
+                (-1, {b for b in row if b >= 0}),
+                (1, {dst if b == src else b for b in row if b >= 0}),
+            ):
+                removed, added = old - new, new - old
+                total += sign * len(added) * size
                 for b in removed | added:
                     counts[b] = counts.get(b, int(self.broker_moves[b])) + sign
         return total, counts
@@ -755,16 +769,10 @@ class ClusterModel:
         if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
         else:
-            self._moved_on(p, move.src, move.dst)
-            self.replicas[p] = self._moved_row(p, move.src, move.dst)
-            if self.leader[p] == move.src:
-                self.leader[p] = move.dst
+            self._move_replica(p, move.src, move.dst)
             if move.kind == SWAP:
                 q = move.q
-                self._moved_on(q, move.dst, move.src)
-                self.replicas[q] = self._moved_row(q, move.dst, move.src)
-                if self.leader[q] == move.dst:
-                    self.leader[q] = move.src
+                self._move_replica(q, move.dst, move.src)
                 self.touched.setdefault(q, None)
                 self.swapped.update((p, q))
         self.touched.setdefault(p, None)
@@ -787,6 +795,15 @@ class ClusterModel:
     # ---- racks -------------------------------------------------------------------------
     def rack_target(self, p: int) -> int:
         return min(int(self.rf[p]), self.n_live_racks)
+
+    def racks_kept(self, p: int, src: int, dst: int) -> tuple[int, int]:
+        """(the racks ``p``'s replicas span, the racks they span once its replica on ``src`` is on
+        ``dst``)."""
+        rack = self._rack_of
+        row = self.replicas[p].tolist()
+        before = {rack[b] for b in row if b >= 0}
+        after = {rack[dst if b == src else b] for b in row if b >= 0}
+        return len(before), len(after)
 
     def distinct_racks(self, row: np.ndarray) -> int:
         rack = self._rack_of
