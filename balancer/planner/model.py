@@ -630,11 +630,16 @@ class ClusterModel:
     def contrib_matrix(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
         """``contrib`` for many partitions on one broker, or each on its own (``b`` an array like
         ``ps``): (len(ps), NDIM)."""
+        return np.column_stack(self._contrib_parts(ps, b))
+
+    def contrib_columns(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
+        """``contrib_matrix(ps, b).T`` built as such, contiguous: (NDIM, len(ps))."""
+        return np.stack(self._contrib_parts(ps, b))
+
+    def _contrib_parts(self, ps: np.ndarray, b: int | np.ndarray) -> list[np.ndarray]:
         led = (self.leader[ps] == b).astype(np.float64)
         bi = self.bytes_in[ps]
-        return np.column_stack(
-            [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
-        )
+        return [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
 
     def leadership_vec(self, p: int) -> np.ndarray:
         return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
