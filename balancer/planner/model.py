@@ -669,6 +669,8 @@ class ClusterModel:
     def partitions_on(self, b: int) -> np.ndarray:
         """Sorted indices of the partitions with a replica on ``b`` (read-only; kept until a
         replica moves on or off ``b``: the search asks for the same broker many times)."""
+        if not self._on_cache:
+            self._cache_every_broker()
         got = self._on_cache.get(b)
         if got is None:
             # Replicas of a partition are distinct brokers, so each row matches at most once and
@@ -695,6 +697,20 @@ class ClusterModel:
         self._on_cache[b] = got
         return got
 
+    def _cache_every_broker(self) -> None:
+        """Every broker's ``partitions_on`` entry at once, as the first is asked for: the search
+        asks for nearly every broker, and one stable sort of the replica slots by broker costs
+        about as much as a few scans of them (each broker's slots, hence rows, come out ascending)."""
+        flat = self.replicas.ravel()
+        rows = np.argsort(flat, kind="stable") // self.replicas.shape[1]
+        counts = np.bincount(flat[flat >= 0], minlength=self.n_brokers).tolist()
+        start = len(flat) - sum(counts)  # the empty slots (-1) sort first
+        for b, count in enumerate(counts):
+            got = rows[start : start + count]
+            got.flags.writeable = False
+            self._on_cache[b] = got
+            start += count
+
     def _moved_on(self, p: int, src: int, dst: int) -> None:
         """Note for ``partitions_on`` that ``p``'s replica left ``src`` for ``dst``."""
         for b, on in ((src, False), (dst, True)):
@@ -702,17 +718,6 @@ class ClusterModel:
                 self._on_changes.setdefault(b, []).append((p, on))
 
     # ---- bookkeeping for caps ------------------------------------------------------------
-    def moved(self, p: int) -> tuple[set[int], set[int]]:
-        """The brokers partition ``p``'s replicas have left and reached since the snapshot."""
-        return self._diff(p, self.replicas[p])
-
-    def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
-        old = set(self.orig_replicas[p].tolist())
-        new = set(row.tolist())
-        old.discard(-1)
-        new.discard(-1)
-        return old - new, new - old
-
     def _move_replica(self, p: int, src: int, dst: int) -> None:
         """``p``'s replica on ``src`` (and its leadership, if it leads) goes to ``dst``."""
         self._moved_on(p, src, dst)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from ..actions import Move
@@ -297,17 +299,22 @@ def best_fit_out(
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
     alone covers a's remaining excess (one move, fewest bytes), else the biggest one. Where the
     search puts data first, a covering replica only if it copies no more than the data slack over the
-    order's own data for the excess."""
+    order's own data for the excess.
+
+    ``bucket`` never rises along ``ps`` (the goal's order, its key ascending): the buckets within
+    one of the best left are the first of those left."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     d = goal.dim
     left = list(range(len(ps)))
     moved: list[Move] = []
     buckets, reliefs = bucket.tolist(), relief.tolist()  # read one at a time below: Python's own
+    below = [-b for b in buckets]  # ascending along ``ps``: what ``bisect`` searches
     while left and goal.over(model, a):
         need = model.load[a, d] - upper[a] * model.cap[a, d]
         top = buckets[left[0]]
-        window = [i for i in left[:BEST_FIT_WINDOW] if buckets[i] >= top - 1]
+        end = bisect_right(left, 1 - top, hi=min(BEST_FIT_WINDOW, len(left)), key=below.__getitem__)
+        window = left[:end]  # those of the first BEST_FIT_WINDOW left whose bucket is >= top - 1
         covering = [i for i in window if reliefs[i] >= need]
         if covering and ctx.data_first:
             # Data first: one covering move only within the data slack of the data the rest of the
