@@ -482,7 +482,9 @@ class ClusterModel:
         value = memo[1].get(dim)
         if value is None:
             # Over the brokers that stay: a drained broker's capacity is leaving with it.
-            value = memo[1][dim] = float(self.load[:, dim].sum() / self._live_cap[dim])
+            # ``np.add.reduce``: what ``ndarray.sum`` runs, without its Python wrapper (asked after
+            # every move).
+            value = memo[1][dim] = float(np.add.reduce(self.load[:, dim]) / self._live_cap[dim])
         return value
 
     def balance(self, dim: int) -> float:
