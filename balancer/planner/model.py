@@ -482,7 +482,9 @@ class ClusterModel:
         value = memo[1].get(dim)
         if value is None:
             # Over the brokers that stay: a drained broker's capacity is leaving with it.
-            value = memo[1][dim] = float(self.load[:, dim].sum() / self._live_cap[dim])
+            # ``np.add.reduce``: what ``ndarray.sum`` runs, without its Python wrapper (asked after
+            # every move).
+            value = memo[1][dim] = float(np.add.reduce(self.load[:, dim]) / self._live_cap[dim])
         return value
 
     def balance(self, dim: int) -> float:
@@ -623,18 +625,23 @@ class ClusterModel:
 
     def contrib(self, p: int, b: int) -> np.ndarray:
         """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""
-        led = 1.0 if self.leader[p] == b else 0.0
-        bi = self.bytes_in[p]
-        return np.array([bi, self.leader_out[p] * led, self.size[p], bi * led, 1.0, led])
+        led = 1.0 if self.leader.item(p) == b else 0.0
+        bi = self.bytes_in.item(p)
+        return np.array([bi, self.leader_out.item(p) * led, self.size.item(p), bi * led, 1.0, led])
 
     def contrib_matrix(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
         """``contrib`` for many partitions on one broker, or each on its own (``b`` an array like
         ``ps``): (len(ps), NDIM)."""
+        return np.column_stack(self._contrib_parts(ps, b))
+
+    def contrib_columns(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
+        """``contrib_matrix(ps, b).T`` built as such, contiguous: (NDIM, len(ps))."""
+        return np.stack(self._contrib_parts(ps, b))
+
+    def _contrib_parts(self, ps: np.ndarray, b: int | np.ndarray) -> list[np.ndarray]:
         led = (self.leader[ps] == b).astype(np.float64)
         bi = self.bytes_in[ps]
-        return np.column_stack(
-            [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
-        )
+        return [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
 
     def leadership_vec(self, p: int) -> np.ndarray:
         return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
@@ -664,6 +671,8 @@ class ClusterModel:
     def partitions_on(self, b: int) -> np.ndarray:
         """Sorted indices of the partitions with a replica on ``b`` (read-only; kept until a
         replica moves on or off ``b``: the search asks for the same broker many times)."""
+        if not self._on_cache:
+            self._cache_every_broker()
         got = self._on_cache.get(b)
         if got is None:
             # Replicas of a partition are distinct brokers, so each row matches at most once and
@@ -690,6 +699,20 @@ class ClusterModel:
         self._on_cache[b] = got
         return got
 
+    def _cache_every_broker(self) -> None:
+        """Every broker's ``partitions_on`` entry at once, as the first is asked for: the search
+        asks for nearly every broker, and one stable sort of the replica slots by broker costs
+        about as much as a few scans of them (each broker's slots, hence rows, come out ascending)."""
+        flat = self.replicas.ravel()
+        rows = np.argsort(flat, kind="stable") // self.replicas.shape[1]
+        counts = np.bincount(flat[flat >= 0], minlength=self.n_brokers).tolist()
+        start = len(flat) - sum(counts)  # the empty slots (-1) sort first
+        for b, count in enumerate(counts):
+            got = rows[start : start + count]
+            got.flags.writeable = False
+            self._on_cache[b] = got
+            start += count
+
     def _moved_on(self, p: int, src: int, dst: int) -> None:
         """Note for ``partitions_on`` that ``p``'s replica left ``src`` for ``dst``."""
         for b, on in ((src, False), (dst, True)):
@@ -697,33 +720,36 @@ class ClusterModel:
                 self._on_changes.setdefault(b, []).append((p, on))
 
     # ---- bookkeeping for caps ------------------------------------------------------------
-    def moved(self, p: int) -> tuple[set[int], set[int]]:
-        """The brokers partition ``p``'s replicas have left and reached since the snapshot."""
-        return self._diff(p, self.replicas[p])
-
-    def _diff(self, p: int, row: np.ndarray) -> tuple[set[int], set[int]]:
-        old = set(self.orig_replicas[p].tolist()) - {-1}
-        new = set(row.tolist()) - {-1}
-        return old - new, new - old
-
-    def _moved_row(self, p: int, src: int, dst: int) -> np.ndarray:
-        row: np.ndarray = self.replicas[p].copy()
-        row[row == src] = dst
-        return row
+    def _move_replica(self, p: int, src: int, dst: int) -> None:
+        """``p``'s replica on ``src`` (and its leadership, if it leads) goes to ``dst``."""
+        self._moved_on(p, src, dst)
+        row = self.replicas[p]  # a view: written in place, one slot at a time (a row is a few slots)
+        for i, b in enumerate(row.tolist()):
+            if b == src:
+                row[i] = dst
+        if self.leader.item(p) == src:
+            self.leader[p] = dst
 
     def cost_after(self, move: Move) -> tuple[float, dict[int, int]]:
         """(bytes moved by the plan, per-broker move counts changed) if ``move`` were applied."""
         if move.kind == LEADERSHIP:
             return self.bytes_moved, {}
-        changes = [(move.p, self._moved_row(move.p, move.src, move.dst))]
+        changes = [(move.p, move.src, move.dst)]
         if move.kind == SWAP:
-            changes.append((move.q, self._moved_row(move.q, move.dst, move.src)))
+            changes.append((move.q, move.dst, move.src))
         total = self.bytes_moved
         counts: dict[int, int] = {}
-        for p, row in changes:
-            for sign, r in ((-1, self.replicas[p]), (1, row)):
-                removed, added = self._diff(p, r)
-                total += sign * len(added) * self.size[p]
+        for p, src, dst in changes:
+            old = set(self.orig_replicas[p].tolist())
+            old.discard(-1)
+            row = self.replicas[p].tolist()
+            size = self.size.item(p)
+            for sign, new in (
+                (-1, {b for b in row if b >= 0}),
+                (1, {dst if b == src else b for b in row if b >= 0}),
+            ):
+                removed, added = old - new, new - old
+                total += sign * len(added) * size
                 for b in removed | added:
                     counts[b] = counts.get(b, int(self.broker_moves[b])) + sign
         return total, counts
@@ -755,16 +781,10 @@ class ClusterModel:
         if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
         else:
-            self._moved_on(p, move.src, move.dst)
-            self.replicas[p] = self._moved_row(p, move.src, move.dst)
-            if self.leader[p] == move.src:
-                self.leader[p] = move.dst
+            self._move_replica(p, move.src, move.dst)
             if move.kind == SWAP:
                 q = move.q
-                self._moved_on(q, move.dst, move.src)
-                self.replicas[q] = self._moved_row(q, move.dst, move.src)
-                if self.leader[q] == move.dst:
-                    self.leader[q] = move.src
+                self._move_replica(q, move.dst, move.src)
                 self.touched.setdefault(q, None)
                 self.swapped.update((p, q))
         self.touched.setdefault(p, None)
@@ -787,6 +807,15 @@ class ClusterModel:
     # ---- racks -------------------------------------------------------------------------
     def rack_target(self, p: int) -> int:
         return min(int(self.rf[p]), self.n_live_racks)
+
+    def racks_kept(self, p: int, src: int, dst: int) -> tuple[int, int]:
+        """(the racks ``p``'s replicas span, the racks they span once its replica on ``src`` is on
+        ``dst``)."""
+        rack = self._rack_of
+        row = self.replicas[p].tolist()
+        before = {rack[b] for b in row if b >= 0}
+        after = {rack[dst if b == src else b] for b in row if b >= 0}
+        return len(before), len(after)
 
     def distinct_racks(self, row: np.ndarray) -> int:
         rack = self._rack_of

@@ -154,11 +154,18 @@ def moved_partitions(model: ClusterModel) -> list[tuple[int, list[int], list[int
     the biggest first."""
     touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
     moved = touched[(model.replicas[touched] != model.orig_replicas[touched]).any(axis=1)]
+    moved = moved[np.argsort(-model.size[moved], kind="stable")]
     out = []
-    for p in moved[np.argsort(-model.size[moved], kind="stable")].tolist():
-        left, reached = model.moved(p)
+    # The rows as Python lists at once: a plan may move tens of thousands of partitions.
+    for p, old, new in zip(
+        moved.tolist(), model.orig_replicas[moved].tolist(), model.replicas[moved].tolist()
+    ):
+        was, now = set(old), set(new)
+        was.discard(-1)
+        now.discard(-1)
+        left = was - now
         if left:
-            out.append((p, sorted(left), sorted(reached)))
+            out.append((p, sorted(left), sorted(now - was)))
     return out
 
 

@@ -83,4 +83,5 @@ def test_first_passing_are_the_first_exchanges_the_screen_passes_in_the_swap_ord
     offer_load = model.contrib(offer, a)
     ordered = passing[np.argsort(key, kind="stable")]
     whole = ordered[swap_screen(offer_load[None, :] - held_load[ordered], bounds)][:SWAP_PICKS]
-    assert first_passing(passing, key, offer_load, held_load, bounds).tolist() == whole.tolist()
+    held_cols = model.contrib_columns(held, b)  # one row per dimension, as the swap search keeps them
+    assert first_passing(passing, key, offer_load, held_cols, bounds).tolist() == whole.tolist()

@@ -69,11 +69,8 @@ class RackAwareGoal(Goal):
         return float(len(model.rack_violations()))
 
     def _ok(self, model: ClusterModel, p: int, src: int, dst: int) -> bool:
-        row = model.replicas[p]
-        new = row.copy()
-        new[new == src] = dst
-        before = model.distinct_racks(row)
-        return model.distinct_racks(new) >= min(before, model.rack_target(p))
+        before, after = model.racks_kept(p, src, dst)
+        return after >= min(before, model.rack_target(p))
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         if not model.rack_aware or move.kind == LEADERSHIP:

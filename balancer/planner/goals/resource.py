@@ -152,8 +152,10 @@ class ResourceGoal(Goal):
     def term(self, model: ClusterModel, b: int, load: float) -> float:
         """Broker ``b``'s distance outside this goal's limits if it carried ``load``."""
         upper, lower = self.limits(model)
-        u = load / model.cap[b, self.dim]
-        return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
+        # Python floats (``item``): the same IEEE arithmetic as numpy's scalars, at a fraction of
+        # the cost per call (this and ``accept`` run for every move the search tries).
+        u = load / model.cap.item(b, self.dim)
+        return float(max(u - upper.item(b), 0.0) + max(lower.item(b) - u, 0.0))
 
     margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
 
@@ -165,17 +167,19 @@ class ResourceGoal(Goal):
         return held
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
-        d = model.delta(move)[self.dim]
+        dim = self.dim
+        d = model.delta(move).item(dim)
         if d == 0:
             return True
         upper, lower = self.limits(model)
         gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
         d = abs(d)
-        cap = model.cap[:, self.dim]
-        tol = EPS * max(1.0, abs(upper[gain])) - self.margin
+        load, cap = model.load, model.cap
+        top = upper.item(gain)
+        tol = EPS * max(1.0, abs(top)) - self.margin
         return bool(
-            (model.load[gain, self.dim] + d) / cap[gain] <= upper[gain] + tol
-            and (model.load[lose, self.dim] - d) / cap[lose] >= lower[lose] - tol
+            (load.item(gain, dim) + d) / cap.item(gain, dim) <= top + tol
+            and (load.item(lose, dim) - d) / cap.item(lose, dim) >= lower.item(lose) - tol
         )
 
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -195,11 +199,11 @@ class ResourceGoal(Goal):
         return accepted
 
     def improves(self, move: Move, model: ClusterModel) -> bool:
-        d = model.delta(move)[self.dim]
+        d = model.delta(move).item(self.dim)
         if d == 0:
             return False
         s, t = move.src, move.dst
-        ls, lt = model.load[s, self.dim], model.load[t, self.dim]
+        ls, lt = model.load.item(s, self.dim), model.load.item(t, self.dim)
         before = self.term(model, s, ls) + self.term(model, t, lt)
         after = self.term(model, s, ls - d) + self.term(model, t, lt + d)
         return bool(before - after >= self.min_gain(model, before))
@@ -239,12 +243,14 @@ class ResourceGoal(Goal):
             return True
         vec = model.delta(move)
         for g in self.guards:
-            v = vec[g]
+            v = vec.item(g)
             if v == 0:
                 continue
             gain = move.dst if v > 0 else move.src
             ratio = guard_ratio if guard_ratio is not None else self.threshold
-            if (model.load[gain, g] + abs(v)) / model.cap[gain, g] > ratio * model.cluster_util(g) + EPS:
+            if (model.load.item(gain, g) + abs(v)) / model.cap.item(gain, g) > ratio * model.cluster_util(
+                g
+            ) + EPS:
                 return False
         return True
 
@@ -326,19 +332,25 @@ class ResourceGoal(Goal):
     def over(self, model: ClusterModel, b: int) -> bool:
         """Broker ``b`` is above its upper limit by more than the slack: the search sheds it."""
         upper, _ = self.limits(model)
-        return bool(model.load[b, self.dim] / model.cap[b, self.dim] > upper[b] + self.slack(model))
+        return bool(
+            model.load.item(b, self.dim) / model.cap.item(b, self.dim) > upper.item(b) + self.slack(model)
+        )
 
     def fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
         upper, _ = self.limits(model)
-        d = model.delta(move)[self.dim]
+        d = model.delta(move).item(self.dim)
         b = move.dst if d > 0 else move.src
-        return bool((model.load[b, self.dim] + abs(d)) / model.cap[b, self.dim] <= upper[b] + EPS)
+        return bool(
+            (model.load.item(b, self.dim) + abs(d)) / model.cap.item(b, self.dim) <= upper.item(b) + EPS
+        )
 
     def under(self, model: ClusterModel, b: int) -> bool:
         """Broker ``b`` is below its lower limit by more than the slack: the search fills it."""
         _, lower = self.limits(model)
-        return bool(model.load[b, self.dim] / model.cap[b, self.dim] < lower[b] - self.slack(model))
+        return bool(
+            model.load.item(b, self.dim) / model.cap.item(b, self.dim) < lower.item(b) - self.slack(model)
+        )
 
 
 def disk_line(model: ClusterModel, options: PlannerOptions) -> float:

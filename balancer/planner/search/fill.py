@@ -26,10 +26,9 @@ def fill_all(ctx: SearchContext) -> None:
     if not np.isfinite(lower).any():
         return
     util = model.util(goal.dim)
+    slack = goal.slack(model)
     under = [
-        b
-        for b in np.argsort(util, kind="stable").tolist()
-        if util[b] < lower[b] - goal.slack(model) and model.dest_ok[b]
+        b for b in np.argsort(util, kind="stable").tolist() if util[b] < lower[b] - slack and model.dest_ok[b]
     ]
     if not under:
         return

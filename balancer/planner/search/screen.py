@@ -24,7 +24,7 @@ def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray
     row = model.replicas[p]
     mask[row[row >= 0]] = False
     for g in ctx.res_goals:
-        v = vec[g.dim]
+        v = vec.item(g.dim)
         if v > 0:
             mask &= (model.load[:, g.dim] + v) <= g.load_ceiling(model)
     if ctx.rack is not None:
@@ -39,10 +39,10 @@ def source_ok(a: int, vec: np.ndarray, ctx: SearchContext) -> bool:
     lower limit."""
     model, goal = ctx.model, ctx.goal
     for g in ctx.res_goals:
-        v = vec[g.dim]
-        if v > 0:
+        v = vec.item(g.dim)
+        if v > 0 and g is not goal:
             _, lower = g.limits(model)
-            if (model.load[a, g.dim] - v) / model.cap[a, g.dim] < lower[a] - EPS and g is not goal:
+            if (model.load.item(a, g.dim) - v) / model.cap.item(a, g.dim) < lower.item(a) - EPS:
                 return False
     return True
 
@@ -65,14 +65,17 @@ def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, f
     """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
     goal's ``swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
     model = ctx.model
+    load, cap = model.load, model.cap
     windows: dict[int, list[float]] = {}
     for g in ctx.res_goals:
         upper, lower = g.limits(model)
         dim = g.dim
-        load, cap = model.load[:, dim], model.cap[:, dim]
         tol = EPS
-        hi = min((upper[b] + tol) * cap[b] - load[b], load[a] - (lower[a] - tol) * cap[a])
-        lo = -min((upper[a] + tol) * cap[a] - load[a], load[b] - (lower[b] - tol) * cap[b])
+        # Python floats (``item``): numpy's arithmetic, without its cost per scalar.
+        ua, ub, la, lb = upper.item(a), upper.item(b), lower.item(a), lower.item(b)
+        ca, cb, xa, xb = cap.item(a, dim), cap.item(b, dim), load.item(a, dim), load.item(b, dim)
+        hi = min((ub + tol) * cb - xb, xa - (la - tol) * ca)
+        lo = -min((ua + tol) * ca - xa, xb - (lb - tol) * cb)
         w = windows.setdefault(dim, [-math.inf, math.inf])
         w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
     out = {}
@@ -80,8 +83,8 @@ def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, f
         widen = (
             1e-9
             * (
-                abs(model.load[a, dim])
-                + abs(model.load[b, dim])
+                abs(load.item(a, dim))
+                + abs(load.item(b, dim))
                 + abs(lo if math.isfinite(lo) else 0)
                 + abs(hi if math.isfinite(hi) else 0)
             )
@@ -107,20 +110,22 @@ class SwapBounds(NamedTuple):
 
 def swap_bounds(a: int, b: int, ctx: SearchContext) -> SwapBounds:
     model = ctx.model
+    load, cap = model.load, model.cap
     cols = []
     for g in ctx.res_goals:
         upper, lower = g.limits(model)
-        load, cap = model.load[:, g.dim], model.cap[:, g.dim]
+        dim = g.dim
         tol = EPS
+        ca, cb = cap.item(a, dim), cap.item(b, dim)
         cols.append(
             (
-                g.dim,
-                load[a],
-                load[b],
-                (upper[a] + tol) * cap[a],
-                (upper[b] + tol) * cap[b],
-                (lower[a] - tol) * cap[a],
-                (lower[b] - tol) * cap[b],
+                dim,
+                load.item(a, dim),
+                load.item(b, dim),
+                (upper.item(a) + tol) * ca,
+                (upper.item(b) + tol) * cb,
+                (lower.item(a) - tol) * ca,
+                (lower.item(b) - tol) * cb,
             )
         )
     dims, *rest = (np.array(col) for col in zip(*cols, strict=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from ..actions import Move
@@ -32,10 +34,9 @@ def shed_all(ctx: SearchContext) -> None:
     stuck: set[int] = set()
     while True:
         excess = model.util(goal.dim) - upper
+        slack = goal.slack(model)
         over = [
-            b
-            for b in np.argsort(-excess, kind="stable").tolist()
-            if excess[b] > goal.slack(model) and b not in stuck
+            b for b in np.argsort(-excess, kind="stable").tolist() if excess[b] > slack and b not in stuck
         ]
         if not over:
             return
@@ -189,6 +190,7 @@ def shed_in_order(
     model, goal = ctx.model, ctx.goal
     moved: list[Move] = []
     tried = np.zeros(len(ps), dtype=bool)
+    size = model.size[ps]
     covered_at = -1
     upper_a = goal.limits(model)[0][a] * model.cap[a, goal.dim]
     budget_at, budget = -1, np.inf
@@ -198,7 +200,7 @@ def shed_in_order(
             break
         if goal.covers and covered_at != model.moves_applied:
             covered_at = model.moves_applied
-            if cover(a, ps, relief, tried, moved, ctx, to_short=to_short):
+            if cover(a, ps, size, relief, tried, moved, ctx, to_short=to_short):
                 continue
         if tried[i]:
             i += 1
@@ -221,8 +223,8 @@ def shed_in_order(
             continue
         if goal.covers and relief[i] >= model.load[a, goal.dim] - upper_a:
             if budget_at != model.moves_applied:
-                budget_at, budget = model.moves_applied, cover_budget(a, ps, relief, tried, ctx)
-            if model.size[ps[i]] > budget:
+                budget_at, budget = model.moves_applied, cover_budget(a, size, relief, tried, ctx)
+            if size[i] > budget:
                 i += 1  # alone it covers the excess with more data than the order needs: skipped
                 continue
         p = int(ps[i])
@@ -241,6 +243,7 @@ def shed_in_order(
 def cover(
     src: int,
     ps: np.ndarray,
+    size: np.ndarray,
     relief: np.ndarray,
     tried: np.ndarray,
     moved: list[Move],
@@ -249,9 +252,9 @@ def cover(
     to_short: bool = False,
 ) -> bool:
     """Finish ``src`` in one move where one replica can: of the untried candidates ``ps`` whose
-    relief alone covers src's remaining excess, the smallest data that the other goals' lower
-    limits let go, up to DEST_TRIES of them. True if one moved (recorded in ``moved`` for the
-    take-back)."""
+    relief alone covers src's remaining excess, the smallest data (``size``, theirs) that the other
+    goals' lower limits let go, up to DEST_TRIES of them. True if one moved (recorded in ``moved``
+    for the take-back)."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     dim = goal.dim
@@ -259,10 +262,10 @@ def cover(
     covering = np.flatnonzero(~tried & (relief >= need))
     if not len(covering):
         return False
-    covering = covering[model.size[ps[covering]] <= cover_budget(src, ps, relief, tried, ctx)]
+    covering = covering[size[covering] <= cover_budget(src, size, relief, tried, ctx)]
     if not len(covering):
         return False
-    covering = covering[np.argsort(model.size[ps[covering]], kind="stable")]
+    covering = covering[np.argsort(size[covering], kind="stable")]
     free = source_ok_many(src, model.contrib_matrix(ps[covering], src), ctx)
     for pick in covering[free][:DEST_TRIES].tolist():
         tried[pick] = True
@@ -274,15 +277,17 @@ def cover(
     return False
 
 
-def cover_budget(a: int, ps: np.ndarray, relief: np.ndarray, tried: np.ndarray, ctx: SearchContext) -> float:
+def cover_budget(
+    a: int, size: np.ndarray, relief: np.ndarray, tried: np.ndarray, ctx: SearchContext
+) -> float:
     """Data first: the most one replica that alone covers ``a``'s excess may copy, the data slack over
-    what the untried candidates that do not cover it alone would copy, in order, to cover it
-    (inf where they cannot)."""
+    what the untried candidates (their sizes ``size``) that do not cover it alone would copy, in
+    order, to cover it (inf where they cannot)."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     need = model.load[a, goal.dim] - upper[a] * model.cap[a, goal.dim]
     rest = np.flatnonzero(~tried & (relief < need))
-    return (1.0 + ctx.data_slack) * cover_data(model.size[ps[rest]], relief[rest], need)
+    return (1.0 + ctx.data_slack) * cover_data(size[rest], relief[rest], need)
 
 
 def best_fit_out(
@@ -297,17 +302,22 @@ def best_fit_out(
     """Greedy by relief per byte, but within the best buckets take the smallest replica that
     alone covers a's remaining excess (one move, fewest bytes), else the biggest one. Where the
     search puts data first, a covering replica only if it copies no more than the data slack over the
-    order's own data for the excess."""
+    order's own data for the excess.
+
+    ``bucket`` never rises along ``ps`` (the goal's order, its key ascending): the buckets within
+    one of the best left are the first of those left."""
     model, goal = ctx.model, ctx.goal
     upper, _ = goal.limits(model)
     d = goal.dim
     left = list(range(len(ps)))
     moved: list[Move] = []
     buckets, reliefs = bucket.tolist(), relief.tolist()  # read one at a time below: Python's own
+    below = [-b for b in buckets]  # ascending along ``ps``: what ``bisect`` searches
     while left and goal.over(model, a):
         need = model.load[a, d] - upper[a] * model.cap[a, d]
         top = buckets[left[0]]
-        window = [i for i in left[:BEST_FIT_WINDOW] if buckets[i] >= top - 1]
+        end = bisect_right(left, 1 - top, hi=min(BEST_FIT_WINDOW, len(left)), key=below.__getitem__)
+        window = left[:end]  # those of the first BEST_FIT_WINDOW left whose bucket is >= top - 1
         covering = [i for i in window if reliefs[i] >= need]
         if covering and ctx.data_first:
             # Data first: one covering move only within the data slack of the data the rest of the

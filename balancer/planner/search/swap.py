@@ -70,11 +70,16 @@ def swap_with(
     offered, offered_load = offers
     free = ~(model.replicas[offered] == partner).any(axis=1)
     offered, offered_load = offered[free], offered_load[free]
-    held = model.partitions_on(partner)
-    held = held[model.movable[held] & ~(model.replicas[held] == src).any(axis=1)]
-    if not len(offered) or not len(held):
+    if not len(offered):
         return
-    held_load = model.contrib_matrix(held, partner)
+    held = model.partitions_on(partner)
+    on_src = model.partitions_on(src)  # sorted, as ``held`` (and not empty: the offers are on it)
+    at = np.minimum(np.searchsorted(on_src, held), len(on_src) - 1)
+    held = held[model.movable[held] & (on_src[at] != held)]  # a partition on both is not exchanged
+    if not len(held):
+        return
+    # One row per dimension: each offer reads whole dimensions of the partner's replicas.
+    held_cols = model.contrib_columns(held, partner)
     # Data first: a swap copies at most the data slack over the least data its relief takes (the
     # bytes moved plainly); where ``src`` sets the goal's figure, whose relief is balance, at most
     # twice that.
@@ -99,19 +104,11 @@ def swap_with(
             stale = False
         if room <= 0:
             break
-        # Every replica on the partner against this offer, at today's loads: the transfer on this
-        # goal's dimension first, then per dimension the tightest goal's window (slightly
-        # widened), a cheap cut; the exact per-goal screen runs on the first of what is left.
-        net_d = offered_load[offer, dim] - held_load[:, dim]
-        ok = (net_d > 0) & (net_d <= room) & (held != offered[offer])
-        if goal.swaps_least_data:
-            # Both replicas' bytes are copied for a relief of their difference: an exchange of
-            # near equals copies many times what it relieves.
-            ok &= model.size[offered[offer]] + held_size <= ratio * net_d
-        for other, (lo, hi) in windows.items():
-            net_other = offered_load[offer, other] - held_load[:, other]
-            ok &= (net_other <= hi) & (net_other >= lo)
-        passing = np.flatnonzero(ok)
+        # Every replica on the partner against this offer, at today's loads; the exact per-goal
+        # screen runs on the first of what is left.
+        net_d = offered_load[offer, dim] - held_cols[dim]
+        data = (model.size[offered[offer]], held_size, ratio) if goal.swaps_least_data else None
+        passing = exchanges(offered_load[offer], net_d, room, data, held_cols, windows)
         if not len(passing):
             continue
         if goal.swaps_least_data:
@@ -123,7 +120,7 @@ def swap_with(
             # Aim the net transfer at half the gap (both end level), >= src's excess, <= room.
             want = min(max((model.load[src, dim] - model.load[partner, dim]) / 2, need), room)
             key = np.abs(net_d[passing] - want)
-        cand = first_passing(passing, key, offered_load[offer], held_load, bounds)
+        cand = first_passing(passing, key, offered_load[offer], held_cols, bounds)
         for pick in cand.tolist():
             if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(held[pick]), partner, src), model):
                 continue
@@ -131,22 +128,53 @@ def swap_with(
             if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
                 # Only the two swapped partitions changed: the partner holds the offer instead.
                 held[pick] = offered[offer]
-                held_load[pick] = model.contrib(int(offered[offer]), partner)
+                held_cols[:, pick] = model.contrib(int(offered[offer]), partner)
                 held_size[pick] = model.size[offered[offer]]
                 stale = True
                 break
 
 
-def first_passing(
-    passing: np.ndarray, key: np.ndarray, offer_load: np.ndarray, held_load: np.ndarray, bounds: SwapBounds
+def exchanges(
+    offer_load: np.ndarray,
+    net_d: np.ndarray,
+    room: float,
+    data: tuple[float, np.ndarray, float] | None,
+    held_cols: np.ndarray,
+    windows: dict[int, tuple[float, float]],
 ) -> np.ndarray:
-    """The first SWAP_PICKS of ``passing`` (rows of ``held_load``, ``key`` ascending, ties in
-    index order) whose exchange for the offer ``swap_screen`` passes: screened a few at a time in
-    that order, as the whole ordered list filtered would give them."""
+    """The columns of ``held_cols`` (the partner's replicas, one row per dimension) whose exchange
+    for the offer (``offer_load``) may pass, in index order: a net transfer ``net_d`` on the goal's
+    dimension in (0, room]; with ``data`` (the offer's size, the replicas' sizes, the most data per
+    unit of net transfer), bytes copied within that ratio; then per dimension the tightest goal's
+    window (slightly widened), a cheap cut.
+
+    No offer is held by the partner (both lists leave out partitions on the other broker, and a
+    swap adds to the partner's list only the offer it just made): no exchange is of a partition
+    with itself."""
+    ok = (net_d > 0) & (net_d <= room)
+    if data is not None:
+        # Both replicas' bytes are copied for a relief of their difference: an exchange of near
+        # equals copies many times what it relieves.
+        size, held_size, ratio = data
+        ok &= size + held_size <= ratio * net_d
+    for other, (lo, hi) in windows.items():
+        net_other = offer_load[other] - held_cols[other]
+        ok &= (net_other <= hi) & (net_other >= lo)
+    return np.flatnonzero(ok)
+
+
+def first_passing(
+    passing: np.ndarray, key: np.ndarray, offer_load: np.ndarray, held_cols: np.ndarray, bounds: SwapBounds
+) -> np.ndarray:
+    """The first SWAP_PICKS of ``passing`` (columns of ``held_cols``, one row per dimension;
+    ``key`` ascending, ties in index order) whose exchange for the offer ``swap_screen`` passes:
+    screened a few at a time in that order, as the whole ordered list filtered would give them."""
     m = 4 * SWAP_PICKS
     while True:
         first = passing[first_k(key, m)]
-        picked: np.ndarray = first[swap_screen(offer_load[None, :] - held_load[first], bounds)][:SWAP_PICKS]
+        picked: np.ndarray = first[swap_screen((offer_load[:, None] - held_cols[:, first]).T, bounds)][
+            :SWAP_PICKS
+        ]
         if len(picked) == SWAP_PICKS or m >= len(passing):
             return picked
         m *= 4
