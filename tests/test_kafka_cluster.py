@@ -35,3 +35,20 @@ def test_scram_listener_admits_the_fixture_user_and_refuses_a_wrong_password(kaf
         bad.list_topics(timeout=10)
     bad.poll(1)  # serves the error callback
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_a_port_taken_before_the_broker_binds_it_starts_the_cluster_again_on_new_ports(tmp_path):
+    # Another program takes a node's port between its choice and the JVM's bind: the node exits at start,
+    # and the cluster starts again on ports of its own rather than failing. (A one-node cluster of its own.)
+    import socket
+
+    from balancer.demo.kafka_cluster import KafkaCluster
+
+    cluster = KafkaCluster(tmp_path / "kafka", size=1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        taken = cluster.nodes[0].port
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with cluster:
+            assert cluster.nodes[0].port != taken
+            assert set(cluster.admin().list_topics(timeout=30).brokers) == {1}

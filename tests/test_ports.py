@@ -35,3 +35,29 @@ def test_a_port_in_use_is_never_handed_out(monkeypatch):
         monkeypatch.setattr(ports.random, "randrange", lambda a, b: next(draws, None) or draw(a, b))
         got = free_port()
         assert got != taken and ports.LOWEST <= got < ephemeral_range()[0]
+
+
+def test_a_port_another_process_was_handed_is_never_handed_out(monkeypatch, tmp_path):
+    # The suite's lanes start brokers at the same time: a port another process chose (and its server has
+    # not bound yet) must be passed over even when drawn first.
+    import os
+    import subprocess
+    import sys
+
+    import balancer.demo.ports as ports
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    printed = subprocess.run(
+        [sys.executable, "-c", "from balancer.demo.ports import free_port; print(free_port(), free_port())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    theirs = [int(p) for p in printed]
+    monkeypatch.setattr(ports, "lease_file", lambda: tmp_path / f"balancer-ports-{os.getuid()}.json")
+    draws, draw = iter(theirs * 2), random.randrange
+    monkeypatch.setattr(ports.random, "randrange", lambda a, b: next(draws, None) or draw(a, b))
+    mine = [free_port(), free_port()]
+    assert not set(mine) & set(theirs), (mine, theirs)
+    assert all(ports.LOWEST <= p < ephemeral_range()[0] for p in mine)

@@ -23,6 +23,7 @@ import base64
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -141,8 +142,14 @@ class KafkaCluster:
             Node(i + 1, racks[i], free_port(), free_port(), free_port(), self.directory / f"node-{i + 1}")
             for i in range(size)
         ]
-        if self.jmx_exporter is not None:
-            for node in self.nodes:
+        self._new_ports(every=False)
+
+    def _new_ports(self, *, every: bool = True) -> None:
+        """Ports of their own for every node (``every``), and the exporter's when the cluster runs it."""
+        for node in self.nodes:
+            if every:
+                node.port, node.sasl_port, node.controller_port = free_port(), free_port(), free_port()
+            if self.jmx_exporter is not None:
                 node.metrics_port = free_port()
 
     # -- addresses -------------------------------------------------------------------------------------
@@ -207,7 +214,21 @@ class KafkaCluster:
     def start(self, timeout: float = 120.0, *, nodes: list[int] | None = None) -> KafkaCluster:
         """Format storage (fresh) for every node and start ``nodes`` (default: all); ready once they are
         registered. A node left out joins later with ``start_node`` (a broker added to the cluster: it
-        holds nothing until a reassignment gives it replicas); a quorum of four needs three of them up."""
+        holds nothing until a reassignment gives it replicas); a quorum of four needs three of them up.
+
+        A node that exits because a port it was given is taken (by a process that is not ours, between
+        the choice and the bind) makes the whole cluster start again on new ports, up to twice."""
+        for attempt in range(3):
+            try:
+                return self._start(timeout, nodes)
+            except NodeExitedError as exited:
+                if not exited.port_taken or attempt == 2:
+                    raise
+                self.stop()
+                self._new_ports()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float, nodes: list[int] | None) -> KafkaCluster:
         stop_recorded(self.directory)
         if self.directory.exists():
             shutil.rmtree(self.directory)
@@ -299,8 +320,7 @@ class KafkaCluster:
         while time.monotonic() < deadline:
             for node in self.nodes:
                 if node.node_id in wanted and node.process is not None and node.process.poll() is not None:
-                    code = node.process.returncode
-                    raise RuntimeError(f"Kafka node {node.node_id} exited with code {code}; log: {node.log}")
+                    raise NodeExitedError(node, node.process.returncode)
             try:
                 if not all(_listening(n.port) for n in self.nodes if n.node_id in wanted):
                     raise ConnectionRefusedError
@@ -399,6 +419,10 @@ class KafkaCluster:
             "num.replica.fetchers": 1,
             "background.threads": 2,
             "num.recovery.threads.per.data.dir": 1,
+            # The log cleaner's offset map is one heap array allocated whole at start (128 MiB by default):
+            # in a small heap it can fail to find room (OutOfMemoryError, the node exits). The compacted
+            # topics here (consumer offsets, transactions) are small.
+            "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
             "log.segment.bytes": 64 * 1024 * 1024,
             "log.retention.check.interval.ms": 60_000,
             # Replication throttles measured over 2 one-second samples (default 11): a throttled copy may
@@ -461,6 +485,37 @@ def _terminate(pid: int, process: subprocess.Popen | None, *, kill: bool, timeou
         return
     if process is not None:
         process.wait(timeout=30)
+
+
+class NodeExitedError(RuntimeError):
+    """A Kafka node's JVM ended while it was awaited; the message carries the first error lines it logged."""
+
+    def __init__(self, node: Node, code: int):
+        self.node_id = node.node_id
+        self.reason = _exit_reason(node)
+        self.port_taken = "Address already in use" in self.reason or "BindException" in self.reason
+        super().__init__(
+            f"Kafka node {node.node_id} exited with code {code}: {self.reason} (log: {node.log})"
+        )
+
+
+def _exit_reason(node: Node, limit: int = 600) -> str:
+    """The first error lines a node wrote (its server log, then what the JVM printed: the first is the
+    cause, what follows is the shutdown it set off), or "no error logged"."""
+    lines: list[str] = []
+    for path in (node.log, node.directory / "stdout.log"):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.strip()
+            logged = line.startswith("[") and ("] ERROR " in line or "] FATAL " in line)
+            thrown = not line.startswith("[") and re.match(r"(Caused by: )?[\w.$]+(Exception|Error)\b", line)
+            if logged or thrown:
+                lines.append(line)
+    reason = " | ".join(list(dict.fromkeys(lines))[:4])
+    return reason[:limit] if reason else "no error logged"
 
 
 def _listening(port: int) -> bool:
