@@ -61,3 +61,22 @@ def test_a_port_another_process_was_handed_is_never_handed_out(monkeypatch, tmp_
     mine = [free_port(), free_port()]
     assert not set(mine) & set(theirs), (mine, theirs)
     assert all(ports.LOWEST <= p < ephemeral_range()[0] for p in mine)
+
+
+def test_a_damaged_lease_file_is_started_afresh_and_still_hands_out_free_ports(monkeypatch, tmp_path):
+    # The lease file is shared with other processes and may hold anything (a crash mid-write, another
+    # program): free_port never fails on it, and leaves it valid JSON holding the port it handed out.
+    import json
+
+    import balancer.demo.ports as ports
+
+    leases = tmp_path / "leases.json"
+    monkeypatch.setattr(ports, "lease_file", lambda: leases)
+    rng = random.Random(7)
+    damaged = [b"", b"\xff\xfe\x00", b"[1, 2]", b'{"a": 1}', b'{"1": null}', b'{"1": {}}', b"{", b"null"]
+    damaged += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))) for _ in range(40)]
+    for content in damaged:
+        leases.write_bytes(content)
+        port = free_port()
+        assert ports.LOWEST <= port < ephemeral_range()[0], content
+        assert str(port) in json.loads(leases.read_text()), content

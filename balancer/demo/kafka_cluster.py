@@ -138,17 +138,13 @@ class KafkaCluster:
         if self.jmx_exporter is not None and not self.jmx_exporter.is_file():
             raise ValueError(f"jmx_exporter: no rules file at {self.jmx_exporter}")
         self.cluster_id = random_cluster_id()
-        self.nodes = [
-            Node(i + 1, racks[i], free_port(), free_port(), free_port(), self.directory / f"node-{i + 1}")
-            for i in range(size)
-        ]
-        self._new_ports(every=False)
+        self.nodes = [Node(i + 1, racks[i], 0, 0, 0, self.directory / f"node-{i + 1}") for i in range(size)]
+        self._new_ports()
 
-    def _new_ports(self, *, every: bool = True) -> None:
-        """Ports of their own for every node (``every``), and the exporter's when the cluster runs it."""
+    def _new_ports(self) -> None:
+        """Ports of their own for every node, and the exporter's when the cluster runs it."""
         for node in self.nodes:
-            if every:
-                node.port, node.sasl_port, node.controller_port = free_port(), free_port(), free_port()
+            node.port, node.sasl_port, node.controller_port = free_port(), free_port(), free_port()
             if self.jmx_exporter is not None:
                 node.metrics_port = free_port()
 
@@ -218,15 +214,15 @@ class KafkaCluster:
 
         A node that exits because a port it was given is taken (by a process that is not ours, between
         the choice and the bind) makes the whole cluster start again on new ports, up to twice."""
-        for attempt in range(3):
+        for _ in range(2):
             try:
                 return self._start(timeout, nodes)
             except NodeExitedError as exited:
-                if not exited.port_taken or attempt == 2:
+                if not exited.port_taken:
                     raise
                 self.stop()
                 self._new_ports()
-        raise AssertionError("unreachable")
+        return self._start(timeout, nodes)
 
     def _start(self, timeout: float, nodes: list[int] | None) -> KafkaCluster:
         stop_recorded(self.directory)
