@@ -100,3 +100,33 @@ def test_round_trips_report_the_median_and_slowest_of_the_latest_scrapes_only():
     for seconds in (5.0, 0.010, 0.030, 0.020):  # the 5 s one is older than the last 3
         trips.add(seconds)
     assert trips.summary() == "p50 20 ms, max 30 ms over the last 3 scrapes"
+
+
+def _object_keys(text: str) -> dict[str, str]:
+    return dict(part.strip().split("=", 1) for part in text.split(",") if "=" in part)
+
+
+def test_every_rule_reads_mbeans_the_exporter_is_told_to_collect():
+    """The exporter collects only the MBeans ``includeObjectNames`` names (JMX patterns such as
+    ``domain:key=value,*``), then applies the rules: a rule whose MBean is not among them exports nothing."""
+    import yaml
+
+    from balancer.resources import resource_root
+
+    config = yaml.safe_load((resource_root() / "conf" / "jmx-exporter" / "kafka.yml").read_text())
+    includes = []
+    for name in config["includeObjectNames"]:
+        domain, keys = name.split(":", 1)
+        includes.append((domain, _object_keys(keys), keys.endswith("*")))
+    assert config["rules"], "no rules"
+    for rule in config["rules"]:
+        domain, rest = rule["pattern"].split("<", 1)
+        keys = _object_keys(rest.split(">", 1)[0])
+        matched = [
+            (d, k)
+            for d, k, open_ended in includes
+            if d == domain
+            and all(keys.get(key) == value for key, value in k.items())
+            and (open_ended or set(keys) == set(k))
+        ]
+        assert matched, f"rule {rule['pattern']!r} reads an MBean includeObjectNames leaves out"
