@@ -61,12 +61,11 @@ run-kafka: run
 
 # Lint and format (ruff, pyproject.toml) over the tree, and the type checker (mypy) on the planner core, execution and
 # config: the code a change is most likely to break silently.
+LINT := $(VENV)/bin/ruff check --quiet . && $(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/mypy --no-error-summary
 lint: setup
-	$(VENV)/bin/ruff check --quiet .
-	$(VENV)/bin/ruff format --check --quiet .
-	$(VENV)/bin/mypy
+	@$(LINT) && echo "lint: ruff and mypy found nothing"
 
-# Whole suite: lint, then three lanes at once. The integration tests that run Spark (real Spark, real Kafka
+# Whole suite: three lanes at once, the lint in the third, before its unit tests (on idle CPU, like them). The integration tests that run Spark (real Spark, real Kafka
 # brokers, Delta on disk, real-time windows) run at normal priority in one process; the integration tests
 # that start no Spark (marked `no_spark`: execution on the brokers, the agent's faults) run beside them in a
 # second process with brokers of their own, mostly waiting on throttled copies, restarts and intervals, at
@@ -83,10 +82,12 @@ lint: setup
 TEST_WORKERS ?= 0
 IDLE := $(shell command -v chrt >/dev/null && echo chrt --idle 0 || echo nice -n 19)
 PYTEST := $(PY) -m pytest -q -ra
-test: setup lint
+test: setup
 ifeq ($(TEST_WORKERS),0)
 	@mkdir -p build; \
-	$(IDLE) $(PYTEST) -m "not integration" --basetemp=build/pytest-unit $(PYTEST_ARGS) >build/unit-tests.log 2>&1 & \
+	{ $(IDLE) sh -c '$(LINT)'; lrc=$$?; [ $$lrc -eq 0 ] && echo "lint: ruff and mypy found nothing"; \
+	  $(IDLE) $(PYTEST) -m "not integration" --basetemp=build/pytest-unit $(PYTEST_ARGS); urc=$$?; \
+	  [ $$lrc -eq 0 ] || { echo "error: lint failed (above)"; exit 1; }; exit $$urc; } >build/unit-tests.log 2>&1 & \
 	unit=$$!; \
 	nice -n 10 $(PYTEST) -m "integration and (no_spark or beside)" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS) \
 	  >build/kafka-tests.log 2>&1 & \
@@ -94,10 +95,11 @@ ifeq ($(TEST_WORKERS),0)
 	$(PYTEST) -m "integration and not no_spark and not beside" --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	wait $$kafka; krc=$$?; wait $$unit; urc=$$?; trap - EXIT; \
 	echo "---- integration tests without Spark (beside the others) ----"; cat build/kafka-tests.log; \
-	echo "---- unit tests (beside the integration tests, on idle CPU) ----"; cat build/unit-tests.log; \
+	echo "---- lint and unit tests (beside the integration tests, on idle CPU) ----"; cat build/unit-tests.log; \
 	if [ $$rc -eq 5 ] && [ $$krc -eq 5 ] && [ $$urc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; \
 	for code in $$rc $$krc $$urc; do [ $$code -eq 0 ] || [ $$code -eq 5 ] || exit 1; done
 else
+	@$(LINT)
 	$(PYTEST) --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc
 endif
