@@ -44,6 +44,11 @@ def build_session(
         # Each micro-batch is cached for its few writes and checks, then dropped: compressing the
         # cache costs more CPU than the memory it saves is worth for a cache this short-lived.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # Spark keeps the classes it compiles for a query's generated code in a cache of 100 by default.
+        # Each micro-batch runs the same few hundred queries (landing, windows, contract, plans, tracking),
+        # so a cache of 100 evicts them before they come round again and every batch compiles them anew
+        # with Janino, on the driver's CPU. A compiled class is a few kilobytes.
+        "spark.sql.codegen.cache.maxEntries": "2000",
     }
     settings.update(conf or {})
     # delta-spark rebuilds a table's state from its log in this many tasks (Delta's default: 50). The job's
