@@ -65,8 +65,9 @@ LINT := $(VENV)/bin/ruff check --quiet . && $(VENV)/bin/ruff format --check --qu
 lint: setup
 	@$(LINT) && echo "lint: ruff and mypy found nothing"
 
-# Whole suite: three lanes at once, the lint in the third, before its unit tests (on idle CPU, like them). The integration tests that run Spark (real Spark, real Kafka
-# brokers, Delta on disk, real-time windows) run at normal priority in one process; the integration tests
+# Whole suite: three lanes at once, the lint in the third before its unit tests (on idle CPU, like them).
+# The integration tests that run Spark (real Spark, real Kafka brokers, Delta on disk, real-time windows)
+# run at normal priority in one process; the integration tests
 # that start no Spark (marked `no_spark`: execution on the brokers, the agent's faults) run beside them in a
 # second process with brokers of their own, mostly waiting on throttled copies, restarts and intervals, at
 # nice 10: the Spark lane's micro-batches meet real-time window deadlines and must not wait on them. After
