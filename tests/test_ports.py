@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import socket
+import subprocess
+import sys
 
+import balancer.demo.ports as ports
 from balancer.demo.ports import ephemeral_range, free_port
 
 
 def test_ports_come_from_below_the_ephemeral_range_free_and_never_twice():
     low, _ = ephemeral_range()
-    ports = [free_port() for _ in range(200)]
-    assert len(set(ports)) == len(ports)
-    assert all(p < low for p in ports), [p for p in ports if p >= low]
-    for port in ports[:20]:
+    handed = [free_port() for _ in range(200)]
+    assert len(set(handed)) == len(handed)
+    assert all(p < low for p in handed), [p for p in handed if p >= low]
+    for port in handed[:20]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", port))  # still free: raises if another process held it
 
 
 def test_a_port_in_use_is_never_handed_out(monkeypatch):
     # A port another socket holds, in the range free_port draws from, drawn first: it must be passed over.
-    import balancer.demo.ports as ports
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         for port in range(ports.LOWEST, ephemeral_range()[0]):
             try:
@@ -40,12 +43,6 @@ def test_a_port_in_use_is_never_handed_out(monkeypatch):
 def test_a_port_another_process_was_handed_is_never_handed_out(monkeypatch, tmp_path):
     # The suite's lanes start brokers at the same time: a port another process chose (and its server has
     # not bound yet) must be passed over even when drawn first.
-    import os
-    import subprocess
-    import sys
-
-    import balancer.demo.ports as ports
-
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     printed = subprocess.run(
         [sys.executable, "-c", "from balancer.demo.ports import free_port; print(free_port(), free_port())"],
@@ -66,10 +63,6 @@ def test_a_port_another_process_was_handed_is_never_handed_out(monkeypatch, tmp_
 def test_a_damaged_lease_file_is_started_afresh_and_still_hands_out_free_ports(monkeypatch, tmp_path):
     # The lease file is shared with other processes and may hold anything (a crash mid-write, another
     # program): free_port never fails on it, and leaves it valid JSON holding the port it handed out.
-    import json
-
-    import balancer.demo.ports as ports
-
     leases = tmp_path / "leases.json"
     monkeypatch.setattr(ports, "lease_file", lambda: leases)
     rng = random.Random(7)
