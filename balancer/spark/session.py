@@ -47,7 +47,7 @@ def build_session(
         # Spark keeps the classes it compiles for a query's generated code in a cache of 100 by default.
         # Each micro-batch runs the same few hundred queries (landing, windows, contract, plans, tracking),
         # so a cache of 100 evicts them before they come round again and every batch compiles them anew
-        # with Janino, on the driver's CPU. A compiled class is a few kilobytes.
+        # with Janino, on the driver's CPU. A compiled class is a few kilobytes of bytecode.
         "spark.sql.codegen.cache.maxEntries": "2000",
     }
     settings.update(conf or {})
