@@ -223,6 +223,15 @@ def parsed(spark, request):
     return parse_telemetry(frame, **LIMITS).cache()
 
 
+@pytest.fixture(scope="module")
+def quarantined(parsed) -> dict[int, list]:
+    """The quarantined rows by Kafka offset, collected once: one Spark job for all the cases below."""
+    rows: dict[int, list] = {}
+    for row in quarantined_records(parsed).collect():
+        rows.setdefault(row["kafka_offset"], []).append(row)
+    return rows
+
+
 @pytest.mark.integration
 def test_good_records_pass_with_typed_fields(parsed):
     good = {r["kafka_offset"]: r for r in valid_records(parsed).collect()}
@@ -233,9 +242,9 @@ def test_good_records_pass_with_typed_fields(parsed):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_record_is_quarantined_with_reason(parsed, case):
+def test_bad_record_is_quarantined_with_reason(quarantined, case):
     offset = 2 + list(CASES).index(case)
-    rows = quarantined_records(parsed).where(f"kafka_offset = {offset}").collect()
+    rows = quarantined.get(offset, [])
     assert len(rows) == 1, f"{case}: not quarantined"
     assert CASES[case][1] in rows[0]["reason"], rows[0]["reason"]
     assert rows[0]["kafka_topic"] == "metrics" and rows[0]["kafka_partition"] == 0

@@ -157,8 +157,10 @@ class StandaloneCluster:
                     raise RuntimeError(f"a Spark daemon exited during start-up; logs in {self.root / 'logs'}")
             try:
                 alive = sum(w["state"] == "ALIVE" for w in self.status().get("workers", []))
-            except OSError:
-                alive = 0  # the master's UI is not up yet
+            except (OSError, ValueError):
+                # The master's UI is not up yet, or is up but not yet serving its JSON page (a Spark
+                # 4 master answers /json with its HTML page for a moment after it binds).
+                alive = 0
             if alive >= self.workers:
                 return
             time.sleep(0.5)
