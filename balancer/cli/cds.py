@@ -25,7 +25,13 @@ def dump(archive: Path = CDS_ARCHIVE) -> None:
     )
     from balancer.spark.session import build_session
 
-    spark = build_session(master="local[2]", app_name="cds-dump", conf={"spark.ui.enabled": "false"})
+    # Two shuffle partitions, as the job's own configs set: the same classes load as with Spark's 200, without
+    # 200 state stores for the streaming aggregation to open and commit.
+    spark = build_session(
+        master="local[2]",
+        app_name="cds-dump",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+    )
     spark.sparkContext.setLogLevel("ERROR")
     frame = spark.range(0, 10_000).selectExpr("id % 7 AS k", "id AS v", "current_timestamp() AS ts")
     frame.groupBy("k").agg({"v": "sum"}).toPandas()
