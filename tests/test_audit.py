@@ -58,40 +58,6 @@ def test_tables_keep_audit_history_by_default_and_as_configured(spark, tmp_path)
     assert {t: DeltaTable(str(tmp_path / "lh" / t)).version() for t in TABLES} == versions
 
 
-@pytest.mark.integration
-@pytest.mark.beside  # its Spark session runs in a subprocess
-def test_delta_spark_tables_get_the_same_properties(tmp_path):
-    """delta-spark (its jars from jvm/lib, in a session of its own: the tests' shared one has none) sets the
-    same retention properties on every table, and changes them when the config does."""
-    import subprocess
-    import sys
-
-    from balancer.jvm import JarSet, spark_jars
-
-    jars = ",".join(spark_jars([JarSet.DELTA]))
-    script = (
-        "import sys\n"
-        "from balancer.spark.session import build_session\n"
-        "from balancer.spark.lakehouse import Lakehouse\n"
-        f"spark = build_session(master='local[1]', conf={{'spark.jars': {jars!r}}})\n"
-        f"lakehouse = Lakehouse(spark, {str(tmp_path / 'lh')!r}, engine='delta-spark')\n"
-        "lakehouse.create_all()\n"
-        "lakehouse.create_all({**dict(zip(sys.argv[1::2], sys.argv[2::2]))})\n"
-    )
-    wanted = {**AUDIT, "delta.logRetentionDuration": "interval 400 days"}
-    result = subprocess.run(
-        [sys.executable, "-c", script, *(x for kv in wanted.items() for x in kv)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    for table in TABLES:
-        delta = DeltaTable(str(tmp_path / "lh" / table))
-        assert delta.metadata().configuration.items() >= wanted.items(), table
-        assert "Delta-Lake" in str(delta.history()[-1].get("engineInfo")), table  # delta-spark wrote it
-
-
 def test_retention_below_deltas_floor_is_rejected_naming_the_key():
     with pytest.raises(ConfigError, match=r"lakehouse\.retention\.deleted_files_days"):
         load_config(None, ["lakehouse.retention.deleted_files_days=1"])
