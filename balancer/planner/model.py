@@ -12,6 +12,7 @@ wrong update easy to see.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -440,6 +441,7 @@ class ClusterModel:
         self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
         self._rack_of: list[int] = self.rack.tolist()
+        self._cold: dict[tuple[int, tuple[int, float] | None], ColdOrder] = {}  # ``coldest``
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
         # Per cached broker, the partitions whose replica reached (True) or left (False) it since
         # its entry was made, in order: folded into the entry when it is next asked for.
@@ -474,6 +476,20 @@ class ClusterModel:
 
     def util(self, dim: int) -> np.ndarray:
         return self.load[:, dim] / self.cap[:, dim]
+
+    def coldest(self, dim: int, within: tuple[int, float] | None = None) -> list[tuple[float, int]] | None:
+        """(utilization on ``dim``, broker) of the brokers that may receive, ascending (ties by
+        index, as a stable argsort gives them); with ``within`` (a dimension, a line), only those
+        whose utilization there is at most the line. None where a utilization is NaN (no order)."""
+        order = self._cold.get((dim, within))
+        if order is None:
+            order = self._cold[(dim, within)] = ColdOrder(self, dim, within)
+        return order.brokers()
+
+    @property
+    def rack_of(self) -> list[int]:
+        """Each broker's rack index, as Python ints (read one at a time in the search's loops)."""
+        return self._rack_of
 
     def cluster_util(self, dim: int) -> float:
         memo = self._cluster_util_memo
@@ -777,6 +793,8 @@ class ClusterModel:
         self._version += 1  # loads, replicas, leaders change: memoized figures are stale
         self.load[move.src] -= vec
         self.load[move.dst] += vec
+        for order in self._cold.values():
+            order.pending.update((move.src, move.dst))
         p = move.p
         if move.kind == LEADERSHIP:
             self.leader[p] = move.dst
@@ -833,6 +851,50 @@ class ClusterModel:
         distinct = distinct_per_row(np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1))
         target = np.minimum(self.rf, self.n_live_racks)
         return np.nonzero(distinct < target)[0]
+
+
+class ColdOrder:
+    """The brokers that may receive (``dest_ok``, fixed for a model), coldest first on one
+    dimension, ties by index: the order a stable argsort of their utilization gives. With
+    ``within`` (a dimension and a line), only those whose utilization there is at most the line.
+    Kept in step with the model's loads: ``apply`` notes the two brokers a move touches
+    (``pending``), placed again at the next call."""
+
+    def __init__(self, model: ClusterModel, dim: int, within: tuple[int, float] | None) -> None:
+        self.model, self.dim, self.within = model, dim, within
+        self.ok = model.dest_ok.tolist()
+        self.nan = False  # a NaN utilization: no total order, which bisection needs
+        self.pending: set[int] = set()
+        self.keys = [(u, b) for b, u in enumerate(model.util(dim).tolist()) if self._member(b, u)]
+        self.keys.sort()
+        self.at = dict((b, u) for u, b in self.keys)  # each member's key
+
+    def _member(self, b: int, u: float) -> bool:
+        """``b``, at utilization ``u`` on the order's dimension, belongs in it."""
+        if not self.ok[b]:
+            return False
+        model, within = self.model, self.within
+        # Python floats: the IEEE division numpy's ``util`` does, element by element.
+        r = model.load.item(b, within[0]) / model.cap.item(b, within[0]) if within is not None else 0.0
+        if math.isnan(u) or math.isnan(r):
+            self.nan = True
+            return False
+        return within is None or r <= within[1]
+
+    def brokers(self) -> list[tuple[float, int]] | None:
+        """(utilization, broker), ascending; None where a utilization is NaN."""
+        if self.pending:
+            model, keys, at, dim = self.model, self.keys, self.at, self.dim
+            for b in self.pending:
+                old = at.pop(b, None)
+                if old is not None:
+                    del keys[bisect_left(keys, (old, b))]
+                u = model.load.item(b, dim) / model.cap.item(b, dim)
+                if self._member(b, u):
+                    insort(keys, (u, b))
+                    at[b] = u
+            self.pending.clear()
+        return None if self.nan else self.keys
 
 
 def broker_loads(snapshot: Mapping[str, Any]) -> dict[int, dict[str, float]]:

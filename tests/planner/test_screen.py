@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, Move, PlannerOptions, default_goals
 from balancer.planner.goals import ResourceGoal
-from balancer.planner.model import SWAP
+from balancer.planner.model import DISK, REPLICA_MOVE, SWAP
 from balancer.planner.search.constants import SWAP_PICKS
-from balancer.planner.search.screen import swap_bounds, swap_screen
+from balancer.planner.search.move import masked_dests
+from balancer.planner.search.screen import first_dests, swap_bounds, swap_screen
 from balancer.planner.search.swap import first_k, first_passing
 
 
@@ -85,3 +86,53 @@ def test_first_passing_are_the_first_exchanges_the_screen_passes_in_the_swap_ord
     whole = ordered[swap_screen(offer_load[None, :] - held_load[ordered], bounds)][:SWAP_PICKS]
     held_cols = model.contrib_columns(held, b)  # one row per dimension, as the swap search keeps them
     assert first_passing(passing, key, offer_load, held_cols, bounds).tolist() == whole.tolist()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), empty=st.integers(0, 4))
+def test_first_dests_are_the_masks_first_destinations_as_moves_change_the_loads(seed, empty):
+    # ``first_dests`` walks the coldest brokers one at a time, along an order the model keeps in
+    # step with its loads; where it settles, it gives what the masks over every broker give, for
+    # each goal (those that prefer disk room included, with a disk line that binds) and to_short.
+    # Empty brokers tie at 0: only the index order breaks those ties.
+    spec = ScenarioSpec(
+        brokers=30,
+        racks=3,
+        topics=12,
+        partitions_per_topic=(8, 24),
+        skew=1.5,
+        size_sigma=1.0,
+        new_empty_brokers=empty,
+        heterogeneous_capacity=True,
+        seed=seed,
+    )
+    model = ClusterModel(generate(spec))
+    options = PlannerOptions()
+    rng = np.random.default_rng(seed)
+    goals = default_goals(options)
+    settled = 0
+    for i, goal in enumerate(goals):
+        if not isinstance(goal, ResourceGoal):
+            continue
+        ctx = goal.search_context(model, goals[:i], options)
+        ctx.disk_line = float(np.median(model.util(DISK)))
+        for _ in range(60):
+            for dim in (goal.dim, DISK):
+                util = model.util(dim)
+                order = np.argsort(util, kind="stable").tolist()
+                assert model.coldest(dim) == [(util.item(b), b) for b in order if model.dest_ok[b]]
+            a = int(rng.integers(model.n_brokers))
+            on = model.partitions_on(a)
+            if not len(on):
+                continue
+            p = int(on[rng.integers(len(on))])
+            vec = model.contrib(p, a)
+            for to_short in (False, True):
+                got = first_dests(p, a, vec, ctx, to_short=to_short)
+                masked = masked_dests(p, a, vec, ctx, to_short=to_short)
+                assert got is None or got == masked, (goal.name, p, a, to_short)
+                settled += got is not None
+            dests = masked_dests(p, a, vec, ctx, to_short=False)
+            if dests:
+                model.apply(Move(REPLICA_MOVE, p, a, dests[int(rng.integers(len(dests)))]))
+    assert settled > 0

@@ -81,18 +81,29 @@ class RackAwareGoal(Goal):
     def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
         """Vectorized accept over every destination for moving p's replica off ``src``; None where
         every destination is accepted (the other replicas alone span enough racks)."""
-        if not model.rack_aware:
+        refused = self.refused_racks(model, p, src)
+        if refused is None:
+            return np.zeros(model.n_brokers, dtype=bool)
+        if not refused:
             return None
+        mask = np.ones(model.n_brokers, dtype=bool)
+        for r in refused:
+            mask &= model.rack != r
+        return mask
+
+    def refused_racks(self, model: ClusterModel, p: int, src: int) -> set[int] | None:
+        """The racks a destination of p's replica on ``src`` must not be on for ``accept`` to hold:
+        none (an empty set) where the other replicas alone span enough racks, the other replicas'
+        racks where a new rack is needed, None where no destination is accepted."""
+        if not model.rack_aware:
+            return set()
         others = model.other_racks(p, src)
         need = min(model.distinct_racks(model.replicas[p]), model.rack_target(p))
         if len(others) >= need:
-            return None
+            return set()
         if len(others) + 1 < need:  # even a new rack leaves the partition short
-            return np.zeros(model.n_brokers, dtype=bool)
-        mask = np.ones(model.n_brokers, dtype=bool)  # a rack the other replicas lack
-        for r in others:
-            mask &= model.rack != r
-        return mask
+            return None
+        return others  # a rack the other replicas lack
 
     def dest_masks(self, model: ClusterModel, ps: np.ndarray, src: int) -> np.ndarray | None:
         """``dest_mask`` for many partitions' replicas on ``src``: one row per partition."""

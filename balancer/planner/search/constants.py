@@ -10,6 +10,9 @@ LEADERSHIP, REPLICA_MOVE, SWAP = ActionKind.LEADERSHIP, ActionKind.REPLICA_MOVE,
 EPS = 1e-9  # utilization tolerance of every limit check
 OPTIMIZE_PASSES = 6  # shed-then-fill passes per optimize (another only after one that moved something)
 DEST_TRIES = 4  # coldest feasible destinations tried per candidate
+# Brokers, coldest first, whose limits are checked one at a time for a move's destinations before
+# the vectorized masks are built (screen.first_dests): the coldest few usually admit the move.
+WALK_LIMIT = 24
 RELAY_TRIES = 8  # leaderships of a destination offered to make network_out room for a leader replica
 BEST_FIT_WINDOW = 256  # candidates, in order, among which a best-fit shed picks
 CHAIN_TRIES = 256  # leaderships per shed that may go on by a chain of two transfers

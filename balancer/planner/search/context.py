@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..actions import Move
 from ..model import ClusterModel
 from ..options import PlannerOptions
@@ -76,6 +78,19 @@ class SearchContext:
         return after[-1] < before[-1] - EPS * max(1.0, before[-1]) and all(
             x <= y + EPS * max(1.0, abs(y)) for x, y in zip(after[:-1], before[:-1], strict=True)
         )
+
+    def dest_ceilings(self) -> dict[int, list[float]]:
+        """Per dimension a resource goal limits, the most each broker may carry there: the least
+        of those goals' ``load_ceiling`` (what ``screen.dest_mask`` compares loads with; a load
+        within the least is within each), as Python floats. Limits are fixed for a model: made once."""
+        if self._ceilings is None:
+            per: dict[int, list[np.ndarray]] = {}
+            for g in self.res_goals:
+                per.setdefault(g.dim, []).append(g.load_ceiling(self.model))
+            self._ceilings = {d: np.minimum.reduce(cs).tolist() for d, cs in per.items()}
+        return self._ceilings
+
+    _ceilings: dict[int, list[float]] | None = field(default=None, init=False, repr=False)
 
     # The disk goal has nothing to do as this search starts (see ``data_first``).
     disk_idle: bool = False

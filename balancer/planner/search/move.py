@@ -10,7 +10,7 @@ from ..actions import Move
 from ..model import DISK, OUT
 from .constants import DEST_TRIES, EPS, LEADERSHIP, RELAY_TRIES, REPLICA_MOVE
 from .context import SearchContext
-from .screen import dest_mask, source_ok
+from .screen import dest_mask, first_dests, source_ok
 
 
 def short_brokers(ctx: SearchContext) -> np.ndarray:
@@ -30,12 +30,35 @@ def move_out(part: int, src: int, ctx: SearchContext, *, to_short: bool = False)
     vec = model.contrib(part, src)
     if not source_ok(src, vec, ctx):
         return False
+    found = first_dests(part, src, vec, ctx, to_short=to_short)
+    dests = found if found is not None else masked_dests(part, src, vec, ctx, to_short=to_short)
+    for dst in dests:
+        move = Move(REPLICA_MOVE, part, src, dst)
+        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+            return True
+    if goal.guards and model.leader[part] == src:
+        for dst in dests:
+            if move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
+                return True
+        if ctx.data_first:
+            for dst in dests:
+                if move_as_follower(Move(REPLICA_MOVE, part, src, dst), ctx):
+                    return True
+            for dst in dests:
+                if move_with_relay(Move(REPLICA_MOVE, part, src, dst), ctx):
+                    return True
+    return False
+
+
+def masked_dests(part: int, src: int, vec: np.ndarray, ctx: SearchContext, *, to_short: bool) -> list[int]:
+    """``move_out``'s destinations (``screen.first_dests``) from the masks over every broker."""
+    model, goal = ctx.model, ctx.goal
     mask = dest_mask(part, src, vec, ctx)
     if to_short:
         mask &= short_brokers(ctx)
     dests = np.nonzero(mask)[0]
     if not len(dests):
-        return False
+        return []
     util = model.util(goal.dim)[dests]
     if goal.prefers_disk_room:
         # Destinations whose disk stays within the disk goal's target first (that goal runs
@@ -44,22 +67,8 @@ def move_out(part: int, src: int, ctx: SearchContext, *, to_short: bool = False)
         dests = dests[np.lexsort((util, disk_after > ctx.disk_line + EPS))][:DEST_TRIES]
     else:
         dests = dests[np.argsort(util, kind="stable")][:DEST_TRIES]
-    for dst in dests.tolist():
-        move = Move(REPLICA_MOVE, part, src, dst)
-        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
-            return True
-    if goal.guards and model.leader[part] == src:
-        for dst in dests.tolist():
-            if move_with_handback(Move(REPLICA_MOVE, part, src, dst), ctx):
-                return True
-        if ctx.data_first:
-            for dst in dests.tolist():
-                if move_as_follower(Move(REPLICA_MOVE, part, src, dst), ctx):
-                    return True
-            for dst in dests.tolist():
-                if move_with_relay(Move(REPLICA_MOVE, part, src, dst), ctx):
-                    return True
-    return False
+    found: list[int] = dests.tolist()
+    return found
 
 
 def move_with_relay(move: Move, ctx: SearchContext) -> bool:

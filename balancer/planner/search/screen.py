@@ -11,10 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .constants import (
-    EPS,
-    SCREEN_SLACK,
-)
+from ..model import DISK
+from .constants import DEST_TRIES, EPS, SCREEN_SLACK, WALK_LIMIT
 from .context import SearchContext
 
 
@@ -32,6 +30,58 @@ def dest_mask(p: int, a: int, vec: np.ndarray, ctx: SearchContext) -> np.ndarray
         if rm is not None:
             mask &= rm
     return mask
+
+
+def first_dests(p: int, a: int, vec: np.ndarray, ctx: SearchContext, *, to_short: bool) -> list[int] | None:
+    """The destinations ``move.move_out`` tries for p's replica on ``a`` (carrying ``vec``): the
+    first DEST_TRIES of ``dest_mask`` (with ``to_short``, brokers under the goal's lower limit)
+    coldest first on the goal's dimension; for a goal that prefers disk room, those whose disk stays
+    within the disk line first. The same scalar arithmetic as ``dest_mask``, broker by broker along
+    ``ClusterModel.coldest`` (for disk room, among the brokers within the line before the move: a
+    replica's bytes only add to a disk), where the first few usually settle it. None where
+    WALK_LIMIT brokers do not, or the brokers within the disk line are too few (the caller builds
+    the masks)."""
+    model, goal = ctx.model, ctx.goal
+    disk = goal.prefers_disk_room
+    if disk:
+        line, v_disk, cap = ctx.disk_line + EPS, vec.item(DISK), model.cap
+        if v_disk < 0:
+            return None
+        keys = model.coldest(goal.dim, (DISK, line))
+    else:
+        keys = model.coldest(goal.dim)
+    if keys is None:
+        return None
+    refused: set[int] = set()
+    if ctx.rack is not None:
+        racks = ctx.rack.refused_racks(model, p, a)
+        if racks is None:  # no destination keeps the partition's racks
+            return []
+        refused = racks
+    ceilings = ctx.dest_ceilings()
+    limits = [(d, v, ceilings[d]) for d, v in enumerate(vec.tolist()) if v > 0 and d in ceilings]
+    rack, item, held, dim = model.rack_of, model.load.item, model.replicas[p].tolist(), goal.dim
+    if to_short:
+        lower, cap = goal.limits(model)[1], model.cap
+    first: list[int] = []
+    for n, (_, b) in enumerate(keys):
+        if n == WALK_LIMIT:
+            return None
+        if b in held or rack[b] in refused:
+            continue
+        if to_short and not item(b, dim) < lower.item(b) * cap.item(b, dim):
+            continue
+        for d, v, ceiling in limits:
+            if not item(b, d) + v <= ceiling[b]:
+                break
+        else:
+            if disk and (item(b, DISK) + v_disk) / cap.item(b, DISK) > line:
+                continue
+            first.append(b)
+            if len(first) == DEST_TRIES:
+                return first
+    # Every broker walked: too few within the disk line, and those over it come next.
+    return None if disk else first
 
 
 def source_ok(a: int, vec: np.ndarray, ctx: SearchContext) -> bool:
