@@ -484,7 +484,7 @@ class ClusterModel:
         order = self._cold.get((dim, within))
         if order is None:
             order = self._cold[(dim, within)] = ColdOrder(self, dim, within)
-        return order.brokers()
+        return order.brokers(self)
 
     @property
     def rack_of(self) -> list[int]:
@@ -858,22 +858,24 @@ class ColdOrder:
     dimension, ties by index: the order a stable argsort of their utilization gives. With
     ``within`` (a dimension and a line), only those whose utilization there is at most the line.
     Kept in step with the model's loads: ``apply`` notes the two brokers a move touches
-    (``pending``), placed again at the next call."""
+    (``pending``), placed again at the next call. It keeps no reference to the model (which keeps
+    it): the model is freed as soon as its last user lets go, not at the next garbage collection."""
 
     def __init__(self, model: ClusterModel, dim: int, within: tuple[int, float] | None) -> None:
-        self.model, self.dim, self.within = model, dim, within
+        self.dim, self.within = dim, within
         self.ok = model.dest_ok.tolist()
         self.nan = False  # a NaN utilization: no total order, which bisection needs
         self.pending: set[int] = set()
-        self.keys = [(u, b) for b, u in enumerate(model.util(dim).tolist()) if self._member(b, u)]
+        util = model.util(dim).tolist()
+        self.keys = [(u, b) for b, u in enumerate(util) if self._member(model, b, u)]
         self.keys.sort()
         self.at = dict((b, u) for u, b in self.keys)  # each member's key
 
-    def _member(self, b: int, u: float) -> bool:
+    def _member(self, model: ClusterModel, b: int, u: float) -> bool:
         """``b``, at utilization ``u`` on the order's dimension, belongs in it."""
         if not self.ok[b]:
             return False
-        model, within = self.model, self.within
+        within = self.within
         # Python floats: the IEEE division numpy's ``util`` does, element by element.
         r = model.load.item(b, within[0]) / model.cap.item(b, within[0]) if within is not None else 0.0
         if math.isnan(u) or math.isnan(r):
@@ -881,16 +883,17 @@ class ColdOrder:
             return False
         return within is None or r <= within[1]
 
-    def brokers(self) -> list[tuple[float, int]] | None:
-        """(utilization, broker), ascending; None where a utilization is NaN."""
+    def brokers(self, model: ClusterModel) -> list[tuple[float, int]] | None:
+        """(utilization, broker), ascending, on ``model`` (the one this order was made for); None
+        where a utilization is NaN."""
         if self.pending:
-            model, keys, at, dim = self.model, self.keys, self.at, self.dim
+            keys, at, dim = self.keys, self.at, self.dim
             for b in self.pending:
                 old = at.pop(b, None)
                 if old is not None:
                     del keys[bisect_left(keys, (old, b))]
                 u = model.load.item(b, dim) / model.cap.item(b, dim)
-                if self._member(b, u):
+                if self._member(model, b, u):
                     insort(keys, (u, b))
                     at[b] = u
             self.pending.clear()

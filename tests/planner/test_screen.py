@@ -3,6 +3,9 @@ candidates as the scalar rule it stands for decides each."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,3 +139,18 @@ def test_first_dests_are_the_masks_first_destinations_as_moves_change_the_loads(
             if dests:
                 model.apply(Move(REPLICA_MOVE, p, a, dests[int(rng.integers(len(dests)))]))
     assert settled > 0
+
+
+def test_a_model_and_its_cold_orders_are_freed_without_the_garbage_collector():
+    # The orders keep no reference to the model: a plan's model (a large one holds ~100 MB) goes
+    # as its last user lets go, not at a later collection.
+    model = ClusterModel(generate(ScenarioSpec(brokers=6, topics=4)))
+    model.coldest(0)
+    model.coldest(0, (DISK, 0.5))
+    ref = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()
