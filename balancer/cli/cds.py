@@ -25,8 +25,9 @@ def dump(archive: Path = CDS_ARCHIVE) -> None:
     )
     from balancer.spark.session import build_session
 
-    # Two shuffle partitions, as the job's own configs set: the same classes load as with Spark's 200, without
-    # 200 state stores for the streaming aggregation to open and commit.
+    # Two shuffle partitions, as the job's own configs set: the streaming aggregation runs the same kinds
+    # of task as with Spark's 200, only fewer of them (opening and committing 200 state stores cost most
+    # of the dump).
     spark = build_session(
         master="local[2]",
         app_name="cds-dump",
