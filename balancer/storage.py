@@ -95,6 +95,17 @@ class Storage:
         """For delta-rs' ``storage_options=`` (None on a local disk: delta-rs' defaults)."""
         return None if self.local else dict(self.options)
 
+    def delta_table(self, path: str):
+        """delta-rs' ``DeltaTable`` at ``path`` (under the root) with these options."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(path, storage_options=self.delta_options())
+
+    def is_delta_table(self, path: str) -> bool:
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(path, storage_options=self.delta_options())
+
     def _setting(self, *names: str) -> str | None:
         for key, value in self.options.items():
             if _plain(key) in names:

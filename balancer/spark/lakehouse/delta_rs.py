@@ -54,10 +54,10 @@ class DeltaRsBackend:
         return self.storage.join(table)
 
     def _delta(self, table: str) -> DeltaTable:
-        return DeltaTable(self._path(table), storage_options=self.storage.delta_options())
+        return self.storage.delta_table(self._path(table))
 
     def _exists(self, table: str) -> bool:
-        return DeltaTable.is_deltatable(self._path(table), storage_options=self.storage.delta_options())
+        return self.storage.is_delta_table(self._path(table))
 
     def _empty(self, table: str) -> DataFrame:
         return self.spark.createDataFrame([], spark_schema(table))

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -42,13 +41,15 @@ class DeltaSparkBackend:
         return self.storage.join(table)
 
     def create(self, table: str, properties: Mapping[str, str]) -> None:
+        """A missing table is created by Delta's SQL with ``properties``; an existing one is only read
+        (its log's metadata, by delta-rs: no Spark job) and altered when a property differs. A job's
+        start thus costs one SQL statement per table it creates and none for the tables it finds."""
         path, columns = self._path(table), table_ddl()[table]
         listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-        tblproperties = f" TBLPROPERTIES ({listed})" if properties else ""
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING DELTA{tblproperties}")
-        current = {
-            row["key"]: row["value"] for row in self.spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
-        }
+        if not self.storage.is_delta_table(path):
+            ddl = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING DELTA"
+            self.spark.sql(ddl + (f" TBLPROPERTIES ({listed})" if properties else ""))
+        current = self.storage.delta_table(path).metadata().configuration
         if any(current.get(key) != value for key, value in properties.items()):
             self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({listed})")
 
@@ -57,9 +58,7 @@ class DeltaSparkBackend:
         ``txnAppId``/``txnVersion`` adds), read by delta-rs from the snapshot: the latest checkpoint and
         the commits since, however long the history. Delta's history (``DESCRIBE HISTORY``) does not
         carry it, and reading it would grow with every commit."""
-        return DeltaTable(
-            self._path(table), storage_options=self.storage.delta_options()
-        ).transaction_version(app_id)
+        return self.storage.delta_table(self._path(table)).transaction_version(app_id)
 
     def append(self, table: str, data: DataFrame | pa.Table, *, app_id: str, batch_id: int) -> bool:
         done = self.committed_version(table, app_id)

@@ -76,9 +76,7 @@ class Lakehouse:
         return self.storage.join(table)
 
     def exists(self, table: str) -> bool:
-        from deltalake import DeltaTable
-
-        return DeltaTable.is_deltatable(self.path(table), storage_options=self.storage.delta_options())
+        return self.storage.is_delta_table(self.path(table))
 
     def create_all(self, properties: dict[str, str] | None = None) -> None:
         """Create the missing tables, each with the Delta table ``properties`` (default: the audit
