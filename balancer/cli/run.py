@@ -27,6 +27,5 @@ def run(args: argparse.Namespace, config: Config) -> int:
         app_name=config.spark.app_name,
         conf=connector_conf(config, config.spark.conf),
     )
-    queries = job.start(spark, config, once=args.once)
-    (job.run_until_idle if args.once else job.await_all)(spark, queries)
+    job.run(spark, config, once=args.once)
     return 0

@@ -134,6 +134,34 @@ def start(
     return [query]
 
 
+# Spark gives the Python process behind a Python data source (our Kafka source) a fixed 10 s, which no
+# setting changes, to start and connect back to the driver; on a driver short of CPU its start can miss it
+# and the query fails before reading anything. Such a query is started again, a bounded number of times.
+START_ATTEMPTS = 3
+_SOURCE_START_MISSED = "Python worker failed to connect back"
+
+
+def run(spark: SparkSession, config: Config, *, once: bool = False) -> None:
+    """Start the job's query and wait for it: until the topic is drained (``once``) or for ever. A query
+    whose Python source missed its start-up deadline (above) is started again, up to ``START_ATTEMPTS``
+    times, with a warning: it had read nothing, and the checkpoint makes a restart exactly once."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        queries = start(spark, config, once=once)
+        try:
+            (run_until_idle if once else await_all)(spark, queries)
+            return
+        except Exception as error:  # a StreamingQueryException, or the py4j error around it
+            if attempt == START_ATTEMPTS or _SOURCE_START_MISSED not in str(error):
+                raise
+            log.warning(
+                "the Kafka source's Python process did not start within Spark's 10 s (the driver is short "
+                "of CPU); starting the query again (attempt %d of %d)",
+                attempt + 1,
+                START_ATTEMPTS,
+            )
+            spark.streams.resetTerminated()
+
+
 def _idle(query: StreamingQuery) -> bool:
     status, progress = query.status, query.lastProgress
     return (
