@@ -107,6 +107,8 @@ class ResourceGoal(Goal):
 
     def __init__(self) -> None:
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        # The same limits and the dimension's capacities as Python lists, for the per-move checks.
+        self._scalars: tuple[int, list[float], list[float], list[float]] | None = None
         self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._ceiling: tuple[np.ndarray, np.ndarray] | None = None
         self._idle_memo: tuple[int, bool] | None = None
@@ -120,6 +122,7 @@ class ResourceGoal(Goal):
 
     def reset(self) -> None:
         self._cache = None
+        self._scalars = None
         self._trigger_cache = None
         self._ceiling = None
         self._idle_memo = None
@@ -130,6 +133,16 @@ class ResourceGoal(Goal):
             upper, lower = self.compute_limits(model)
             self._cache = (id(model), upper, lower)
         return self._cache[1], self._cache[2]
+
+    def scalar_limits(self, model: ClusterModel) -> tuple[list[float], list[float], list[float]]:
+        """``limits`` and the dimension's capacities as lists of Python floats: the same IEEE values as
+        numpy's, read per move at a fraction of the cost of ``ndarray.item`` (``term``, ``accept``)."""
+        scalars = self._scalars
+        if scalars is None or scalars[0] != id(model):
+            upper, lower = self.limits(model)
+            scalars = (id(model), upper.tolist(), lower.tolist(), model.cap[:, self.dim].tolist())
+            self._scalars = scalars
+        return scalars[1], scalars[2], scalars[3]
 
     def load_ceiling(self, model: ClusterModel) -> np.ndarray:
         """Per broker, the most it may carry on this goal's dimension: ``(upper + EPS) * cap``
@@ -151,11 +164,11 @@ class ResourceGoal(Goal):
 
     def term(self, model: ClusterModel, b: int, load: float) -> float:
         """Broker ``b``'s distance outside this goal's limits if it carried ``load``."""
-        upper, lower = self.limits(model)
-        # Python floats (``item``): the same IEEE arithmetic as numpy's scalars, at a fraction of
-        # the cost per call (this and ``accept`` run for every move the search tries).
-        u = load / model.cap.item(b, self.dim)
-        return float(max(u - upper.item(b), 0.0) + max(lower.item(b) - u, 0.0))
+        upper, lower, cap = self.scalar_limits(model)
+        # Python floats: the same IEEE arithmetic as numpy's scalars, at a fraction of the cost per
+        # call (this and ``accept`` run for every move the search tries).
+        u = load / cap[b]
+        return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
 
     margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
 
@@ -171,15 +184,15 @@ class ResourceGoal(Goal):
         d = model.delta(move).item(dim)
         if d == 0:
             return True
-        upper, lower = self.limits(model)
+        upper, lower, cap = self.scalar_limits(model)
         gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
         d = abs(d)
-        load, cap = model.load, model.cap
-        top = upper.item(gain)
+        load = model.load
+        top = upper[gain]
         tol = EPS * max(1.0, abs(top)) - self.margin
         return bool(
-            (load.item(gain, dim) + d) / cap.item(gain, dim) <= top + tol
-            and (load.item(lose, dim) - d) / cap.item(lose, dim) >= lower.item(lose) - tol
+            (load.item(gain, dim) + d) / cap[gain] <= top + tol
+            and (load.item(lose, dim) - d) / cap[lose] >= lower[lose] - tol
         )
 
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -331,26 +344,20 @@ class ResourceGoal(Goal):
 
     def over(self, model: ClusterModel, b: int) -> bool:
         """Broker ``b`` is above its upper limit by more than the slack: the search sheds it."""
-        upper, _ = self.limits(model)
-        return bool(
-            model.load.item(b, self.dim) / model.cap.item(b, self.dim) > upper.item(b) + self.slack(model)
-        )
+        upper, _, cap = self.scalar_limits(model)
+        return bool(model.load.item(b, self.dim) / cap[b] > upper[b] + self.slack(model))
 
     def fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
-        upper, _ = self.limits(model)
+        upper, _, cap = self.scalar_limits(model)
         d = model.delta(move).item(self.dim)
         b = move.dst if d > 0 else move.src
-        return bool(
-            (model.load.item(b, self.dim) + abs(d)) / model.cap.item(b, self.dim) <= upper.item(b) + EPS
-        )
+        return bool((model.load.item(b, self.dim) + abs(d)) / cap[b] <= upper[b] + EPS)
 
     def under(self, model: ClusterModel, b: int) -> bool:
         """Broker ``b`` is below its lower limit by more than the slack: the search fills it."""
-        _, lower = self.limits(model)
-        return bool(
-            model.load.item(b, self.dim) / model.cap.item(b, self.dim) < lower.item(b) - self.slack(model)
-        )
+        _, lower, cap = self.scalar_limits(model)
+        return bool(model.load.item(b, self.dim) / cap[b] < lower[b] - self.slack(model))
 
 
 def disk_line(model: ClusterModel, options: PlannerOptions) -> float:

@@ -62,14 +62,14 @@ def first_dests(p: int, a: int, vec: np.ndarray, ctx: SearchContext, *, to_short
     limits = [(d, v, ceilings[d]) for d, v in enumerate(vec.tolist()) if v > 0 and d in ceilings]
     rack, item, held, dim = model.rack_of, model.load.item, model.replicas[p].tolist(), goal.dim
     if to_short:
-        lower, cap = goal.limits(model)[1], model.cap
+        _, lower, short_cap = goal.scalar_limits(model)
     first: list[int] = []
     for n, (_, b) in enumerate(keys):
         if n == WALK_LIMIT:
             return None
         if b in held or rack[b] in refused:
             continue
-        if to_short and not item(b, dim) < lower.item(b) * cap.item(b, dim):
+        if to_short and not item(b, dim) < lower[b] * short_cap[b]:
             continue
         for d, v, ceiling in limits:
             if not item(b, d) + v <= ceiling[b]:
@@ -91,8 +91,8 @@ def source_ok(a: int, vec: np.ndarray, ctx: SearchContext) -> bool:
     for g in ctx.res_goals:
         v = vec.item(g.dim)
         if v > 0 and g is not goal:
-            _, lower = g.limits(model)
-            if (model.load.item(a, g.dim) - v) / model.cap.item(a, g.dim) < lower.item(a) - EPS:
+            _, lower, cap = g.scalar_limits(model)
+            if (model.load.item(a, g.dim) - v) / cap[a] < lower[a] - EPS:
                 return False
     return True
 
@@ -115,15 +115,15 @@ def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, f
     """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
     goal's ``swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
     model = ctx.model
-    load, cap = model.load, model.cap
+    load = model.load
     windows: dict[int, list[float]] = {}
     for g in ctx.res_goals:
-        upper, lower = g.limits(model)
+        upper, lower, caps = g.scalar_limits(model)
         dim = g.dim
         tol = EPS
-        # Python floats (``item``): numpy's arithmetic, without its cost per scalar.
-        ua, ub, la, lb = upper.item(a), upper.item(b), lower.item(a), lower.item(b)
-        ca, cb, xa, xb = cap.item(a, dim), cap.item(b, dim), load.item(a, dim), load.item(b, dim)
+        # Python floats: numpy's arithmetic, without its cost per scalar.
+        ua, ub, la, lb = upper[a], upper[b], lower[a], lower[b]
+        ca, cb, xa, xb = caps[a], caps[b], load.item(a, dim), load.item(b, dim)
         hi = min((ub + tol) * cb - xb, xa - (la - tol) * ca)
         lo = -min((ua + tol) * ca - xa, xb - (lb - tol) * cb)
         w = windows.setdefault(dim, [-math.inf, math.inf])
@@ -160,22 +160,22 @@ class SwapBounds(NamedTuple):
 
 def swap_bounds(a: int, b: int, ctx: SearchContext) -> SwapBounds:
     model = ctx.model
-    load, cap = model.load, model.cap
+    load = model.load
     cols = []
     for g in ctx.res_goals:
-        upper, lower = g.limits(model)
+        upper, lower, caps = g.scalar_limits(model)
         dim = g.dim
         tol = EPS
-        ca, cb = cap.item(a, dim), cap.item(b, dim)
+        ca, cb = caps[a], caps[b]
         cols.append(
             (
                 dim,
                 load.item(a, dim),
                 load.item(b, dim),
-                (upper.item(a) + tol) * ca,
-                (upper.item(b) + tol) * cb,
-                (lower.item(a) - tol) * ca,
-                (lower.item(b) - tol) * cb,
+                (upper[a] + tol) * ca,
+                (upper[b] + tol) * cb,
+                (lower[a] - tol) * ca,
+                (lower[b] - tol) * cb,
             )
         )
     dims, *rest = (np.array(col) for col in zip(*cols, strict=True))
