@@ -8,12 +8,12 @@ STAMP := $(VENV)/.installed
 # installs in parallel, about three times faster than pip on a cold cache.
 UV := uv==0.13.9
 export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 # Every Python process (drivers, Spark's Python workers, the CLI, tests) imports pyspark, pandas, pyarrow and
 # this package: from bytecode, not by compiling their sources again each time (several CPU-seconds per
 # process). The venv is compiled when installed; this tree's own modules are cached by Python on first import,
 # which an inherited PYTHONDONTWRITEBYTECODE would forbid.
 unexport PYTHONDONTWRITEBYTECODE
-export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 BENCHES := planner planning source parse quality landing windows ingest formats cc_decode fleet lakehouse paths
 

@@ -21,7 +21,11 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 OBJECT_STORE_SCHEMES = ("s3", "s3a")
@@ -95,7 +99,7 @@ class Storage:
         """For delta-rs' ``storage_options=`` (None on a local disk: delta-rs' defaults)."""
         return None if self.local else dict(self.options)
 
-    def delta_table(self, path: str):
+    def delta_table(self, path: str) -> DeltaTable:
         """delta-rs' ``DeltaTable`` at ``path`` (under the root) with these options."""
         from deltalake import DeltaTable
 

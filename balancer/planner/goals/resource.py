@@ -49,6 +49,10 @@ MIN_GAIN_SHARE = 0.005
 MOVE_OVERHEAD_SCALE = 4.0
 
 
+# A goal's upper and lower limits and its dimension's capacities, per broker, as Python floats.
+Scalars = tuple[list[float], list[float], list[float]]
+
+
 class ResourceGoal(Goal):
     """Keeps each broker's utilization of one dimension within [lower, upper] limits.
 
@@ -106,9 +110,9 @@ class ResourceGoal(Goal):
     refills = False  # a shed a floor binds goes on by pairs (search.refill)
 
     def __init__(self) -> None:
-        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
-        # The same limits and the dimension's capacities as Python lists, for the per-move checks.
-        self._scalars: tuple[int, list[float], list[float], list[float]] | None = None
+        # For the model whose id is first: its limits (upper, lower), and the same limits with the
+        # dimension's capacities as lists of Python floats (``scalar_limits``).
+        self._cache: tuple[int, np.ndarray, np.ndarray, Scalars] | None = None
         self._trigger_cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._ceiling: tuple[np.ndarray, np.ndarray] | None = None
         self._idle_memo: tuple[int, bool] | None = None
@@ -122,27 +126,27 @@ class ResourceGoal(Goal):
 
     def reset(self) -> None:
         self._cache = None
-        self._scalars = None
         self._trigger_cache = None
         self._ceiling = None
         self._idle_memo = None
 
-    def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+    def _limits_of(self, model: ClusterModel) -> tuple[int, np.ndarray, np.ndarray, Scalars]:
         # Totals per dimension never change under moves, so limits are fixed for a model.
-        if self._cache is None or self._cache[0] != id(model):
+        cache = self._cache
+        if cache is None or cache[0] != id(model):
             upper, lower = self.compute_limits(model)
-            self._cache = (id(model), upper, lower)
-        return self._cache[1], self._cache[2]
+            scalars = (upper.tolist(), lower.tolist(), model.cap[:, self.dim].tolist())
+            cache = self._cache = (id(model), upper, lower, scalars)
+        return cache
 
-    def scalar_limits(self, model: ClusterModel) -> tuple[list[float], list[float], list[float]]:
+    def limits(self, model: ClusterModel) -> tuple[np.ndarray, np.ndarray]:
+        _, upper, lower, _ = self._limits_of(model)
+        return upper, lower
+
+    def scalar_limits(self, model: ClusterModel) -> Scalars:
         """``limits`` and the dimension's capacities as lists of Python floats: the same IEEE values as
-        numpy's, read per move at a fraction of the cost of ``ndarray.item`` (``term``, ``accept``)."""
-        scalars = self._scalars
-        if scalars is None or scalars[0] != id(model):
-            upper, lower = self.limits(model)
-            scalars = (id(model), upper.tolist(), lower.tolist(), model.cap[:, self.dim].tolist())
-            self._scalars = scalars
-        return scalars[1], scalars[2], scalars[3]
+        numpy's, read per move at a fraction of the cost of ``ndarray.item`` (the per-move checks)."""
+        return self._limits_of(model)[3]
 
     def load_ceiling(self, model: ClusterModel) -> np.ndarray:
         """Per broker, the most it may carry on this goal's dimension: ``(upper + EPS) * cap``

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -46,10 +47,12 @@ class DeltaSparkBackend:
         start thus costs one SQL statement per table it creates and none for the tables it finds."""
         path, columns = self._path(table), table_ddl()[table]
         listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-        if not self.storage.is_delta_table(path):
+        try:
+            current = self.storage.delta_table(path).metadata().configuration
+        except TableNotFoundError:
             ddl = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING DELTA"
             self.spark.sql(ddl + (f" TBLPROPERTIES ({listed})" if properties else ""))
-        current = self.storage.delta_table(path).metadata().configuration
+            current = self.storage.delta_table(path).metadata().configuration
         if any(current.get(key) != value for key, value in properties.items()):
             self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({listed})")
 
