@@ -17,14 +17,13 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.schema import Field
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancer.spark.lakehouse.engine import DeltaEngine, Filter, Route, RoutedAppend, Summarizer
 from balancer.spark.lakehouse.parquet import conform, file_reader, write_files, write_routed
-from balancer.spark.lakehouse.tables import arrow_schema, spark_schema
+from balancer.spark.lakehouse.tables import arrow_schema, create_table, spark_schema
 from balancer.storage import Storage
 
 # Frames Spark estimates at or under this are collected to the driver (see ``DeltaRsBackend.append``).
@@ -63,22 +62,7 @@ class DeltaRsBackend:
         return self.spark.createDataFrame([], spark_schema(table))
 
     def create(self, table: str, properties: Mapping[str, str]) -> None:
-        delta = DeltaTable.create(
-            self._path(table),
-            schema=arrow_schema(table),
-            mode="ignore",
-            name=table,
-            configuration=dict(properties),
-            storage_options=self.storage.delta_options(),
-        )
-        current = delta.metadata().configuration
-        if any(current.get(key) != value for key, value in properties.items()):
-            delta.alter.set_table_properties(dict(properties))
-        # Columns the DDL gained since the table was created (nullable): older rows read null.
-        have = set(delta.schema().to_arrow().names)
-        added = [Field.from_arrow(f) for f in arrow_schema(table) if f.name not in have]
-        if added:
-            delta.alter.add_columns(added)
+        create_table(self.storage, table, properties)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         return self._delta(table).transaction_version(app_id)

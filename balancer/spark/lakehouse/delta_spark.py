@@ -9,13 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from balancer.spark.lakehouse.engine import ROUTE_COLUMN, DeltaEngine, Filter, Route, RoutedAppend, Summarizer
 from balancer.spark.lakehouse.parquet import summarize_frame
-from balancer.spark.lakehouse.tables import spark_schema, table_ddl
+from balancer.spark.lakehouse.tables import create_table, spark_schema
 from balancer.storage import Storage
 
 _COMPARE = {
@@ -42,19 +41,9 @@ class DeltaSparkBackend:
         return self.storage.join(table)
 
     def create(self, table: str, properties: Mapping[str, str]) -> None:
-        """A missing table is created by Delta's SQL with ``properties``; an existing one is only read
-        (its log's metadata, by delta-rs: no Spark job) and altered when a property differs. A job's
-        start thus costs one SQL statement per table it creates and none for the tables it finds."""
-        path, columns = self._path(table), table_ddl()[table]
-        listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-        try:
-            current = self.storage.delta_table(path).metadata().configuration
-        except TableNotFoundError:
-            ddl = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING DELTA"
-            self.spark.sql(ddl + (f" TBLPROPERTIES ({listed})" if properties else ""))
-            current = self.storage.delta_table(path).metadata().configuration
-        if any(current.get(key) != value for key, value in properties.items()):
-            self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({listed})")
+        """By delta-rs (``tables.create_table``), as for the other engine; Delta's jar reads and writes the
+        table from then on."""
+        create_table(self.storage, table, properties)
 
     def committed_version(self, table: str, app_id: str) -> int | None:
         """The app's transaction as the table's log records it (the ``txn`` action each write's

@@ -4,13 +4,18 @@ without a JVM so that Python workers (``applyInPandas``, ``mapInArrow``) have th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from balancer.resources import sql_files
+
+if TYPE_CHECKING:
+    from balancer.storage import Storage
 
 _COLUMNS = re.compile(r"CREATE TABLE IF NOT EXISTS\s+(\w+)\s*\((.*)\)\s*USING DELTA", re.S | re.I)
 
@@ -66,3 +71,29 @@ def spark_schema(table: str) -> T.StructType:
 
 def arrow_schema(table: str) -> pa.Schema:
     return to_arrow_schema(spark_schema(table), timestamp_utc=True)
+
+
+def create_table(storage: Storage, table: str, properties: Mapping[str, str]) -> None:
+    """Create ``table`` under ``storage``'s root if missing, with its DDL's columns and ``properties``; give
+    an existing one the properties that differ and the DDL's columns it lacks (nullable: older rows read
+    null). Both engines create their tables here, with delta-rs: one commit each, no Spark job. Spark's
+    CREATE TABLE on a new object-store root cost seconds per table (S3A round trips and a cold JVM), and
+    its tables are the same Delta protocol; the writes that follow are each engine's own."""
+    from deltalake import DeltaTable
+    from deltalake.schema import Field
+
+    delta = DeltaTable.create(
+        storage.join(table),
+        schema=arrow_schema(table),
+        mode="ignore",
+        name=table,
+        configuration=dict(properties),
+        storage_options=storage.delta_options(),
+    )
+    current = delta.metadata().configuration
+    if any(current.get(key) != value for key, value in properties.items()):
+        delta.alter.set_table_properties(dict(properties))
+    have = set(delta.schema().to_arrow().names)
+    added = [Field.from_arrow(f) for f in arrow_schema(table) if f.name not in have]
+    if added:
+        delta.alter.add_columns(added)
