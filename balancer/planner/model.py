@@ -436,7 +436,7 @@ class ClusterModel:
         self.log: list[Move] = []  # every move applied, in order (for undo)
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
-        self._delta_memo: tuple[int, Move, np.ndarray] | None = None
+        self._delta_memo: tuple[int, Move, np.ndarray, list[float]] | None = None
         self._room_memo: dict[int, np.ndarray] = {}
         self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
@@ -641,9 +641,13 @@ class ClusterModel:
 
     def contrib(self, p: int, b: int) -> np.ndarray:
         """What partition ``p``'s replica on broker ``b`` adds to b's load, per dimension."""
+        return np.array(self._contrib_items(p, b))
+
+    def _contrib_items(self, p: int, b: int) -> list[float]:
+        """``contrib`` as Python floats (the same values)."""
         led = 1.0 if self.leader.item(p) == b else 0.0
         bi = self.bytes_in.item(p)
-        return np.array([bi, self.leader_out.item(p) * led, self.size.item(p), bi * led, 1.0, led])
+        return [bi, self.leader_out.item(p) * led, self.size.item(p), bi * led, 1.0, led]
 
     def contrib_matrix(self, ps: np.ndarray, b: int | np.ndarray) -> np.ndarray:
         """``contrib`` for many partitions on one broker, or each on its own (``b`` an array like
@@ -659,9 +663,6 @@ class ClusterModel:
         bi = self.bytes_in[ps]
         return [bi, self.leader_out[ps] * led, self.size[ps], bi * led, np.ones(len(ps)), led]
 
-    def leadership_vec(self, p: int) -> np.ndarray:
-        return np.array([0.0, self.leader_out[p], 0.0, self.bytes_in[p], 0.0, 1.0])
-
     def delta(self, move: Move) -> np.ndarray:
         """Load that ``move`` takes from ``src`` and gives to ``dst`` (negative: the other way).
 
@@ -669,17 +670,32 @@ class ClusterModel:
         goal's ``accept`` asks for the same move's delta in turn.
         """
         memo = self._delta_memo
-        if memo is not None and memo[0] == self._version and memo[1] == move:
-            return memo[2]
+        if memo is None or memo[0] != self._version or memo[1] != move:
+            memo = self._remember_delta(move)
+        return memo[2]
+
+    def delta_items(self, move: Move) -> list[float]:
+        """``delta`` as Python floats (the same values): the per-move checks read one dimension at a
+        time, and a list's item costs a fraction of ``ndarray.item``. Remembered as ``delta`` is."""
+        memo = self._delta_memo
+        if memo is None or memo[0] != self._version or memo[1] != move:
+            memo = self._remember_delta(move)
+        return memo[3]
+
+    def _remember_delta(self, move: Move) -> tuple[int, Move, np.ndarray, list[float]]:
         if move.kind == LEADERSHIP:
-            vec = self.leadership_vec(move.p)
+            p = move.p
+            items = [0.0, self.leader_out.item(p), 0.0, self.bytes_in.item(p), 0.0, 1.0]
         else:
-            vec = self.contrib(move.p, move.src)
+            items = self._contrib_items(move.p, move.src)
             if move.kind == SWAP:
-                vec = vec - self.contrib(move.q, move.dst)
+                # Python's float subtraction: numpy's, element by element.
+                back = self._contrib_items(move.q, move.dst)
+                items = [x - y for x, y in zip(items, back, strict=True)]
+        vec = np.array(items)
         vec.flags.writeable = False
-        self._delta_memo = (self._version, move, vec)
-        return vec
+        memo = self._delta_memo = (self._version, move, vec, items)
+        return memo
 
     def holds(self, p: int, b: int) -> bool:
         return b in self.replicas[p].tolist()
@@ -755,6 +771,7 @@ class ClusterModel:
             changes.append((move.q, move.dst, move.src))
         total = self.bytes_moved
         counts: dict[int, int] = {}
+        moves = self.broker_moves
         for p, src, dst in changes:
             old = set(self.orig_replicas[p].tolist())
             old.discard(-1)
@@ -767,7 +784,7 @@ class ClusterModel:
                 removed, added = old - new, new - old
                 total += sign * len(added) * size
                 for b in removed | added:
-                    counts[b] = counts.get(b, int(self.broker_moves[b])) + sign
+                    counts[b] = (counts[b] if b in counts else moves.item(b)) + sign
         return total, counts
 
     def allowed(self, move: Move) -> bool:
@@ -824,7 +841,8 @@ class ClusterModel:
 
     # ---- racks -------------------------------------------------------------------------
     def rack_target(self, p: int) -> int:
-        return min(int(self.rf[p]), self.n_live_racks)
+        rf: int = self.rf.item(p)
+        return min(rf, self.n_live_racks)
 
     def racks_kept(self, p: int, src: int, dst: int) -> tuple[int, int]:
         """(the racks ``p``'s replicas span, the racks they span once its replica on ``src`` is on

@@ -85,16 +85,17 @@ class DistributionGoal(ResourceGoal):
 
     def idle(self, model: ClusterModel) -> bool:
         """The cluster's utilization of this resource is under ``low_utilization``."""
-        if self.low_utilization <= 0:
-            return False
         memo = self._idle_memo
         if memo is None or memo[0] != id(model):
             # Moves leave the cluster's total load as it is: decided once per model.
-            memo = self._idle_memo = (id(model), model.cluster_util(self.dim) < self.low_utilization)
+            idle = self.low_utilization > 0 and model.cluster_util(self.dim) < self.low_utilization
+            memo = self._idle_memo = (id(model), idle)
         return memo[1]
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
-        return self.idle(model) or super().accept(move, model)
+        memo = self._idle_memo  # ``idle``'s, read here without the call: asked per move
+        idle = memo[1] if memo is not None and memo[0] == id(model) else self.idle(model)
+        return idle or super().accept(move, model)
 
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         if self.idle(model):

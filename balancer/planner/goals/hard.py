@@ -69,6 +69,9 @@ class RackAwareGoal(Goal):
         return float(len(model.rack_violations()))
 
     def _ok(self, model: ClusterModel, p: int, src: int, dst: int) -> bool:
+        rack = model.rack_of
+        if rack[src] == rack[dst]:
+            return True  # the replica stays in its rack: the partition spans the racks it did
         before, after = model.racks_kept(p, src, dst)
         return after >= min(before, model.rack_target(p))
 

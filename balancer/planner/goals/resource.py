@@ -146,6 +146,9 @@ class ResourceGoal(Goal):
     def scalar_limits(self, model: ClusterModel) -> Scalars:
         """``limits`` and the dimension's capacities as lists of Python floats: the same IEEE values as
         numpy's, read per move at a fraction of the cost of ``ndarray.item`` (the per-move checks)."""
+        cache = self._cache
+        if cache is not None and cache[0] == id(model):  # ``_limits_of``'s check, asked per move
+            return cache[3]
         return self._limits_of(model)[3]
 
     def load_ceiling(self, model: ClusterModel) -> np.ndarray:
@@ -171,8 +174,7 @@ class ResourceGoal(Goal):
         upper, lower, cap = self.scalar_limits(model)
         # Python floats: the same IEEE arithmetic as numpy's scalars, at a fraction of the cost per
         # call (this and ``accept`` run for every move the search tries).
-        u = load / cap[b]
-        return float(max(u - upper[b], 0.0) + max(lower[b] - u, 0.0))
+        return float(_outside(load / cap[b], upper[b], lower[b]))
 
     margin = 0.0  # utilization a move must keep clear of the limits (see held_clear)
 
@@ -185,19 +187,21 @@ class ResourceGoal(Goal):
 
     def accept(self, move: Move, model: ClusterModel) -> bool:
         dim = self.dim
-        d = model.delta(move).item(dim)
+        d = model.delta_items(move)[dim]
         if d == 0:
             return True
-        upper, lower, cap = self.scalar_limits(model)
+        cache = self._cache  # ``scalar_limits``, read without the call: asked per move and goal
+        upper, lower, cap = (
+            cache[3] if cache is not None and cache[0] == id(model) else self.scalar_limits(model)
+        )
         gain, lose = (move.dst, move.src) if d > 0 else (move.src, move.dst)
         d = abs(d)
         load = model.load
         top = upper[gain]
         tol = EPS * max(1.0, abs(top)) - self.margin
-        return bool(
-            (load.item(gain, dim) + d) / cap[gain] <= top + tol
-            and (load.item(lose, dim) - d) / cap[lose] >= lower[lose] - tol
-        )
+        gained: float = (load.item(gain, dim) + d) / cap[gain]
+        kept: float = (load.item(lose, dim) - d) / cap[lose]
+        return gained <= top + tol and kept >= lower[lose] - tol  # Python floats: bools already
 
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """``accept`` for many moves at once, each from the model as it is: move i takes ``d[i]`` of
@@ -216,13 +220,16 @@ class ResourceGoal(Goal):
         return accepted
 
     def improves(self, move: Move, model: ClusterModel) -> bool:
-        d = model.delta(move).item(self.dim)
+        d = model.delta_items(move)[self.dim]
         if d == 0:
             return False
         s, t = move.src, move.dst
         ls, lt = model.load.item(s, self.dim), model.load.item(t, self.dim)
-        before = self.term(model, s, ls) + self.term(model, t, lt)
-        after = self.term(model, s, ls - d) + self.term(model, t, lt + d)
+        # ``term`` of both brokers before and after, the limits read once.
+        upper, lower, cap = self.scalar_limits(model)
+        up_s, lo_s, cap_s, up_t, lo_t, cap_t = upper[s], lower[s], cap[s], upper[t], lower[t], cap[t]
+        before = _outside(ls / cap_s, up_s, lo_s) + _outside(lt / cap_t, up_t, lo_t)
+        after = _outside((ls - d) / cap_s, up_s, lo_s) + _outside((lt + d) / cap_t, up_t, lo_t)
         return bool(before - after >= self.min_gain(model, before))
 
     def slack(self, model: ClusterModel) -> float:
@@ -258,9 +265,9 @@ class ResourceGoal(Goal):
         """``move`` pushes no broker past the guard ceiling on a guarded dimension (see ``wants``)."""
         if not self.guards:
             return True
-        vec = model.delta(move)
+        vec = model.delta_items(move)
         for g in self.guards:
-            v = vec.item(g)
+            v = vec[g]
             if v == 0:
                 continue
             gain = move.dst if v > 0 else move.src
@@ -354,7 +361,7 @@ class ResourceGoal(Goal):
     def fits(self, move: Move, model: ClusterModel) -> bool:
         """The receiving broker stays within this goal's upper limit."""
         upper, _, cap = self.scalar_limits(model)
-        d = model.delta(move).item(self.dim)
+        d = model.delta_items(move)[self.dim]
         b = move.dst if d > 0 else move.src
         return bool((model.load.item(b, self.dim) + abs(d)) / cap[b] <= upper[b] + EPS)
 
@@ -374,6 +381,11 @@ def disk_line(model: ClusterModel, options: PlannerOptions) -> float:
     if "disk_distribution" not in names or util < options.low_utilization_of("disk"):
         return float("inf")
     return util * (1.0 + BALANCE_MARGIN * (options.disk_threshold - 1.0))
+
+
+def _outside(u: float, upper: float, lower: float) -> float:
+    """How far utilization ``u`` lies outside [lower, upper] (``ResourceGoal.term``)."""
+    return max(u - upper, 0.0) + max(lower - u, 0.0)
 
 
 def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:

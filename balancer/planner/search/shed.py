@@ -311,10 +311,11 @@ def best_fit_out(
     d = goal.dim
     left = list(range(len(ps)))
     moved: list[Move] = []
-    buckets, reliefs = bucket.tolist(), relief.tolist()  # read one at a time below: Python's own
+    # Read one at a time below: Python's own floats (``need`` too), compared without numpy's scalars.
+    buckets, reliefs, sizes = bucket.tolist(), relief.tolist(), model.size[ps].tolist()
     below = [-b for b in buckets]  # ascending along ``ps``: what ``bisect`` searches
     while left and goal.over(model, a):
-        need = model.load[a, d] - upper[a] * model.cap[a, d]
+        need = float(model.load[a, d] - upper[a] * model.cap[a, d])
         top = buckets[left[0]]
         end = bisect_right(left, 1 - top, hi=min(BEST_FIT_WINDOW, len(left)), key=below.__getitem__)
         window = left[:end]  # those of the first BEST_FIT_WINDOW left whose bucket is >= top - 1
@@ -324,7 +325,8 @@ def best_fit_out(
             # order would copy to cover the excess (fewer moves are not worth more bytes).
             rest = ps[left]
             in_order = cover_data(model.size[rest], np.minimum(relief[left], need), need)
-            covering = [i for i in covering if model.size[ps[i]] <= (1.0 + ctx.data_slack) * in_order]
+            most = (1.0 + ctx.data_slack) * in_order
+            covering = [i for i in covering if sizes[i] <= most]
         pick = min(covering, key=lambda i: (reliefs[i], i)) if covering else window[0]
         left.remove(pick)
         mark = len(model.log)
