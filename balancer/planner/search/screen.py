@@ -114,34 +114,7 @@ def source_ok_many(a: int, vecs: np.ndarray, ctx: SearchContext) -> np.ndarray:
 def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, float]]:
     """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
     goal's ``swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
-    model = ctx.model
-    load = model.load
-    windows: dict[int, list[float]] = {}
-    for g in ctx.res_goals:
-        upper, lower, caps = g.scalar_limits(model)
-        dim = g.dim
-        tol = EPS
-        # Python floats: numpy's arithmetic, without its cost per scalar.
-        ua, ub, la, lb = upper[a], upper[b], lower[a], lower[b]
-        ca, cb, xa, xb = caps[a], caps[b], load.item(a, dim), load.item(b, dim)
-        hi = min((ub + tol) * cb - xb, xa - (la - tol) * ca)
-        lo = -min((ua + tol) * ca - xa, xb - (lb - tol) * cb)
-        w = windows.setdefault(dim, [-math.inf, math.inf])
-        w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
-    out = {}
-    for dim, (lo, hi) in windows.items():
-        widen = (
-            1e-9
-            * (
-                abs(load.item(a, dim))
-                + abs(load.item(b, dim))
-                + abs(lo if math.isfinite(lo) else 0)
-                + abs(hi if math.isfinite(hi) else 0)
-            )
-            + 1e-300
-        )
-        out[dim] = (lo - widen, hi + widen)
-    return out
+    return swap_limits(a, b, ctx)[0]
 
 
 class SwapBounds(NamedTuple):
@@ -159,27 +132,44 @@ class SwapBounds(NamedTuple):
 
 
 def swap_bounds(a: int, b: int, ctx: SearchContext) -> SwapBounds:
+    return swap_limits(a, b, ctx)[1]
+
+
+def swap_limits(a: int, b: int, ctx: SearchContext) -> tuple[dict[int, tuple[float, float]], SwapBounds]:
+    """``swap_windows`` and ``swap_bounds`` of brokers ``a`` and ``b``: the windows are the bounds'
+    inequalities solved for the transfer, so both come of one reading of each goal's limits."""
     model = ctx.model
     load = model.load
     cols = []
+    windows: dict[int, list[float]] = {}
     for g in ctx.res_goals:
         upper, lower, caps = g.scalar_limits(model)
         dim = g.dim
         tol = EPS
-        ca, cb = caps[a], caps[b]
-        cols.append(
-            (
-                dim,
-                load.item(a, dim),
-                load.item(b, dim),
-                (upper[a] + tol) * ca,
-                (upper[b] + tol) * cb,
-                (lower[a] - tol) * ca,
-                (lower[b] - tol) * cb,
+        # Python floats: numpy's arithmetic, without its cost per scalar.
+        ca, cb, xa, xb = caps[a], caps[b], load.item(a, dim), load.item(b, dim)
+        top_a, top_b = (upper[a] + tol) * ca, (upper[b] + tol) * cb
+        floor_a, floor_b = (lower[a] - tol) * ca, (lower[b] - tol) * cb
+        cols.append((dim, xa, xb, top_a, top_b, floor_a, floor_b))
+        hi = min(top_b - xb, xa - floor_a)
+        lo = -min(top_a - xa, xb - floor_b)
+        w = windows.setdefault(dim, [-math.inf, math.inf])
+        w[0], w[1] = max(w[0], min(lo, 0.0)), min(w[1], max(hi, 0.0))
+    out = {}
+    for dim, (lo, hi) in windows.items():
+        widen = (
+            1e-9
+            * (
+                abs(load.item(a, dim))
+                + abs(load.item(b, dim))
+                + abs(lo if math.isfinite(lo) else 0)
+                + abs(hi if math.isfinite(hi) else 0)
             )
+            + 1e-300
         )
+        out[dim] = (lo - widen, hi + widen)
     dims, *rest = (np.array(col) for col in zip(*cols, strict=True))
-    return SwapBounds(dims.astype(np.int64), *rest)
+    return out, SwapBounds(dims.astype(np.int64), *rest)
 
 
 def swap_screen(n: np.ndarray, bounds: SwapBounds) -> np.ndarray:

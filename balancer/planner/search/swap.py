@@ -7,7 +7,7 @@ import numpy as np
 from ..actions import Move
 from .constants import BARREN_AFTER, REPLICA_MOVE, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
 from .context import SearchContext
-from .screen import SwapBounds, swap_bounds, swap_screen, swap_windows
+from .screen import SwapBounds, swap_limits, swap_screen
 
 
 def swap_out(src: int, ctx: SearchContext) -> None:
@@ -99,8 +99,7 @@ def swap_with(
         if stale:
             room = upper[partner] * model.cap[partner, dim] - model.load[partner, dim]
             need = model.load[src, dim] - upper[src] * model.cap[src, dim]
-            windows = swap_windows(src, partner, ctx)
-            bounds = swap_bounds(src, partner, ctx)
+            windows, bounds = swap_limits(src, partner, ctx)
             stale = False
         if room <= 0:
             break
