@@ -44,9 +44,12 @@ def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
 def returns(model: ClusterModel, goals: Sequence[Goal]) -> None:
     """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most."""
     refused = Refusals()
+    moved = moved_partitions(model)
     for _ in range(PRUNE_PASSES):
-        if not return_replicas(model, goals, refused):
+        back = return_replicas(model, goals, refused, moved)
+        if not back:
             return
+        moved = after_returns(model, moved, back)
 
 
 class Refusals:
@@ -100,20 +103,27 @@ class Refusals:
         self.partition_at[p] = self.lost_at[src] = self.gained_at[dst] = self.clock
 
 
-def return_replicas(model: ClusterModel, goals: Sequence[Goal], refused: Refusals) -> bool:
-    """One pass of returns over the partitions the plan moves, the biggest first, but those
-    ``refused`` knows to be refused still. True if one returned."""
-    returned = False
-    moved = moved_partitions(model)
+def return_replicas(
+    model: ClusterModel,
+    goals: Sequence[Goal],
+    refused: Refusals,
+    moved: list[tuple[int, list[int], list[int]]],
+) -> set[int]:
+    """One pass of returns over the partitions the plan moves (``moved``, as ``moved_partitions``
+    gives them: the biggest first), but those ``refused`` knows to be refused still. The partitions
+    of which a replica returned."""
+    returned: set[int] = set()
     refused.screen(model, goals, [(p, c, a) for p, left, reached in moved for c in reached for a in left])
     for p, left, reached in moved:
         for c in reached:
             for a in left:
-                if model.holds(p, a) or refused.settled(p, c, a):
+                # ``moved`` is p's placement as this pass found it: a broker p left holds it again
+                # only after a return of p's in this pass.
+                if (p in returned and model.holds(p, a)) or refused.settled(p, c, a):
                     continue
                 if Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
                     refused.returned(p, c, a)
-                    returned = True
+                    returned.add(p)
                     break
                 refused.refuse(p, c, a)
     return returned
@@ -160,13 +170,32 @@ def moved_partitions(model: ClusterModel) -> list[tuple[int, list[int], list[int
     for p, old, new in zip(
         moved.tolist(), model.orig_replicas[moved].tolist(), model.replicas[moved].tolist()
     ):
-        was, now = set(old), set(new)
-        was.discard(-1)
-        now.discard(-1)
-        left = was - now
-        if left:
-            out.append((p, sorted(left), sorted(now - was)))
+        out.extend(_moved(p, old, new))
     return out
+
+
+def after_returns(
+    model: ClusterModel, moved: list[tuple[int, list[int], list[int]]], back: set[int]
+) -> list[tuple[int, list[int], list[int]]]:
+    """``moved`` (``moved_partitions``) once a replica of each of partitions ``back`` returned: their
+    entries read again in place (the order is by size, which no move changes), every other one as
+    it was (only returns changed the model, and none of theirs)."""
+    out = []
+    for entry in moved:
+        p = entry[0]
+        if p in back:
+            out.extend(_moved(p, model.orig_replicas[p].tolist(), model.replicas[p].tolist()))
+        else:
+            out.append(entry)
+    return out
+
+
+def _moved(p: int, old: list[int], new: list[int]) -> list[tuple[int, list[int], list[int]]]:
+    was, now = set(old), set(new)
+    was.discard(-1)
+    now.discard(-1)
+    left = was - now
+    return [(p, sorted(left), sorted(now - was))] if left else []
 
 
 def pair_ok(
