@@ -17,6 +17,7 @@ from .goals.base import Goal
 from .goals.resource import ResourceGoal
 from .model import ClusterModel
 from .search.constants import EPS, LEADERSHIP, REPLICA_MOVE
+from .search.context import Checks
 
 PRUNE_PASSES = 3  # a return frees room on the broker the replica leaves: the next pass may use it
 # Pairs tried at the most (each a few goal checks): a plan of 50,000 moves has pairs by the
@@ -30,23 +31,25 @@ def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
     work); then pairs that went opposite ways between two brokers, together (``return_pairs``), and
     the single returns those make room for; then each leadership, where its first leader still
     holds the partition."""
-    returns(model, goals)
+    checks = Checks(tuple(goals), model)
+    returns(model, goals, checks)
     if return_pairs(model, goals):
-        returns(model, goals)
+        returns(model, goals, checks)
     touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
     led = touched[model.leader[touched] != model.orig_leader[touched]]
     for p in led.tolist():
         a = int(model.orig_leader[p])
         if model.holds(p, a):
-            Goal.try_move(Move(LEADERSHIP, p, int(model.leader[p]), a), model, goals)
+            checks.try_move(Move(LEADERSHIP, p, int(model.leader[p]), a))
 
 
-def returns(model: ClusterModel, goals: Sequence[Goal]) -> None:
-    """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most."""
+def returns(model: ClusterModel, goals: Sequence[Goal], checks: Checks) -> None:
+    """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most (``checks``: the
+    goals' judge of each return)."""
     refused = Refusals()
     moved = moved_partitions(model)
     for _ in range(PRUNE_PASSES):
-        back = return_replicas(model, goals, refused, moved)
+        back = return_replicas(model, goals, checks, refused, moved)
         if not back:
             return
         moved = after_returns(model, moved, back)
@@ -106,12 +109,13 @@ class Refusals:
 def return_replicas(
     model: ClusterModel,
     goals: Sequence[Goal],
+    checks: Checks,
     refused: Refusals,
     moved: list[tuple[int, list[int], list[int]]],
 ) -> set[int]:
     """One pass of returns over the partitions the plan moves (``moved``, as ``moved_partitions``
-    gives them: the biggest first), but those ``refused`` knows to be refused still. The partitions
-    of which a replica returned."""
+    gives them: the biggest first), but those ``refused`` knows to be refused still, each judged by
+    ``checks``. The partitions of which a replica returned."""
     returned: set[int] = set()
     refused.screen(model, goals, [(p, c, a) for p, left, reached in moved for c in reached for a in left])
     for p, left, reached in moved:
@@ -121,7 +125,7 @@ def return_replicas(
                 # only after a return of p's in this pass.
                 if (p in returned and model.holds(p, a)) or refused.settled(p, c, a):
                     continue
-                if Goal.try_move(Move(REPLICA_MOVE, p, c, a), model, goals):
+                if checks.try_move(Move(REPLICA_MOVE, p, c, a)):
                     refused.returned(p, c, a)
                     returned.add(p)
                     break

@@ -33,6 +33,14 @@ class Goal:
         (prune.Refusals)."""
         return True
 
+    def bounds(self, model: ClusterModel) -> tuple[int, list[float], list[float]] | None:
+        """``accept`` as per-broker bounds on one dimension of the model's loads, where it is exactly
+        that: (the dimension, the most utilization a broker gaining load may reach, the least one
+        losing load may keep), both as Python floats. A move that changes the dimension by nothing
+        is accepted. None (the default): ``accept`` is asked move by move. Read only while the goal
+        keeps the limits it has for ``model``."""
+        return None
+
     def reset(self) -> None:
         """Forget limits cached for a model: the next sweep computes them from today's loads."""
 

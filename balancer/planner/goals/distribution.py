@@ -97,6 +97,9 @@ class DistributionGoal(ResourceGoal):
         idle = memo[1] if memo is not None and memo[0] == id(model) else self.idle(model)
         return idle or super().accept(move, model)
 
+    def bounds(self, model: ClusterModel) -> tuple[int, list[float], list[float]] | None:
+        return None if self.idle(model) else super().bounds(model)
+
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         if self.idle(model):
             return np.ones(len(d), dtype=bool)

@@ -8,6 +8,7 @@ capacity goals put a hard ceiling on each.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Self
 
@@ -202,6 +203,23 @@ class ResourceGoal(Goal):
         gained: float = (load.item(gain, dim) + d) / cap[gain]
         kept: float = (load.item(lose, dim) - d) / cap[lose]
         return gained <= top + tol and kept >= lower[lose] - tol  # Python floats: bools already
+
+    def bounds(self, model: ClusterModel) -> tuple[int, list[float], list[float]] | None:
+        # ``accept``'s tolerance is taken at the broker that gains load: a bound on the one that
+        # loses it only where that tolerance is the same at every broker. None before the limits
+        # for ``model`` are computed (they would be computed now, not when ``accept`` first asks),
+        # and where a limit is NaN (no order).
+        cache = self._cache
+        if cache is None or cache[0] != id(model):
+            return None
+        upper, lower, _ = cache[3]
+        if any(math.isnan(x) for x in upper + lower):
+            return None
+        tols = [EPS * max(1.0, abs(top)) - self.margin for top in upper]  # ``accept``'s arithmetic
+        if len(set(tols)) > 1:
+            return None
+        tol = tols[0] if tols else 0.0
+        return self.dim, [top + t for top, t in zip(upper, tols, strict=True)], [low - tol for low in lower]
 
     def accepts(self, model: ClusterModel, d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """``accept`` for many moves at once, each from the model as it is: move i takes ``d[i]`` of

@@ -128,6 +128,6 @@ def eject(q: int, b: int, a: int, ctx: SearchContext) -> bool:
         return False
     dests = dests[np.argsort(model.util(goal.dim)[dests], kind="stable")][:DEST_TRIES]
     return any(
-        goal.keeps_guards(m, model, ctx.guard_ratio) and goal.try_move(m, model, ctx.checks)
+        goal.keeps_guards(m, model, ctx.guard_ratio) and ctx.try_move(m)
         for m in (Move(REPLICA_MOVE, q, b, d) for d in dests.tolist())
     )

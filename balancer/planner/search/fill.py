@@ -82,7 +82,7 @@ def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
         move = Move(REPLICA_MOVE, int(pool_p[pick]), int(pool_src[pick]), dst)
         if not (goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio)):
             continue
-        if (ctx.rack is None or ctx.rack.accept(move, model)) and goal.try_move(move, model, ctx.checks):
+        if (ctx.rack is None or ctx.rack.accept(move, model)) and ctx.try_move(move):
             return True
         refused += 1
         if refused >= DEST_TRIES:
@@ -149,7 +149,7 @@ def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx:
             goal.fits(move, model)
             and goal.wants(move, model, ctx.guard_ratio)
             and (ctx.rack is None or ctx.rack.accept(move, model))
-            and goal.try_move(move, model, ctx.checks)
+            and ctx.try_move(move)
         ):
             misses, chunk = 0, 0
         else:

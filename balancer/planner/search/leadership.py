@@ -74,11 +74,7 @@ def shed_leaderships(a: int, ctx: SearchContext) -> None:
         followers.sort(key=lambda b: (b != preferred, util[b], b))
         for f in followers:
             move = Move(LEADERSHIP, p, a, f)
-            if (
-                goal.fits(move, model)
-                and goal.wants(move, model, ctx.guard_ratio)
-                and goal.try_move(move, model, ctx.checks)
-            ):
+            if goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
                 util = model.util(goal.dim)
                 misses, chunk = 0, 0
                 break
@@ -148,11 +144,7 @@ def chain_leadership(
         if not goal.try_move(Move(LEADERSHIP, q, f, g), model, tuple(c for c in ctx.checks if c is not goal)):
             continue
         move = Move(LEADERSHIP, p, a, f)
-        if (
-            goal.fits(move, model)
-            and goal.wants(move, model, ctx.guard_ratio)
-            and goal.try_move(move, model, ctx.checks)
-        ):
+        if goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
             return True
         model.apply(Move(LEADERSHIP, q, g, f))  # undo: the pair only counts together
     return False
@@ -256,9 +248,9 @@ def swap_leadership(a: int, ctx: SearchContext) -> None:
             after = goal.term(model, a, model.load[a, d] - net[k]) + goal.term(
                 model, f, model.load[f, d] + net[k]
             )
-            if before - after < goal.min_gain(model, before) or not goal.try_move(first, model, ctx.checks):
+            if before - after < goal.min_gain(model, before) or not ctx.try_move(first):
                 continue
-            if goal.try_move(second, model, ctx.checks):
+            if ctx.try_move(second):
                 break
             model.apply(Move(LEADERSHIP, p, f, a))  # undo the first half
 
@@ -295,11 +287,7 @@ def fill_leaderships(b: int, ctx: SearchContext) -> None:
         p = int(ps[i])
         i += 1
         move = Move(LEADERSHIP, p, int(model.leader[p]), b)
-        if (
-            goal.fits(move, model)
-            and goal.wants(move, model, ctx.guard_ratio)
-            and goal.try_move(move, model, ctx.checks)
-        ):
+        if goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
             misses, chunk = 0, 0
         else:
             misses += 1

@@ -34,7 +34,7 @@ def move_out(part: int, src: int, ctx: SearchContext, *, to_short: bool = False)
     dests = found if found is not None else masked_dests(part, src, vec, ctx, to_short=to_short)
     for dst in dests:
         move = Move(REPLICA_MOVE, part, src, dst)
-        if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+        if goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
             return True
     if goal.guards and model.leader[part] == src:
         for dst in dests:
@@ -123,9 +123,9 @@ def _after_leadership(hand: Move, move: Move, ctx: SearchContext) -> bool | None
     ``hand`` is undone when ``move`` is refused. None when ``hand`` itself is refused (the caller
     may try another), else whether the pair was made."""
     model, goal = ctx.model, ctx.goal
-    if not goal.try_move(hand, model, ctx.checks):
+    if not ctx.try_move(hand):
         return None
-    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+    if goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
         return True
     model.apply(Move(LEADERSHIP, hand.p, hand.dst, hand.src))
     return False
@@ -152,9 +152,9 @@ def move_with_handback(move: Move, ctx: SearchContext) -> bool:
     if not fits.any():
         return False
     q = int(qs[fits][np.argmin(lo_q[fits])])
-    if not goal.try_move(Move(LEADERSHIP, q, dst, a), model, ctx.checks):
+    if not ctx.try_move(Move(LEADERSHIP, q, dst, a)):
         return False
-    if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+    if goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
         return True
     model.apply(Move(LEADERSHIP, q, a, dst))  # undo: the pair only counts together
     return False

@@ -361,7 +361,7 @@ def take_back(a: int, moved: list[Move], ctx: SearchContext, *, to_average: bool
         if room <= 0:
             return
         if 0 < model.delta(back)[d] <= room and keeps_disk(back, ctx):
-            goal.try_move(back, model, ctx.checks)
+            ctx.try_move(back)
 
 
 def keeps_disk(move: Move, ctx: SearchContext) -> bool:

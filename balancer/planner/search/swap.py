@@ -124,7 +124,7 @@ def swap_with(
             if rack is not None and not rack.accept(Move(REPLICA_MOVE, int(held[pick]), partner, src), model):
                 continue
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
-            if goal.wants(move, model, ctx.guard_ratio) and goal.try_move(move, model, ctx.checks):
+            if goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
                 # Only the two swapped partitions changed: the partner holds the offer instead.
                 held[pick] = offered[offer]
                 held_cols[:, pick] = model.contrib(int(offered[offer]), partner)
