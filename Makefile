@@ -80,22 +80,25 @@ lint: setup
 # (marked `beside`: `--once` submissions, console commands): their drivers then run at nice 10 too, on the
 # CPU the Spark lane leaves, instead of lengthening it. The
 # unit tests run under SCHED_IDLE (`chrt --idle`), so the kernel gives them only the CPU the others leave
-# idle. The second and third lanes print when all are done. Two lanes of Spark tests are not run: on two
-# cores, two processes each with a Spark driver and brokers starve each other (micro-batches a minute
-# long, real-time deadlines missed). TEST_WORKERS=2 splits all the modules over two processes instead
+# idle. The second lane first dumps the class-data archive `make setup` would (jvm/cds): the short-lived
+# drivers its `beside` tests start are the ones that gain from it, and dumping it there keeps a minute of
+# work off the start of the Spark lane, the longest. The second and third lanes print when all are done.
+# Two lanes of Spark tests are not run: on two cores, two processes each with a Spark driver and brokers
+# starve each other (micro-batches a minute long, real-time deadlines missed). TEST_WORKERS=2 splits all the modules over two processes instead
 # (--dist loadfile: a module's fixtures start once) on bigger boxes.
 # Exit code 5 means pytest collected nothing: a failure only when no lane collected anything.
 TEST_WORKERS ?= 0
 IDLE := $(shell command -v chrt >/dev/null && echo chrt --idle 0 || echo nice -n 19)
 PYTEST := $(PY) -m pytest -q -ra
-test: setup
+test: $(STAMP) $(JVM_STAMP)
 ifeq ($(TEST_WORKERS),0)
 	@mkdir -p build; \
 	{ $(IDLE) sh -c '$(LINT)'; lrc=$$?; [ $$lrc -eq 0 ] && echo "lint: ruff and mypy found nothing"; \
 	  $(IDLE) $(PYTEST) -m "not integration" --basetemp=build/pytest-unit $(PYTEST_ARGS); urc=$$?; \
 	  [ $$lrc -eq 0 ] || { echo "error: lint failed (above)"; exit 1; }; exit $$urc; } >build/unit-tests.log 2>&1 & \
 	unit=$$!; \
-	nice -n 10 $(PYTEST) -m "integration and (no_spark or beside)" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS) \
+	{ nice -n 10 $(MAKE) --no-print-directory $(CDS) || exit 1; \
+	  nice -n 10 $(PYTEST) -m "integration and (no_spark or beside)" --durations=10 --basetemp=build/pytest-kafka $(PYTEST_ARGS); } \
 	  >build/kafka-tests.log 2>&1 & \
 	kafka=$$!; trap 'kill $$unit $$kafka 2>/dev/null' EXIT; \
 	$(PYTEST) -m "integration and not no_spark and not beside" --durations=20 $(PYTEST_ARGS); rc=$$?; \
@@ -105,7 +108,7 @@ ifeq ($(TEST_WORKERS),0)
 	if [ $$rc -eq 5 ] && [ $$krc -eq 5 ] && [ $$urc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; \
 	for code in $$rc $$krc $$urc; do [ $$code -eq 0 ] || [ $$code -eq 5 ] || exit 1; done
 else
-	@$(LINT)
+	@$(MAKE) --no-print-directory $(CDS) && $(LINT)
 	$(PYTEST) --durations=20 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: no tests were collected"; exit 1; fi; exit $$rc
 endif
