@@ -16,7 +16,7 @@ from balancer.planner.goals import ResourceGoal
 from balancer.planner.model import DISK, REPLICA_MOVE, SWAP
 from balancer.planner.search.constants import SWAP_PICKS
 from balancer.planner.search.move import masked_dests
-from balancer.planner.search.screen import first_dests, swap_bounds, swap_screen
+from balancer.planner.search.screen import first_dests, swap_limits, swap_screen
 from balancer.planner.search.swap import first_k, first_passing
 
 
@@ -59,7 +59,7 @@ def test_swap_screen_passes_exactly_the_swaps_every_resource_goal_accepts(seed, 
             if a == b or not swaps:
                 continue
             n = np.array([model.delta(m) for m in swaps])
-            screened = swap_screen(n, swap_bounds(a, b, ctx)).tolist()
+            screened = swap_screen(n, swap_limits(a, b, ctx)[1]).tolist()
             accepted = [all(g.accept(m, model) for g in ctx.res_goals) for m in swaps]
             assert screened == accepted, (a, b)
             verdicts += accepted
@@ -83,7 +83,7 @@ def test_first_passing_are_the_first_exchanges_the_screen_passes_in_the_swap_ord
     held_load = model.contrib_matrix(held, b)
     passing = np.flatnonzero(rng.random(len(held)) < 0.8)
     key = rng.integers(0, ties, size=len(passing)).astype(np.float64)
-    bounds = swap_bounds(a, b, ctx)
+    bounds = swap_limits(a, b, ctx)[1]
     offer_load = model.contrib(offer, a)
     ordered = passing[np.argsort(key, kind="stable")]
     whole = ordered[swap_screen(offer_load[None, :] - held_load[ordered], bounds)][:SWAP_PICKS]

@@ -1,7 +1,8 @@
 """The search the resource goals share: shed brokers over the goal's upper limit, fill those under
 its lower limit, by leadership transfers, replica moves and swaps as the goal allows.
 
-Every move goes through ``Goal.try_move``: each goal already optimized must accept it. The goal
+Every move goes through ``SearchContext.try_move`` (``Goal.try_move``'s verdicts, judged by
+``Checks``): each goal already optimized must accept it. The goal
 searching states its policy by its hooks (``ResourceGoal``); the search keeps its own state in the
 ``SearchContext`` and changes no goal.
 """

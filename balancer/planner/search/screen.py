@@ -111,12 +111,6 @@ def source_ok_many(a: int, vecs: np.ndarray, ctx: SearchContext) -> np.ndarray:
     return ok
 
 
-def swap_windows(a: int, b: int, ctx: SearchContext) -> dict[int, tuple[float, float]]:
-    """Per dimension: (lo, hi) such that a transfer n from a to b outside [lo, hi] fails some
-    goal's ``swap_screen`` (its inequalities solved for n, widened by 1e-9 relative)."""
-    return swap_limits(a, b, ctx)[0]
-
-
 class SwapBounds(NamedTuple):
     """Per optimized resource goal (one column each), the loads of a swap's two brokers ``a`` and
     ``b`` on its dimension and the bounds its ``accept`` holds them to: ``swap_screen``'s inputs,
@@ -131,13 +125,11 @@ class SwapBounds(NamedTuple):
     lower_b: np.ndarray
 
 
-def swap_bounds(a: int, b: int, ctx: SearchContext) -> SwapBounds:
-    return swap_limits(a, b, ctx)[1]
-
-
 def swap_limits(a: int, b: int, ctx: SearchContext) -> tuple[dict[int, tuple[float, float]], SwapBounds]:
-    """``swap_windows`` and ``swap_bounds`` of brokers ``a`` and ``b``: the windows are the bounds'
-    inequalities solved for the transfer, so both come of one reading of each goal's limits."""
+    """For a swap between brokers ``a`` and ``b``: per dimension, the window (lo, hi) outside which a
+    transfer n from a to b fails some goal's ``swap_screen`` (its inequalities solved for n, widened
+    by 1e-9 relative); and the ``SwapBounds`` that screen reads. Both from one reading of each
+    optimized goal's limits."""
     model = ctx.model
     load = model.load
     cols = []
