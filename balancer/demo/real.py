@@ -28,10 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from balancer.config import REPO_ROOT, Config, ConfigError, load_config
 from balancer.vocabulary import PlanStatus
+
+if TYPE_CHECKING:  # the job imports Spark, which the demo loads only once it runs
+    from balancer.spark.job import Job
 
 K = 1000  # rates in thousands of bytes/s (kB/s); capacities below in Cruise Control's KB (1024)
 # topic -> partitions as (replicas, leader first; bytes/s produced). Broker 1 holds a replica of every hot
@@ -341,15 +344,13 @@ class _Follow:
     """Waits on the job's tables (delta-rs reads on the driver: milliseconds, no Spark job) and says what
     it sees, one line a step; fails when a query failed or the demo ran out of time."""
 
-    def __init__(self, lakehouse, queries: list, say: Callable[[str], None], deadline: float):
-        self.lakehouse, self.queries, self.say, self.deadline = lakehouse, queries, say, deadline
+    def __init__(self, lakehouse, running: Job, say: Callable[[str], None], deadline: float):
+        self.lakehouse, self.running, self.say, self.deadline = lakehouse, running, say, deadline
         self.reported: set[int] = set()
 
     def until(self, condition: Callable[[], bool], what: str) -> None:
         while not condition():
-            for query in self.queries:
-                if query.exception() is not None:
-                    raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+            self.running.check()
             if time.monotonic() > self.deadline:
                 raise TimeoutError(f"the demo ran out of time waiting for {what}")
             time.sleep(1)
@@ -429,7 +430,7 @@ def run_scenario(
     traffic: Traffic | None = None
     agent: Agent | None = None
     meters: Meters | None = None
-    queries: list = []
+    running: Job | None = None
     try:
         metrics.start()
         metrics.create_topic(config.source.topic, partitions=1)
@@ -474,7 +475,7 @@ def run_scenario(
         def on_plans(rows: list[dict]) -> None:
             proposed.extend(r for r in rows if r["status"] == PlanStatus.PROPOSED)
 
-        queries = job.start(spark, config, on_plans=on_plans)
+        running = job.Job(spark, config, on_plans=on_plans)
         say(
             f"job: streaming on {config.spark.master} ({config.source.connector} connector, "
             f"{config.lakehouse.engine}), {config.windows.size.text} windows, executor.mode "
@@ -491,7 +492,7 @@ def run_scenario(
             f"Cruise Control records on '{config.source.topic}' (metrics broker {metrics.bootstrap_servers})"
         )
         follow = _Follow(
-            Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine), queries, say, deadline
+            Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine), running, say, deadline
         )
         follow.until(lambda: bool(proposed), "the job to propose a plan")
         plan = proposed[0]
@@ -567,8 +568,8 @@ def run_scenario(
             meters.stop()
         if traffic is not None:
             traffic.stop()
-        if queries:
-            job.stop_when_idle(queries, timeout_seconds=45)  # a busy box: a micro-batch takes 25-40 s
+        if running is not None:
+            job.stop_when_idle(running.queries, timeout_seconds=45)  # a busy box: a micro-batch takes 25-40 s
         for node in cluster.nodes:
             cluster.stop_node(node.node_id, kill=True)
         metrics.stop()

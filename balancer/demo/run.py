@@ -218,7 +218,7 @@ def _demo(args: argparse.Namespace, config) -> int:
             short_lived=True,
         )
         plans: queue.Queue = queue.Queue()
-        queries = job.start(spark, config, on_plans=plans.put)
+        streaming = job.Job(spark, config, on_plans=plans.put)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
         stop = threading.Event()
         clock = {"now": int((time.time() - 6 * 3600) * 1000) // TICK_MS * TICK_MS}
@@ -267,9 +267,7 @@ def _demo(args: argparse.Namespace, config) -> int:
         try:
             with console.status("streaming") as status:
                 while time.monotonic() - started < args.max_seconds and not executor.settled():
-                    for query in queries:
-                        if query.exception() is not None:
-                            raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+                    streaming.check()
                     running = executor.current is not None
                     status.update(
                         f"streaming: {len(executor.seen)} windows finalized, {len(executor.executed)} "
@@ -282,7 +280,7 @@ def _demo(args: argparse.Namespace, config) -> int:
             simulator.join(timeout=30)
             producer.flush(10)
             producer.close()  # disconnect before the broker stops, not after
-            job.stop_when_idle(queries, timeout_seconds=60)
+            job.stop_when_idle(streaming.queries, timeout_seconds=60)
         lakehouse = Lakehouse(spark, config.lakehouse.path, engine=config.lakehouse.engine)
         report.print_demo_report(console, lakehouse, executed=[p["plan_id"] for p in executor.executed])
         spark.stop()

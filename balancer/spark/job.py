@@ -141,25 +141,55 @@ START_ATTEMPTS = 3
 _SOURCE_START_MISSED = "Python worker failed to connect back"
 
 
+class Job:
+    """The job's query, started, and started again (up to ``START_ATTEMPTS`` times, a warning each time)
+    when its Python source missed its start-up deadline (above): it had read nothing, and the checkpoint
+    makes a restart exactly once. Whatever watches the query hands a failure to ``recover`` (``run``), or
+    calls ``check`` between its own steps (the demos); ``queries`` are the ones running now."""
+
+    def __init__(
+        self, spark: SparkSession, config: Config, *, once: bool = False, on_plans: PlanListener | None = None
+    ):
+        self.spark, self.config, self.once, self.on_plans = spark, config, once, on_plans
+        self.attempt = 1
+        self.queries = start(spark, config, once=once, on_plans=on_plans)
+
+    def check(self) -> None:
+        """Raise a failed query's error, or start the query again if the failure is a missed start."""
+        for query in self.queries:
+            error = query.exception()
+            if error is not None:
+                self.recover(error)
+                return
+
+    def recover(self, error: BaseException) -> None:
+        """Start the query again after ``error`` if it is a missed start with attempts left; else raise it."""
+        if self.attempt == START_ATTEMPTS or _SOURCE_START_MISSED not in str(error):
+            raise error
+        self.attempt += 1
+        log.warning(
+            "the Kafka source's Python process did not start within Spark's 10 s (the driver is short "
+            "of CPU); starting the query again (attempt %d of %d)",
+            self.attempt,
+            START_ATTEMPTS,
+        )
+        for query in self.queries:
+            if query.isActive:
+                query.stop()
+        self.spark.streams.resetTerminated()
+        self.queries = start(self.spark, self.config, once=self.once, on_plans=self.on_plans)
+
+
 def run(spark: SparkSession, config: Config, *, once: bool = False) -> None:
-    """Start the job's query and wait for it: until the topic is drained (``once``) or for ever. A query
-    whose Python source missed its start-up deadline (above) is started again, up to ``START_ATTEMPTS``
-    times, with a warning: it had read nothing, and the checkpoint makes a restart exactly once."""
-    for attempt in range(1, START_ATTEMPTS + 1):
-        queries = start(spark, config, once=once)
+    """Start the job's query and wait for it: until the topic is drained (``once``) or for ever; a missed
+    start of its Python source starts it again (``Job``)."""
+    running = Job(spark, config, once=once)
+    while True:
         try:
-            (run_until_idle if once else await_all)(spark, queries)
+            (run_until_idle if once else await_all)(spark, running.queries)
             return
         except Exception as error:  # a StreamingQueryException, or the py4j error around it
-            if attempt == START_ATTEMPTS or _SOURCE_START_MISSED not in str(error):
-                raise
-            log.warning(
-                "the Kafka source's Python process did not start within Spark's 10 s (the driver is short "
-                "of CPU); starting the query again (attempt %d of %d)",
-                attempt + 1,
-                START_ATTEMPTS,
-            )
-            spark.streams.resetTerminated()
+            running.recover(error)
 
 
 def _idle(query: StreamingQuery) -> bool:
