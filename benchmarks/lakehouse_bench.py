@@ -4,6 +4,7 @@ branch beside the baseline's way, in one run.
     make bench-lakehouse                                   # 90 days of hourly windows
     .venv/bin/python benchmarks/lakehouse_bench.py --window-minutes 5   # the job's default: 12x the files
     .venv/bin/python benchmarks/lakehouse_bench.py --days 10 --measure 1,5,10   # a quick look
+    .venv/bin/python benchmarks/lakehouse_bench.py --engine delta-spark   # the cluster path's reads
 
 Two lakehouses get the same history, window by window, as the job writes it: per window
 (``--window-minutes``, default 60 so that 90 days are built in minutes on two shared cores; the job's
@@ -241,24 +242,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isr-changes", type=int, default=3, help="partitions whose ISR changes per window")
     parser.add_argument("--window-minutes", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--engine",
+        choices=("delta-rs", "delta-spark"),
+        default="delta-rs",
+        help="what reads and compacts both lakehouses (the tables are written alike either way)",
+    )
     args = parser.parse_args(argv)
     global WINDOW
     WINDOW = timedelta(minutes=args.window_minutes)
     measure = sorted({int(d) for d in args.measure.split(",") if 0 < int(d) <= args.days})
 
     from balancer.config import load_config
+    from balancer.jvm import spark_jars, spark_sets
     from balancer.spark.lakehouse import Compactor
     from balancer.spark.land.topology import TopologySlice
     from balancer.spark.session import build_session
 
-    # The job's own Spark settings (its spark.sql.shuffle.partitions included).
-    conf = {**load_config(None, []).spark.conf, "spark.ui.enabled": "false"}
+    # The job's own Spark settings (its spark.sql.shuffle.partitions included), and the engine's jars.
+    config = load_config(None, [f"lakehouse.engine={args.engine}"])
+    conf = {**config.spark.conf, "spark.ui.enabled": "false"}
+    jars = spark_jars(spark_sets(config))
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
     spark = build_session(master="local[2]", app_name="lakehouse-bench", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     tmp = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
     try:
         roots = [tmp / "baseline", tmp / "branch"]
-        houses = [Lakehouse(spark, str(r), engine="delta-rs") for r in roots]
+        houses = [Lakehouse(spark, str(r), engine=args.engine) for r in roots]
         for house in houses:
             house.create_all()
         # The job's compactor, on a simulated day's schedule: due whenever the clock says so.
@@ -272,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         per_day = int(timedelta(days=1) / WINDOW)
         print(
             f"one cluster, {args.brokers} brokers, {args.partitions} partitions (RF 3), {per_day} windows a "
-            f"day, {args.days} days; load average {os.getloadavg()[0]:.2f}",
+            f"day, {args.days} days; read and compacted by {args.engine}; load average "
+            f"{os.getloadavg()[0]:.2f}",
             flush=True,
         )
         print(
