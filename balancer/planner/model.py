@@ -440,6 +440,7 @@ class ClusterModel:
         self._room_memo: dict[int, np.ndarray] = {}
         self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
+        self._violations_memo: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rack_of: list[int] = self.rack.tolist()
         self._cold: dict[tuple[int, tuple[int, float] | None], ColdOrder] = {}  # ``coldest``
         self._on_cache: dict[int, np.ndarray] = {}  # partitions_on, per broker
@@ -863,12 +864,20 @@ class ClusterModel:
         return {rack[b] for b in self.replicas[p].tolist() if b >= 0 and b != src}
 
     def rack_violations(self) -> np.ndarray:
-        """Indices of partitions whose replicas span fewer racks than they could."""
+        """Indices of partitions whose replicas span fewer racks than they could (read-only; kept
+        until the next ``apply``: each goal's run asks before and after, and most runs move nothing
+        between one goal's ask and the next's, over every replica of the cluster)."""
         if not self.rack_aware or self.n_partitions == 0:
             return np.zeros(0, dtype=np.int64)
-        distinct = distinct_per_row(np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1))
-        target = np.minimum(self.rf, self.n_live_racks)
-        return np.nonzero(distinct < target)[0]
+        memo = self._violations_memo
+        if memo[0] != self._version:
+            distinct = distinct_per_row(
+                np.where(self.replicas >= 0, self.rack[np.maximum(self.replicas, 0)], -1)
+            )
+            found = np.nonzero(distinct < np.minimum(self.rf, self.n_live_racks))[0]
+            found.flags.writeable = False
+            memo = self._violations_memo = (self._version, found)
+        return memo[1]
 
 
 class ColdOrder:
