@@ -32,9 +32,12 @@ def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
     the single returns those make room for; then each leadership, where its first leader still
     holds the partition."""
     checks = Checks(tuple(goals), model)
-    returns(model, goals, checks)
-    if return_pairs(model, goals):
-        returns(model, goals, checks)
+    # Only returns move replicas from here on, and each step reports the partitions it moved:
+    # ``after_returns`` brings the list of moved partitions up to date without a scan of the plan.
+    moved = returns(model, goals, checks, moved_partitions(model))
+    paired = return_pairs(model, goals, moved)
+    if paired:
+        returns(model, goals, checks, after_returns(model, moved, paired))
     touched = np.fromiter(model.touched, dtype=np.int64, count=len(model.touched))
     led = touched[model.leader[touched] != model.orig_leader[touched]]
     for p in led.tolist():
@@ -43,16 +46,22 @@ def undo_needless(model: ClusterModel, goals: Sequence[Goal]) -> None:
             checks.try_move(Move(LEADERSHIP, p, int(model.leader[p]), a))
 
 
-def returns(model: ClusterModel, goals: Sequence[Goal], checks: Checks) -> None:
+def returns(
+    model: ClusterModel,
+    goals: Sequence[Goal],
+    checks: Checks,
+    moved: list[tuple[int, list[int], list[int]]],
+) -> list[tuple[int, list[int], list[int]]]:
     """``return_replicas`` until a pass returns nothing, PRUNE_PASSES at the most (``checks``: the
-    goals' judge of each return)."""
+    goals' judge of each return), over ``moved`` (``moved_partitions`` of the model as it is). The
+    partitions the plan still moves, as ``moved_partitions`` would give them after the returns."""
     refused = Refusals()
-    moved = moved_partitions(model)
     for _ in range(PRUNE_PASSES):
         back = return_replicas(model, goals, checks, refused, moved)
         if not back:
-            return
+            break
         moved = after_returns(model, moved, back)
+    return moved
 
 
 class Refusals:
@@ -133,17 +142,21 @@ def return_replicas(
     return returned
 
 
-def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
+def return_pairs(
+    model: ClusterModel, goals: Sequence[Goal], moved: list[tuple[int, list[int], list[int]]]
+) -> set[int]:
     """Two replicas the plan moved opposite ways between the same two brokers (a swap, or two moves)
     go back together where every goal takes the pair (``pair_ok``): each alone may unbalance what
-    both together do not. The biggest first. True if a pair returned."""
+    both together do not. The biggest first, from ``moved`` (``moved_partitions`` of the model as it
+    is). The partitions of which a replica returned."""
     ways: dict[tuple[int, int], list[int]] = {}
-    for p, left, reached in moved_partitions(model):
+    for p, left, reached in moved:
         if len(left) == 1 and len(reached) == 1:
             ways.setdefault((left[0], reached[0]), []).append(p)
     resource = [g for g in goals if isinstance(g, ResourceGoal) and not g.idle(model)]
     structural = [g for g in goals if not isinstance(g, ResourceGoal)]
-    returned, tries = False, 0
+    returned: set[int] = set()
+    tries = 0
     for (a, c), ps in ways.items():
         qs = ways.get((c, a), [])
         if a > c or not qs:
@@ -158,7 +171,7 @@ def return_pairs(model: ClusterModel, goals: Sequence[Goal]) -> bool:
                 if pair_ok(
                     Move(REPLICA_MOVE, p, c, a), Move(REPLICA_MOVE, q, a, c), model, resource, structural
                 ):
-                    returned = True
+                    returned.update((p, q))
                     break
     return returned
 
