@@ -170,11 +170,13 @@ def fill_pool(avg: float, ctx: SearchContext, *, data_first: bool) -> tuple[np.n
     model, goal = ctx.model, ctx.goal
     util = model.util(goal.dim)
     flat = model.replicas.ravel()
-    ps = np.repeat(np.arange(model.n_partitions), model.replicas.shape[1])
-    ok = flat >= 0
-    ps, bs = ps[ok], flat[ok]
-    hot = (util[bs] > avg) & model.movable[ps]
-    ps, bs = ps[hot], bs[hot]
+    # Per broker above average, and False for an empty slot (-1 reads the last entry): the replica
+    # slots on hot brokers in one gather, in row order, before any column is read for them.
+    hot = np.append(util > avg, False)[flat]
+    slots = np.flatnonzero(hot)
+    ps, bs = slots // model.replicas.shape[1], flat[slots]
+    keep = model.movable[ps]
+    ps, bs = ps[keep], bs[keep]
     relief = goal.relief(model, ps, bs)
     keep = relief > 0
     ps, bs, relief = ps[keep], bs[keep], relief[keep]
