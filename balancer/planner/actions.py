@@ -40,13 +40,12 @@ class Action:
     bytes_to_move: int
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per field
-        where = f"Action({self.topic!r}, {self.partition!r})"
         if self.kind not in KINDS:
-            raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+            raise ValueError(f"{self._where}: kind must be one of {KINDS}, got {self.kind!r}")
         if not isinstance(self.topic, str) or not self.topic:
-            raise ValueError(f"{where}: topic must be a non-empty string")
+            raise ValueError(f"{self._where}: topic must be a non-empty string")
         if isinstance(self.partition, bool) or not isinstance(self.partition, int) or self.partition < 0:
-            raise ValueError(f"{where}: partition must be an int >= 0")
+            raise ValueError(f"{self._where}: partition must be an int >= 0")
         for name in ("old_replicas", "new_replicas"):
             value = getattr(self, name)
             if (
@@ -55,21 +54,25 @@ class Action:
                 or not all(isinstance(b, int) and not isinstance(b, bool) for b in value)
             ):
                 raise ValueError(
-                    f"{where}: {name} must be a non-empty tuple of int broker ids, got {value!r}"
+                    f"{self._where}: {name} must be a non-empty tuple of int broker ids, got {value!r}"
                 )
             if len(set(value)) != len(value):
-                raise ValueError(f"{where}: {name} has a duplicate broker: {value!r}")
+                raise ValueError(f"{self._where}: {name} has a duplicate broker: {value!r}")
         if len(self.old_replicas) != len(self.new_replicas):
             raise ValueError(
-                f"{where}: replication factor changed {self.old_replicas} -> {self.new_replicas}"
+                f"{self._where}: replication factor changed {self.old_replicas} -> {self.new_replicas}"
             )
         if self.old_leader not in self.old_replicas:
-            raise ValueError(f"{where}: old_leader {self.old_leader} not in old_replicas {self.old_replicas}")
+            raise ValueError(
+                f"{self._where}: old_leader {self.old_leader} not in old_replicas {self.old_replicas}"
+            )
         if self.new_leader not in self.new_replicas:
-            raise ValueError(f"{where}: new_leader {self.new_leader} not in new_replicas {self.new_replicas}")
+            raise ValueError(
+                f"{self._where}: new_leader {self.new_leader} not in new_replicas {self.new_replicas}"
+            )
         if self.new_replicas[0] != self.new_leader:
             raise ValueError(
-                f"{where}: new_replicas[0] must be the intended leader {self.new_leader}, "
+                f"{self._where}: new_replicas[0] must be the intended leader {self.new_leader}, "
                 f"got {self.new_replicas}"
             )
         if (
@@ -77,23 +80,29 @@ class Action:
             or not isinstance(self.bytes_to_move, int)
             or self.bytes_to_move < 0
         ):
-            raise ValueError(f"{where}: bytes_to_move must be an int >= 0, got {self.bytes_to_move!r}")
+            raise ValueError(f"{self._where}: bytes_to_move must be an int >= 0, got {self.bytes_to_move!r}")
         same_set = set(self.old_replicas) == set(self.new_replicas)
         if self.kind == ActionKind.LEADERSHIP:
             if not same_set:
                 raise ValueError(
-                    f"{where}: a leadership transfer keeps the replica set, "
+                    f"{self._where}: a leadership transfer keeps the replica set, "
                     f"got {self.old_replicas} -> {self.new_replicas}"
                 )
             if self.old_leader == self.new_leader:
-                raise ValueError(f"{where}: a leadership transfer changes the leader")
+                raise ValueError(f"{self._where}: a leadership transfer changes the leader")
             if self.bytes_to_move:
-                raise ValueError(f"{where}: a leadership transfer moves no data")
+                raise ValueError(f"{self._where}: a leadership transfer moves no data")
         elif same_set:
             raise ValueError(
-                f"{where}: a {self.kind} changes the replica set, "
+                f"{self._where}: a {self.kind} changes the replica set, "
                 f"got {self.old_replicas} -> {self.new_replicas}"
             )
+
+    @property
+    def _where(self) -> str:
+        """The action named in an error message (worked out only when one is raised: a plan may
+        hold a million actions)."""
+        return f"Action({self.topic!r}, {self.partition!r})"
 
     @property
     def moved_replicas(self) -> int:
