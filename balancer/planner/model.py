@@ -435,7 +435,7 @@ class ClusterModel:
         self.log: list[Move] = []  # every move applied, in order (for undo)
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
-        self._delta_memo: tuple[int, Move, np.ndarray, list[float]] | None = None
+        self._delta_memo: tuple[int, Move, np.ndarray | None, list[float]] | None = None
         self._room_memo: dict[int, np.ndarray] = {}
         self._bound_memo: dict[int, float] = {}
         self._cluster_util_memo: tuple[int, dict[int, float]] = (-1, {})
@@ -667,12 +667,18 @@ class ClusterModel:
         """Load that ``move`` takes from ``src`` and gives to ``dst`` (negative: the other way).
 
         Read-only, and remembered for the last move until the next ``apply``: every optimized
-        goal's ``accept`` asks for the same move's delta in turn.
+        goal's ``accept`` asks for the same move's delta in turn. Made from ``delta_items`` only when
+        asked for: most moves the checks judge are refused, and the checks read the items.
         """
         memo = self._delta_memo
         if memo is None or memo[0] != self._version or memo[1] != move:
             memo = self._remember_delta(move)
-        return memo[2]
+        vec = memo[2]
+        if vec is None:
+            vec = np.array(memo[3])
+            vec.flags.writeable = False
+            self._delta_memo = (memo[0], memo[1], vec, memo[3])
+        return vec
 
     def delta_items(self, move: Move) -> list[float]:
         """``delta`` as Python floats (the same values): the per-move checks read one dimension at a
@@ -682,7 +688,7 @@ class ClusterModel:
             memo = self._remember_delta(move)
         return memo[3]
 
-    def _remember_delta(self, move: Move) -> tuple[int, Move, np.ndarray, list[float]]:
+    def _remember_delta(self, move: Move) -> tuple[int, Move, np.ndarray | None, list[float]]:
         if move.kind == LEADERSHIP:
             p = move.p
             items = [0.0, self.leader_out.item(p), 0.0, self.bytes_in.item(p), 0.0, 1.0]
@@ -692,9 +698,7 @@ class ClusterModel:
                 # Python's float subtraction: numpy's, element by element.
                 back = self._contrib_items(move.q, move.dst)
                 items = [x - y for x, y in zip(items, back, strict=True)]
-        vec = np.array(items)
-        vec.flags.writeable = False
-        memo = self._delta_memo = (self._version, move, vec, items)
+        memo = self._delta_memo = (self._version, move, None, items)
         return memo
 
     def holds(self, p: int, b: int) -> bool:
