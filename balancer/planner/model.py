@@ -740,7 +740,10 @@ class ClusterModel:
         asks for nearly every broker, and one stable sort of the replica slots by broker costs
         about as much as a few scans of them (each broker's slots, hence rows, come out ascending)."""
         flat = self.replicas.ravel()
-        rows = np.argsort(flat, kind="stable") // self.replicas.shape[1]
+        # Broker indices (and -1) fit the smallest signed type holding -n_brokers, and numpy's stable
+        # sort of such small integers is a radix sort: the same order, at a fraction of the cost.
+        small = flat.astype(np.min_scalar_type(-self.n_brokers))
+        rows = np.argsort(small, kind="stable") // self.replicas.shape[1]
         counts = np.bincount(flat[flat >= 0], minlength=self.n_brokers).tolist()
         start = len(flat) - sum(counts)  # the empty slots (-1) sort first
         for b, count in enumerate(counts):
