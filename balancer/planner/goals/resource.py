@@ -402,8 +402,11 @@ def disk_line(model: ClusterModel, options: PlannerOptions) -> float:
 
 
 def _outside(u: float, upper: float, lower: float) -> float:
-    """How far utilization ``u`` lies outside [lower, upper] (``ResourceGoal.term``)."""
-    return max(u - upper, 0.0) + max(lower - u, 0.0)
+    """How far utilization ``u`` lies outside [lower, upper] (``ResourceGoal.term``). Each side is
+    ``max(x, 0.0)`` written out (x unless it is below 0.0, as ``max`` picks): asked for both brokers
+    of every move the search tries, where a builtin call costs more than the comparison."""
+    above, below = u - upper, lower - u
+    return (0.0 if above < 0.0 else above) + (0.0 if below < 0.0 else below)
 
 
 def _bucketed(ratio: np.ndarray, relief: np.ndarray) -> np.ndarray:
