@@ -87,7 +87,9 @@ class Refusals:
         at = self.refused_at.get((p, src, dst))
         return (
             at is not None
-            and max(self.partition_at.get(p, 0), self.gained_at.get(src, 0), self.lost_at.get(dst, 0)) <= at
+            and self.partition_at.get(p, 0) <= at
+            and self.gained_at.get(src, 0) <= at
+            and self.lost_at.get(dst, 0) <= at
         )
 
     def refuse(self, p: int, src: int, dst: int) -> None:
