@@ -254,17 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     measure = sorted({int(d) for d in args.measure.split(",") if 0 < int(d) <= args.days})
 
     from balancer.config import load_config
-    from balancer.jvm import spark_jars, spark_sets
     from balancer.spark.lakehouse import Compactor
     from balancer.spark.land.topology import TopologySlice
-    from balancer.spark.session import build_session
+    from balancer.spark.session import build_session, connector_conf
 
     # The job's own Spark settings (its spark.sql.shuffle.partitions included), and the engine's jars.
     config = load_config(None, [f"lakehouse.engine={args.engine}"])
-    conf = {**config.spark.conf, "spark.ui.enabled": "false"}
-    jars = spark_jars(spark_sets(config))
-    if jars:
-        conf["spark.jars"] = ",".join(jars)
+    conf = connector_conf(config, {**config.spark.conf, "spark.ui.enabled": "false"})
     spark = build_session(master="local[2]", app_name="lakehouse-bench", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     tmp = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
