@@ -82,6 +82,13 @@ class PlannerOptions:
     # (planner.relaxation; clusters up to its MAX_VARIABLES), keeping the second plan where it
     # copies less data and leaves no goal worse. False: the goals' search alone.
     relax: bool = True
+    # A traffic goal's swap (an exchange of replicas between a hot broker and a partner) copies at
+    # most SWAP_DATA_CAP x the bytes its net relief takes moved plainly off that broker (at the
+    # broker's own bytes per unit of the resource). False: any exchange; the one nearest the relief
+    # wanted is made, whatever its size (two giants of one topic differ by a little traffic and
+    # copy both). None: uncapped first, then capped as well where the first plan copies more than
+    # the data slack over the least its broker levels need; ``plan`` keeps the better (as ``relax``).
+    swap_data_cap: bool | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -105,6 +112,8 @@ class PlannerOptions:
             raise bad("data_slack", "must be None or a number in [0.0, 1.0]", ds)
         if not isinstance(self.relax, bool):
             raise bad("relax", "must be a bool", self.relax)
+        if self.swap_data_cap is not None and not isinstance(self.swap_data_cap, bool):
+            raise bad("swap_data_cap", "must be None or a bool", self.swap_data_cap)
         for name in ("max_bytes_to_move", "max_moves_per_broker"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):

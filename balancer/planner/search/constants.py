@@ -58,6 +58,10 @@ BARREN_AFTER = 1  # swap searches that found nothing before a partner is passed 
 # of slack trades data for moves; 0.20 is the most that keeps such a plan within 1.25x the data bound
 # (issue 24's line), and elsewhere the slack hardly moves the data (`make bench-planner` prints both).
 DATA_SLACK = 0.20
+# A capped traffic swap (PlannerOptions.swap_data_cap) copies at most this many times the bytes a
+# plain move of the same relief copies on average off its broker: an exchange copies both replicas
+# for the difference of their traffic, and twice the plain bytes is what two halves of it would.
+SWAP_DATA_CAP = 2.0
 # A replica that relieves a broker of less than this share of its excess relieves nothing a figure
 # shows: a giant of that kind is no shed candidate, whatever the search puts first (search.cost).
 NEGLIGIBLE_RELIEF = 1e-6

@@ -57,6 +57,11 @@ class SearchContext:
         slack = self.options.data_slack
         return DATA_SLACK if slack is None else slack
 
+    @property
+    def swap_data_cap(self) -> bool:
+        """A traffic swap's data is capped (``PlannerOptions.swap_data_cap``; ``plan`` decides None)."""
+        return bool(self.options.swap_data_cap)
+
     # ---- chains: several moves judged as one (search.eject, search.leadership.hand_off) ----
     def opens(self, move: Move) -> bool:
         """A chain's first move passes every check that is not a resource limit (racks, caps...):

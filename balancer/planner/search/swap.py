@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..actions import Move
-from .constants import BARREN_AFTER, REPLICA_MOVE, SWAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
+from ..model import DISK
+from .constants import BARREN_AFTER, REPLICA_MOVE, SWAP, SWAP_DATA_CAP, SWAP_OFFERS, SWAP_PARTNERS, SWAP_PICKS
 from .context import SearchContext
 from .screen import SwapBounds, swap_limits, swap_screen
 
@@ -83,9 +84,13 @@ def swap_with(
     # Data first: a swap copies at most the data slack over the least data its relief takes (the
     # bytes moved plainly); where ``src`` sets the goal's figure, whose relief is balance, at most
     # twice that.
+    # A traffic goal's, where capped: at most SWAP_DATA_CAP x the bytes a plain move of the same
+    # relief copies off ``src`` on average (its disk per unit of the goal's resource).
     ratio = np.inf
     if goal.swaps_least_data:
         ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
+    elif ctx.swap_data_cap and model.load[src, dim] > 0:
+        ratio = SWAP_DATA_CAP * float(model.load[src, DISK]) / float(model.load[src, dim])
     held_size = model.size[held]
     # The rack goal judges each side of a swap on its own partition: an offer it refuses to the
     # partner, or a pick it refuses to ``src``, is passed over before any figure is worked out.
@@ -106,7 +111,7 @@ def swap_with(
         # Every replica on the partner against this offer, at today's loads; the exact per-goal
         # screen runs on the first of what is left.
         net_d = offered_load[offer, dim] - held_cols[dim]
-        data = (model.size[offered[offer]], held_size, ratio) if goal.swaps_least_data else None
+        data = (model.size[offered[offer]], held_size, ratio) if np.isfinite(ratio) else None
         passing = exchanges(offered_load[offer], net_d, room, data, held_cols, windows)
         if not len(passing):
             continue
