@@ -100,13 +100,15 @@ def plan(
         raise TypeError(f"options must be PlannerOptions, got {type(options).__name__}")
     started = time.perf_counter()
     goals = default_goals(options) if goals is None else goals
-    # Starts, each kept where it is better than the best so far (``_better``: less data, nothing
-    # worse): the search, then the search from the relaxation's placement within the levels the
+    # Starts: the search, then the search from the relaxation's placement within the levels the
     # search left (``relax``); with ``swap_data_cap`` None, both again with the traffic swaps capped.
     # Only where the first plan copies more than the data slack over the least its broker levels
-    # need are the others tried: elsewhere none could be kept.
+    # need are the others tried (elsewhere none could be kept). Of those better than the first
+    # (``_better``: less data, nothing worse), the least data is kept: judged all against the first,
+    # more starts never keep more data.
     caps = (False, True) if options.swap_data_cap is None else (options.swap_data_cap,)
-    best: Plan | None = None
+    first: Plan | None = None
+    kept: list[Plan] = []
     for cap in caps:
         tried = dataclasses.replace(options, swap_data_cap=cap)
         searched, final = _search(snapshot, goals, tried, started)
@@ -116,17 +118,19 @@ def plan(
             or not fits(final)
             or _near_least(snapshot, searched, final.load, goals, options)
         )
-        if best is None:
+        if first is None:
             if settled:
                 return searched
-            best = searched
-        elif _better(searched, best, options, goals):
-            best = searched
+            first = searched
+        elif _better(searched, first, options, goals):
+            kept.append(searched)
         if options.relax and not settled:
-            relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=best.bytes_to_move)
-            if relaxed is not None and _better(relaxed, best, options, goals):
-                best = relaxed
-    assert best is not None
+            beat = min(p.bytes_to_move for p in (first, *kept))
+            relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=beat)
+            if relaxed is not None and _better(relaxed, first, options, goals):
+                kept.append(relaxed)
+    assert first is not None
+    best = min(kept, key=lambda p: (p.bytes_to_move, p.replica_moves), default=first)
     return dataclasses.replace(best, seconds=time.perf_counter() - started)
 
 
