@@ -103,7 +103,8 @@ def plan(
     # Starts: the search, then the search from the relaxation's placement within the levels the
     # search left (``relax``); with ``swap_data_cap`` None, both again with the traffic swaps capped.
     # Only where the first plan copies more than the data slack over the least its broker levels
-    # need are the others tried (elsewhere none could be kept). Of those better than the first
+    # need are the others tried (elsewhere none could be kept), the capped search only where the
+    # first made a traffic swap over the cap. Of those better than the first
     # (``_better``: less data, nothing worse), the least data is kept: judged all against the first,
     # more starts never keep more data.
     caps = (False, True) if options.swap_data_cap is None else (options.swap_data_cap,)
@@ -129,6 +130,8 @@ def plan(
             relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=beat)
             if relaxed is not None and _better(relaxed, first, options, goals):
                 kept.append(relaxed)
+        if not final.wide_swaps:
+            break  # a capped search differs only where this one made a swap the cap refuses
     assert first is not None
     best = min(kept, key=lambda p: (p.bytes_to_move, p.replica_moves), default=first)
     return dataclasses.replace(best, seconds=time.perf_counter() - started)

@@ -433,6 +433,9 @@ class ClusterModel:
         self.swapped: set[int] = set()
         self.moves_applied = 0
         self.log: list[Move] = []  # every move applied, in order (for undo)
+        # Traffic swaps made that a capped search (PlannerOptions.swap_data_cap) would refuse:
+        # ``plan`` runs that search only where the first made some.
+        self.wide_swaps = 0
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
         self._delta_memo: tuple[int, Move, np.ndarray | None, list[float]] | None = None

@@ -86,11 +86,13 @@ def swap_with(
     # twice that.
     # A traffic goal's, where capped: at most SWAP_DATA_CAP x the bytes a plain move of the same
     # relief copies off ``src`` on average (its disk per unit of the goal's resource).
-    ratio = np.inf
+    ratio = wide = np.inf
     if goal.swaps_least_data:
         ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
-    elif ctx.swap_data_cap and model.load[src, dim] > 0:
-        ratio = SWAP_DATA_CAP * float(model.load[src, DISK]) / float(model.load[src, dim])
+    elif model.load[src, dim] > 0:
+        wide = SWAP_DATA_CAP * float(model.load[src, DISK]) / float(model.load[src, dim])
+        if ctx.swap_data_cap:
+            ratio = wide
     held_size = model.size[held]
     # The rack goal judges each side of a swap on its own partition: an offer it refuses to the
     # partner, or a pick it refuses to ``src``, is passed over before any figure is worked out.
@@ -130,6 +132,8 @@ def swap_with(
                 continue
             move = Move(SWAP, int(offered[offer]), src, partner, int(held[pick]))
             if goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
+                if model.size[offered[offer]] + held_size[pick] > wide * net_d[pick]:
+                    model.wide_swaps += 1
                 # Only the two swapped partitions changed: the partner holds the offer instead.
                 held[pick] = offered[offer]
                 held_cols[:, pick] = model.contrib(int(offered[offer]), partner)
