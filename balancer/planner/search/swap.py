@@ -81,18 +81,7 @@ def swap_with(
         return
     # One row per dimension: each offer reads whole dimensions of the partner's replicas.
     held_cols = model.contrib_columns(held, partner)
-    # Data first: a swap copies at most the data slack over the least data its relief takes (the
-    # bytes moved plainly); where ``src`` sets the goal's figure, whose relief is balance, at most
-    # twice that.
-    # A traffic goal's, where capped: at most SWAP_DATA_CAP x the bytes a plain move of the same
-    # relief copies off ``src`` on average (its disk per unit of the goal's resource).
-    ratio = wide = np.inf
-    if goal.swaps_least_data:
-        ratio = (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0)
-    elif model.load[src, dim] > 0:
-        wide = SWAP_DATA_CAP * float(model.load[src, DISK]) / float(model.load[src, dim])
-        if ctx.swap_data_cap:
-            ratio = wide
+    ratio, wide = data_ratios(src, ctx)
     held_size = model.size[held]
     # The rack goal judges each side of a swap on its own partition: an offer it refuses to the
     # partner, or a pick it refuses to ``src``, is passed over before any figure is worked out.
@@ -140,6 +129,25 @@ def swap_with(
                 held_size[pick] = model.size[offered[offer]]
                 stale = True
                 break
+
+
+def data_ratios(src: int, ctx: SearchContext) -> tuple[float, float]:
+    """The most bytes a swap off ``src`` may copy per unit of its net relief (inf: any), and the
+    most a capped traffic swap would (inf for the disk goal's, capped as they are).
+
+    Data first: a disk swap copies at most the data slack over the least data its relief takes (the
+    bytes moved plainly); where ``src`` sets the goal's figure, whose relief is balance, at most
+    twice that. A traffic goal's, where capped (``SearchContext.swap_data_cap``): at most
+    SWAP_DATA_CAP x the bytes a plain move of the same relief copies off ``src`` on average (its
+    disk per unit of the goal's resource)."""
+    model, goal = ctx.model, ctx.goal
+    if goal.swaps_least_data:
+        return (1.0 + ctx.data_slack) * (2.0 if goal.sets_figure(model, src) else 1.0), np.inf
+    load = float(model.load[src, goal.dim])
+    if load <= 0:
+        return np.inf, np.inf
+    wide = SWAP_DATA_CAP * float(model.load[src, DISK]) / load
+    return (wide if ctx.swap_data_cap else np.inf), wide
 
 
 def exchanges(
