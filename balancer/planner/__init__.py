@@ -104,12 +104,10 @@ def plan(
     # search left (``relax``); with ``swap_data_cap`` None, both again with the traffic swaps capped.
     # Only where the first plan copies more than the data slack over the least its broker levels
     # need are the others tried (elsewhere none could be kept), the capped search only where the
-    # first made a traffic swap over the cap. Of those better than the first
-    # (``_better``: less data, nothing worse), the least data is kept: judged all against the first,
-    # more starts never keep more data.
+    # first made a traffic swap over the cap. Each is kept where it is better than the best so far
+    # (``_better``: less data, no balance figure or goal worse).
     caps = (False, True) if options.swap_data_cap is None else (options.swap_data_cap,)
-    first: Plan | None = None
-    kept: list[Plan] = []
+    best: Plan | None = None
     for cap in caps:
         tried = dataclasses.replace(options, swap_data_cap=cap)
         searched, final = _search(snapshot, goals, tried, started)
@@ -119,21 +117,19 @@ def plan(
             or not fits(final)
             or _near_least(snapshot, searched, final.load, goals, options)
         )
-        if first is None:
+        if best is None:
             if settled:
                 return searched
-            first = searched
-        elif _better(searched, first, options, goals):
-            kept.append(searched)
+            best = searched
+        elif _better(searched, best, options, goals):
+            best = searched
         if options.relax and not settled:
-            beat = min(p.bytes_to_move for p in (first, *kept))
-            relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=beat)
-            if relaxed is not None and _better(relaxed, first, options, goals):
-                kept.append(relaxed)
+            relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=best.bytes_to_move)
+            if relaxed is not None and _better(relaxed, best, options, goals):
+                best = relaxed
         if not final.wide_swaps:
             break  # a capped search differs only where this one made a swap the cap refuses
-    assert first is not None
-    best = min(kept, key=lambda p: (p.bytes_to_move, p.replica_moves), default=first)
+    assert best is not None
     return dataclasses.replace(best, seconds=time.perf_counter() - started)
 
 
