@@ -345,6 +345,10 @@ class BalancerConfig(_Strict):
     # Plan a second time from the least-data placement of a linear program and keep the plan that
     # copies less without leaving a goal worse (PlannerOptions.relax); false: the goals' search alone.
     relax: bool = True
+    # Hold a traffic goal's swaps to twice the bytes plain moves of the same relief copy
+    # (PlannerOptions.swap_data_cap): true always, false never; null: plan both ways where the first
+    # made a swap over that cap, and keep the plan that copies less without leaving a goal worse.
+    swap_data_cap: bool | None = None
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

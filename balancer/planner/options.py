@@ -200,6 +200,7 @@ class PlannerOptions:
             max_moves_per_broker=balancer_config.max_moves_per_broker,
             data_slack=balancer_config.data_slack,
             relax=balancer_config.relax,
+            swap_data_cap=balancer_config.swap_data_cap,
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers),
             drain_brokers=tuple(balancer_config.drain_brokers),

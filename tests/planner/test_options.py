@@ -23,6 +23,8 @@ from balancer.planner import DistributionGoal, PlannerOptions
         ({"data_slack": 1.5}, "data_slack"),
         ({"data_slack": True}, "data_slack"),
         ({"data_slack": "0.2"}, "data_slack"),
+        ({"swap_data_cap": "yes"}, "swap_data_cap"),
+        ({"swap_data_cap": 1}, "swap_data_cap"),
     ],
 )
 def test_bad_values_name_the_argument(kwargs, name):
@@ -47,6 +49,7 @@ def test_from_config():
         max_bytes_to_move=10,
         data_slack=0.3,
         relax=False,
+        swap_data_cap=True,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
@@ -56,6 +59,7 @@ def test_from_config():
         max_bytes_to_move=10,
         data_slack=0.3,
         relax=False,
+        swap_data_cap=True,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
