@@ -112,6 +112,8 @@ def plan(
         tried = dataclasses.replace(options, swap_data_cap=cap)
         searched, final = _search(snapshot, goals, tried, started)
         assert searched is not None  # only a search from the relaxation's placement finds no plan
+        if best is None and not options.relax and not (len(caps) > 1 and final.wide_swaps):
+            return searched  # no other start to try: the bound that gates them is not needed
         settled = (
             not searched.replica_moves
             or not fits(final)

@@ -86,8 +86,9 @@ class PlannerOptions:
     # most SWAP_DATA_CAP x the bytes its net relief takes moved plainly off that broker (at the
     # broker's own bytes per unit of the resource). False: any exchange; the one nearest the relief
     # wanted is made, whatever its size (two giants of one topic differ by a little traffic and
-    # copy both). None: uncapped first, then capped as well where the first plan copies more than
-    # the data slack over the least its broker levels need; ``plan`` keeps the better (as ``relax``).
+    # copy both). None: uncapped first, then capped as well where the first plan made a swap the cap
+    # refuses and copies more than the data slack over the least its broker levels need; ``plan``
+    # keeps the better (as ``relax``).
     swap_data_cap: bool | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
