@@ -104,10 +104,12 @@ def plan(
     # search left (``relax``); with ``swap_data_cap`` None, both again with the traffic swaps capped.
     # Only where the first plan copies more than the data slack over the least its broker levels
     # need are the others tried (elsewhere none could be kept), the capped search only where the
-    # first made a traffic swap over the cap. Each is kept where it is better than the best so far
-    # (``_better``: less data, no balance figure or goal worse).
+    # first made a traffic swap over the cap; last, the exact relaxation from the best plan's levels.
+    # Each is kept where it is better than the best so far (``_better``: less data, no balance
+    # figure or goal worse).
     caps = (False, True) if options.swap_data_cap is None else (options.swap_data_cap,)
     best: Plan | None = None
+    best_from: tuple[PlannerOptions, np.ndarray] | None = None  # the best plan's options and final loads
     for cap in caps:
         tried = dataclasses.replace(options, swap_data_cap=cap)
         searched, final = _search(snapshot, goals, tried, started)
@@ -122,16 +124,27 @@ def plan(
         if best is None:
             if settled:
                 return searched
-            best = searched
+            best, best_from = searched, (tried, final.load)
         elif _better(searched, best, options, goals):
-            best = searched
+            best, best_from = searched, (tried, final.load)
         if options.relax and not settled:
-            relaxed, _ = _search(snapshot, goals, tried, started, levels=final.load, beat=best.bytes_to_move)
+            relaxed, model = _search(
+                snapshot, goals, tried, started, levels=final.load, beat=best.bytes_to_move
+            )
             if relaxed is not None and _better(relaxed, best, options, goals):
-                best = relaxed
+                best, best_from = relaxed, (tried, model.load)
         if not final.wide_swaps:
             break  # a capped search differs only where this one made a swap the cap refuses
-    assert best is not None
+    assert best is not None and best_from is not None
+    if options.relax:
+        # Last, the exact relaxation from the best plan's levels: kept only where better still, so
+        # it can only improve on the plan the starts before it chose.
+        tried, levels = best_from
+        exact, _ = _search(
+            snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move, exact=True
+        )
+        if exact is not None and _better(exact, best, options, goals):
+            best = exact
     return dataclasses.replace(best, seconds=time.perf_counter() - started)
 
 
@@ -186,10 +199,12 @@ def _search(
     *,
     levels: np.ndarray | None = None,
     beat: int = 0,
+    exact: bool = False,
 ) -> tuple[Plan | None, ClusterModel]:
     """Run ``goals`` in sweeps on the snapshot's model and build the plan, with the model it
     leaves. With ``levels`` (a first plan's final loads), from the relaxation's placement within them
-    (planner.relaxation); no plan where that moves nothing or copies ``beat`` bytes or more."""
+    (planner.relaxation; ``exact``: its exact start); no plan where that moves nothing or copies
+    ``beat`` bytes or more."""
     model = ClusterModel(snapshot, options)
     for goal in goals:
         goal.reset()  # limits cached for an earlier model (a new one may have its id)
@@ -197,7 +212,7 @@ def _search(
     bound = {r: model.lower_bound(i) for i, r in enumerate(RESOURCES)}
     # Each goal's report starts from the snapshot, whatever the relaxation moved first.
     start = [(g.metric(model), g.violated(model)) for g in goals] if levels is not None else None
-    if levels is not None and (not relax(model, levels, goals) or model.bytes_moved >= beat):
+    if levels is not None and (not relax(model, levels, goals, exact=exact) or model.bytes_moved >= beat):
         return None, model  # nothing moved, or already as much data as the plan to beat
     reports: list[GoalReport] = []
     ran_at: list[int | None] = [None] * len(goals)

@@ -12,17 +12,28 @@ could not bring inside; and within the rack goal's spread.
 
 A vertex of the relaxation is whole but for a few replicas (no more than its broker rows); they are
 rounded, and the goals run from the rounded placement to finish: leadership, network_out, what
-rounding left. ``plan`` tries it only where the first plan copies more than the data slack over
-``data_bound``, and keeps the second plan only where it copies less data and leaves no goal worse.
+rounding left. The exact relaxation (``exact=True``) is a further start: where no placement meets
+the inner lines (giants or racks in the way; the least violation of them is a placement far off some
+line) it takes the band edges; where the vertex meets every line, the partitions it splits are
+decided together as integers (a small mixed-integer problem over them alone: rounding at a half
+breaks the lines where they are giants, which they often are); and its moves are applied in passes
+(one refused while its destination is still full is tried again once the rest have made room).
+Neither start wins everywhere: the goals that finish from a placement are greedy, so a placement
+nearer the lines can still end in more data. ``plan`` tries the relaxation only where the first plan
+copies more than the data slack over ``data_bound``, the exact one last, from the best plan's levels,
+and keeps a plan only where it copies less data than the best so far and leaves no goal worse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sparse
-from scipy.optimize import linprog
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from .actions import Move
 from .goals import Goal, ResourceGoal
@@ -38,6 +49,7 @@ MAX_VARIABLES = 400_000
 VIOLATION_COST = 1e4
 PPM = 1e6
 LINE_TOLERANCE = 1e-9  # a broker exactly at a line meets it
+MIP_NODES = 1_000  # branch-and-bound nodes for the split partitions (a count, not a clock: the same answer)
 SHRINK = 0.5  # the lines' share of the way from the average to the band's edge
 
 
@@ -93,10 +105,14 @@ def replica_slots(model: ClusterModel) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return slot_p, slot_b, holds
 
 
-def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -> list[Move]:
+def placement_moves(
+    model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal], *, exact: bool = False
+) -> list[Move]:
     """The replica moves of the relaxation's rounded solution for ``model`` (today's placement)
     within the lines of ``levels`` (``broker_lines``); [] where the cluster is too large for it,
-    nothing needs to move, or the solve fails."""
+    nothing needs to move, or the solve fails. ``exact``: the band edges where the inner lines
+    cannot all be met, and the split partitions decided as integers (``whole``) where the lines are
+    met; otherwise the inner lines alone, each split replica rounded at a half."""
     if not fits(model):
         return []
     n = model.n_brokers
@@ -108,6 +124,10 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
     n_slots, n_arr = len(slot_p), len(arr_p)
     total = float(np.sum(model.size * model.rf))
     lines = broker_lines(model, levels, goals)
+    # The band edges themselves: where the inner lines ask more than any placement gives (giants
+    # or racks in the way), the least violation of them is a placement far off some line; the
+    # edges leave the goals less room but a placement that meets them.
+    edges = broker_lines(model, levels, goals, shrink=1.0)
     if not free.any() or not n_arr or total <= 0 or not lines:
         return []
     per_dim = {IN: model.bytes_in, DISK: model.size, NREP: np.ones(model.n_partitions)}
@@ -115,24 +135,26 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
     rhs: list[float] = []
+    edge_rhs: list[float] = []
     slot_on = [np.flatnonzero(slot_b == b) for b in range(n)]
     arr_on = [np.flatnonzero(arr_b == b) for b in range(n)]
     n_viol = 0
-    for dim, upper, lower in lines:
+    for (dim, upper, lower), (_, edge_up, edge_lo) in zip(lines, edges, strict=True):
         unit = max(float(model.load[:, dim].sum()), 1e-300) / PPM
         w = per_dim[dim] / unit
         load = model.load[:, dim] / unit
         for b in range(n):
             idx = np.concatenate([slot_on[b], n_slots + arr_on[b]])
             out_w, in_w = w[slot_p[slot_on[b]]], w[arr_p[arr_on[b]]]
-            for sign, line in ((1.0, upper[b] / unit), (-1.0, lower[b] / unit)):
+            for sign, line, edge in ((1.0, upper[b], edge_up[b]), (-1.0, lower[b], edge_lo[b])):
                 if not np.isfinite(line):
-                    continue
+                    continue  # an edge is finite exactly where its inner line is
                 # sign x (load - leaving + arriving) <= sign x line, less a violation variable
                 rows.append(np.full(len(idx) + 1, len(rhs)))
                 cols.append(np.concatenate([idx, [n_slots + n_arr + n_viol]]))
                 vals.append(np.concatenate([-sign * out_w, sign * in_w, [-1.0]]))
-                rhs.append(sign * (line - load[b]))
+                rhs.append(sign * (line / unit - load[b]))
+                edge_rhs.append(sign * (edge / unit - load[b]))
                 n_viol += 1
     racks = rack_rows(model, slot_p, slot_b, arr_p, arr_b, first_row=len(rhs))
     if racks is not None:
@@ -140,6 +162,7 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
         cols.append(racks[1])
         vals.append(racks[2])
         rhs.extend(racks[3].tolist())
+        edge_rhs.extend(racks[3].tolist())
     n_var = n_slots + n_arr + n_viol
     a_ub = sparse.csr_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(rhs), n_var)
@@ -167,19 +190,16 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
     hi[n_slots + n_arr :] = np.inf
     hi[:n_slots][~free] = 0.0
     lo[:n_slots][must_leave] = 1.0
-    res = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=np.array(rhs),
-        A_eq=a_eq,
-        b_eq=np.zeros(len(eq_p)),
-        bounds=np.column_stack([lo, hi]),
-        method="highs-ds",  # dual simplex: a vertex, and the same one for the same input
-    )
-    if res.status != 0 or res.x is None:
+    bounds = np.column_stack([lo, hi])
+    rhss = (np.array(rhs), np.array(edge_rhs)) if exact else (np.array(rhs),)
+    solved = vertex(cost, a_ub, rhss, a_eq, bounds, first_line=n_slots + n_arr)
+    if solved is None:
         return []
-    leave = res.x[:n_slots] >= 0.5
-    land = res.x[n_slots : n_slots + n_arr] >= 0.5
+    x, b_ub, met = solved
+    if exact and met:
+        x = whole(x, cost, a_ub, b_ub, a_eq, lo, hi, slot_p, arr_p, n_slots, n_arr)
+    leave = x[:n_slots] >= 0.5
+    land = x[n_slots : n_slots + n_arr] >= 0.5
     arrivals: dict[int, list[int]] = {}
     for p, b in zip(arr_p[land].tolist(), arr_b[land].tolist(), strict=True):
         arrivals.setdefault(p, []).append(b)
@@ -198,6 +218,101 @@ def placement_moves(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goa
             dsts.remove(dst)
             moves.append(Move(REPLICA_MOVE, p, src, dst))
     return moves
+
+
+def vertex(
+    cost: np.ndarray,
+    a_ub: sparse.csr_matrix,
+    rhss: Sequence[np.ndarray],
+    a_eq: sparse.csr_matrix,
+    bounds: np.ndarray,
+    *,
+    first_line: int,
+) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The least-cost vertex within the first right-hand side of ``rhss`` whose lines it meets (the
+    violation columns from ``first_line`` all zero), else within the first one: (x, its right-hand
+    side, whether it meets every line); None where a solve fails."""
+    kept = None
+    for b_ub in rhss:
+        res = linprog(
+            cost,
+            A_ub=a_ub,
+            b_ub=b_ub,
+            A_eq=a_eq,
+            b_eq=np.zeros(a_eq.shape[0]),
+            bounds=bounds,
+            method="highs-ds",  # dual simplex: a vertex, and the same one for the same input
+        )
+        if res.status != 0 or res.x is None:
+            break
+        met = not np.any(res.x[first_line:] > LINE_TOLERANCE * PPM)
+        if met:
+            return res.x, b_ub, met
+        if kept is None:
+            kept = res.x, b_ub, met
+    return kept
+
+
+def whole(
+    x: np.ndarray,
+    cost: np.ndarray,
+    a_ub: sparse.csr_matrix,
+    b_ub: np.ndarray,
+    a_eq: sparse.csr_matrix,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    slot_p: np.ndarray,
+    arr_p: np.ndarray,
+    n_slots: int,
+    n_arr: int,
+) -> np.ndarray:
+    """The vertex ``x`` made whole: the replicas it leaves whole stay fixed, and the partitions it
+    splits are decided together as integers (a small mixed-integer problem over their replicas
+    alone), at the least violation of the lines and then data. Rounding each at a half instead
+    breaks the lines where the split replicas are giants, which they often are (a giant is the
+    finest lever the relaxation has left on a broker). ``x`` rounded where that solve fails."""
+    n_var = len(x)
+    split = np.zeros(n_var, dtype=bool)
+    split[: n_slots + n_arr] = (x[: n_slots + n_arr] > 1e-6) & (x[: n_slots + n_arr] < 1 - 1e-6)
+    if not split.any():
+        return x
+    parts = np.union1d(slot_p[split[:n_slots]], arr_p[split[n_slots : n_slots + n_arr]])
+    free = np.zeros(n_var, dtype=bool)
+    free[:n_slots] = np.isin(slot_p, parts)
+    free[n_slots : n_slots + n_arr] = np.isin(arr_p, parts)
+    fixed = np.round(x)
+    lo2 = np.where(free, lo, fixed)
+    hi2 = np.where(free, hi, fixed)
+    lo2[n_slots + n_arr :] = 0.0  # the violations follow
+    hi2[n_slots + n_arr :] = np.inf
+    integral = np.zeros(n_var, dtype=np.uint8)
+    integral[: n_slots + n_arr] = 1
+    with _stdout_to_stderr():
+        res = milp(
+            cost,
+            integrality=integral,
+            bounds=Bounds(lo2, hi2),
+            constraints=[LinearConstraint(a_ub, -np.inf, b_ub), LinearConstraint(a_eq, 0.0, 0.0)],
+            options={"node_limit": MIP_NODES},
+        )
+    if res.x is None:
+        return x
+    return np.asarray(res.x)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 goes to 2 for the block. HiGHS's MIP solver can write a stray line to the
+    process's stdout, whatever its display option says (ERGO-Code/HiGHS#2783); stdout is the
+    operator's console, and stderr is where library output belongs (the log file under Spark)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def rack_rows(
@@ -263,18 +378,30 @@ def data_bound(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -
     return bound if np.isfinite(bound) else 0.0
 
 
-def relax(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal]) -> int:
+def relax(model: ClusterModel, levels: np.ndarray, goals: Sequence[Goal], *, exact: bool = False) -> int:
     """Apply the relaxation's moves to ``model`` where no hard goal vetoes them; how many applied.
-    A leader's replica first hands its leadership to the partition's replica on the broker leading
-    the fewest that the hard goals let take it: the moves keep the leader counts the goals balance."""
+    ``exact``: the placement of ``placement_moves(exact=True)``, which holds only as a whole, its
+    moves in no order: one a capacity goal refuses because its destination is still full is tried
+    again after the rest, in passes until one applies none (otherwise one pass). A leader's replica
+    first hands its leadership to the partition's replica on the broker leading the fewest that the
+    hard goals let take it: the moves keep the leader counts the goals balance."""
     hard = [g for g in goals if g.hard]
     applied = 0
-    for move in placement_moves(model, levels, goals):
-        if model.leader[move.p] == move.src:
-            row = model.replicas[move.p]
-            others = row[(row >= 0) & (row != move.src)]
-            for heir in others[np.argsort(model.load[others, NLEAD], kind="stable")].tolist():
-                if Goal.try_move(Move(LEADERSHIP, move.p, move.src, heir), model, hard):
-                    break
-        applied += Goal.try_move(move, model, hard)
+    pending = placement_moves(model, levels, goals, exact=exact)
+    while pending:
+        refused = []
+        for move in pending:
+            if model.leader[move.p] == move.src:
+                row = model.replicas[move.p]
+                others = row[(row >= 0) & (row != move.src)]
+                for heir in others[np.argsort(model.load[others, NLEAD], kind="stable")].tolist():
+                    if Goal.try_move(Move(LEADERSHIP, move.p, move.src, heir), model, hard):
+                        break
+            if Goal.try_move(move, model, hard):
+                applied += 1
+            else:
+                refused.append(move)
+        if not exact or len(refused) == len(pending):
+            break
+        pending = refused
     return applied
