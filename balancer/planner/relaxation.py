@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -50,6 +51,7 @@ VIOLATION_COST = 1e4
 PPM = 1e6
 LINE_TOLERANCE = 1e-9  # a broker exactly at a line meets it
 MIP_NODES = 1_000  # branch-and-bound nodes for the split partitions (a count, not a clock: the same answer)
+_FD_SWAP = threading.Lock()  # guards the process-wide file descriptor 1 (``_stdout_to_stderr``)
 SHRINK = 0.5  # the lines' share of the way from the average to the band's edge
 
 
@@ -124,10 +126,10 @@ def placement_moves(
     n_slots, n_arr = len(slot_p), len(arr_p)
     total = float(np.sum(model.size * model.rf))
     lines = broker_lines(model, levels, goals)
-    # The band edges themselves: where the inner lines ask more than any placement gives (giants
-    # or racks in the way), the least violation of them is a placement far off some line; the
-    # edges leave the goals less room but a placement that meets them.
-    edges = broker_lines(model, levels, goals, shrink=1.0)
+    # The band edges themselves (exact only): where the inner lines ask more than any placement
+    # gives (giants or racks in the way), the least violation of them is a placement far off some
+    # line; the edges leave the goals less room but a placement that meets them.
+    edges = broker_lines(model, levels, goals, shrink=1.0) if exact else lines
     if not free.any() or not n_arr or total <= 0 or not lines:
         return []
     per_dim = {IN: model.bytes_in, DISK: model.size, NREP: np.ones(model.n_partitions)}
@@ -304,15 +306,18 @@ def whole(
 def _stdout_to_stderr() -> Iterator[None]:
     """File descriptor 1 goes to 2 for the block. HiGHS's MIP solver can write a stray line to the
     process's stdout, whatever its display option says (ERGO-Code/HiGHS#2783); stdout is the
-    operator's console, and stderr is where library output belongs (the log file under Spark)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    operator's console, and stderr is where library output belongs (the log file under Spark). One
+    block at a time per process: two threads interleaving would each restore the other's swap, and
+    stdout would stay on stderr."""
+    with _FD_SWAP:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            os.dup2(2, 1)
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def rack_rows(

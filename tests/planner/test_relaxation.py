@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -296,6 +297,35 @@ def test_the_solvers_stray_output_goes_to_stderr_not_the_console(capfd):
     out, err = capfd.readouterr()
     assert out == "after\n"
     assert err == "from the solver\n"
+
+
+def test_two_threads_solving_at_once_leave_stdout_on_the_console(capfd):
+    # The fd swap is process-wide: thread B entering while A is inside would save A's swapped fd 1
+    # and, leaving after A restored the console's, put the swapped one back for good.
+    inside, a_go, b_go = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with relaxation._stdout_to_stderr():
+            inside.set()
+            a_go.wait(10)
+
+    def second():
+        with relaxation._stdout_to_stderr():
+            b_go.wait(10)
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert inside.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(0.2)  # unguarded, B is inside by now; guarded, it waits for A
+    a_go.set()
+    a.join(10)
+    b_go.set()
+    b.join(10)
+    os.write(1, b"after\n")
+    out, _ = capfd.readouterr()
+    assert out == "after\n"
 
 
 def test_the_exact_relaxation_is_kept_where_it_copies_less_in_fewer_moves(monkeypatch):
