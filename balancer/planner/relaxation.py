@@ -42,8 +42,10 @@ from .model import DISK, IN, LEADERSHIP, NLEAD, NREP, REPLICA_MOVE, ClusterModel
 from .search.cost import least_cover
 
 # The relaxation's size (replica slots plus partition x broker arrivals) above which it is not
-# tried: past it, the solve costs more than the goals' own search.
-MAX_VARIABLES = 400_000
+# tried: the simplex's time grows faster than the size, and past this a solve costs orders of
+# magnitude more than the goals' own search (a fleet's clusters of thousands of partitions over
+# dozens of brokers), while a window plans every cluster it closes.
+MAX_VARIABLES = 100_000
 # A line no placement meets (inner lines a heavy partition or a rack cannot reach, say) costs this
 # much per unit of violation (parts per million of the line's resource; data costs parts per million
 # of all data): the solve stays feasible, and the goals work from the nearest placement.

@@ -247,6 +247,33 @@ def test_a_cluster_too_large_for_the_solve_is_neither_measured_nor_planned_again
     assert calls == []
 
 
+def test_a_fleet_cluster_is_planned_by_the_search_alone(monkeypatch):
+    # One of the fleet benchmark's clusters (6,656 partitions at RF 3 over 28 brokers, two of them
+    # new and empty): its first plan is not within the data slack of the bound, but its relaxation
+    # is past the size limit (a solve there costs minutes, the search a fraction of a second), so
+    # the first plan is the answer, neither measured nor solved again.
+    snap = generate(
+        ScenarioSpec(
+            brokers=26,
+            racks=3,
+            topics=16,
+            partitions_per_topic=(416, 416),
+            replication_factor=3,
+            new_empty_brokers=2,
+            seed=15,
+            cluster="fleet",
+        )
+    )
+    options = PlannerOptions()
+    assert not relaxation.fits(ClusterModel(snap, options))
+    calls = []
+    monkeypatch.setattr(balancer.planner, "relax", lambda *a, **k: calls.append("relax"))
+    monkeypatch.setattr(balancer.planner, "data_bound", lambda *a: calls.append("bound") or 0.0)
+    searched = plan(snap, options)
+    assert searched.replica_moves > 0
+    assert calls == []
+
+
 def test_each_start_is_judged_against_the_best_so_far():
     # Held-out seed 2718 #26 (15 brokers, disks too full for the capacity goal): the capped search
     # copies the least data but leaves network in and out hotter than the relaxed start of the
