@@ -108,6 +108,18 @@ SCENARIOS: dict[str, dict] = {
     ),
     # Decommission two brokers of a 12-broker, 3-rack cluster while balancing the rest.
     "drain_2": dict(brokers=12, racks=3, topics=150, partitions_per_topic=(6, 48), seed=107),
+    # A scale-out at fleet scale, one of fleet_bench's clusters: 24 brokers and two new empty ones,
+    # ~20k replicas at RF 3 over 3 racks, where one topic carries a quarter of the bytes in on 3%
+    # of the bytes stored (the new brokers are best filled with its replicas).
+    "fleet_scale_out": dict(
+        brokers=24,
+        racks=3,
+        topics=16,
+        partitions_per_topic=(416, 416),
+        replication_factor=3,
+        new_empty_brokers=2,
+        seed=20,
+    ),
 }
 # name -> PlannerOptions kwargs (default options otherwise). Cruise Control reached 1.045 on
 # network in/out with its default thresholds (disk 1.10): ask for that, disk as CC's.

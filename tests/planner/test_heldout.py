@@ -1,5 +1,5 @@
-"""Held-out clusters (`planner_bench.heldout_clusters`) where a planner rule decides the outcome: each
-test fails with its rule broken."""
+"""Held-out clusters (`planner_bench.heldout_clusters`, and one of the fleet benchmark's) where a
+planner rule decides the outcome: each test fails with its rule broken."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from planner_bench import data_lower_bound, heldout_clusters, missed_goals, plan
 
 import balancer.planner
 import balancer.planner.search
+from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, plan
 from balancer.planner.result import Plan
 from balancer.planner.validate import check_plan
@@ -134,3 +135,29 @@ def test_a_giant_replica_no_move_or_swap_places_goes_by_an_ejection_chain():
     assert result.before["network_in"] > 1.8
     assert missed_goals(result, options, ("network_in",)) == {}
     assert result.bytes_to_move / result.total_bytes < 0.25
+
+
+def test_new_brokers_are_filled_with_traffic_dense_replicas_where_the_disks_need_little():
+    # One of the fleet benchmark's clusters (24 brokers and two new empty ones, RF 3, 3 racks): a
+    # few disks are a little over the disk goal's line, and one topic carries a quarter of the bytes
+    # in on 3% of the bytes stored. Bytes the disk goal must move anyway come free to a fill, and no
+    # more: charged the goal's ceiling per move instead, the fill lifts the new brokers with big
+    # replicas of the cold topics and copies five times the data bound.
+    snap = generate(
+        ScenarioSpec(
+            brokers=24,
+            racks=3,
+            topics=16,
+            partitions_per_topic=(416, 416),
+            replication_factor=3,
+            new_empty_brokers=2,
+            seed=20,
+            cluster="fleet",
+        )
+    )
+    options = PlannerOptions(relax=False)
+    result = plan(snap, options)
+    assert check_plan(snap, result) == []
+    assert missed_goals(result, options) == {}
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options, placement=False)["bound"]
+    assert result.bytes_to_move / result.total_bytes <= 2.0 * bound

@@ -46,8 +46,8 @@ class SearchContext:
         moves and the disk goal has nothing to do (it will not act, or no broker's disk is above
         its target as the search starts). Where it has, the bytes a traffic move copies relieve
         disk as well, off a hot disk or onto a cold one (bytes the disk goal would move anyway),
-        so the goal's ceiling cost and its few big moves stand, up to the shed broker's disk excess
-        (``shed.disk_hot_cost``)."""
+        so the goal's ceiling cost and its few big moves stand, up to the disk excess of the shed
+        broker (``shed.disk_hot_cost``) or of a fill's sources (``fill.fill_all``)."""
         return self.goal.weighs_moves and self.disk_idle
 
     @property

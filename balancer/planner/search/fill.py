@@ -33,19 +33,48 @@ def fill_all(ctx: SearchContext) -> None:
     if not under:
         return
     avg = model.cluster_util(goal.dim)
-    pools: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+    pools: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for b in under:
         if goal.leadership:
             fill_leaderships(b, ctx)
         if not goal.moves or not goal.under(model, b):
             continue
         first = ctx.data_first or (goal.weighs_moves and over_disk_line(b, ctx))
-        if first not in pools:
-            pools[first] = fill_pool(avg, ctx, data_first=first)
-        pool = pools[first]
-        if goal.covers and fill_cover(b, pool, ctx):
+        order = "data" if first else "ceiling"
+        if order not in pools:
+            pools[order] = fill_pool(avg, ctx, data_first=first)
+        if goal.covers and fill_cover(b, pools[order], ctx):
             continue
-        fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+        if not first and goal.weighs_moves:
+            # Replica by replica where the disk goal has work: the bytes a fill takes off disks
+            # over its line are bytes that goal would move anyway, so they come free (the cost's
+            # floor, as a shed's: ``shed.disk_hot_cost``), and no more than those. That order is
+            # taken where the ceiling's few big moves would copy more than the data slack over it
+            # (a broker lifted with big cold replicas where small hot ones would do).
+            if "floor" not in pools:
+                pools["floor"] = fill_pool(
+                    avg, ctx, data_first=True, floor=disk_excess(model.util(goal.dim) > avg, ctx)
+                )
+            if (1.0 + ctx.data_slack) * fill_data(b, pools["floor"], ctx) < fill_data(b, pools[order], ctx):
+                order = "floor"
+        fill_from_pool(b, pools[order], 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+
+
+def fill_data(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> float:
+    """Data filling ``dst`` from ``pool`` in its order copies (``cover_data`` over the replicas that
+    may go there, the rack goal's spread kept; inf where they cannot lift it to its lower limit)."""
+    model, goal = ctx.model, ctx.goal
+    _, lower = goal.limits(model)
+    need = lower[dst] * model.cap[dst, goal.dim] - model.load[dst, goal.dim]
+    pool_p, pool_src = pool
+    rows = model.replicas[pool_p]
+    eligible = (rows == pool_src[:, None]).any(axis=1) & ~(rows == dst).any(axis=1)
+    if ctx.rack is not None:
+        # A partition with a replica on dst's rack lets only that one move there.
+        on_rack = ((model.rack[rows] == model.rack[dst]) & (rows >= 0)).any(axis=1)
+        eligible &= ~on_rack | (model.rack[pool_src] == model.rack[dst])
+    relief = goal.relief(model, pool_p[eligible], pool_src[eligible])
+    return cover_data(model.size[pool_p[eligible]], np.minimum(relief, need), need)
 
 
 def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
@@ -164,9 +193,12 @@ def over_disk_line(b: int, ctx: SearchContext) -> bool:
     return bool(model.load[b, DISK] > ctx.disk_line * model.cap[b, DISK])
 
 
-def fill_pool(avg: float, ctx: SearchContext, *, data_first: bool) -> tuple[np.ndarray, np.ndarray]:
+def fill_pool(
+    avg: float, ctx: SearchContext, *, data_first: bool, floor: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Replicas on brokers above average, best relief per byte first: (partitions, brokers); with
-    ``data_first``, a per-move cost sized as a data-first shed's, else the goal's ceiling."""
+    ``data_first``, a per-move cost sized as a data-first shed's (``floor``: bytes it may copy
+    free, ``move_cost``), else the goal's ceiling."""
     model, goal = ctx.model, ctx.goal
     util = model.util(goal.dim)
     flat = model.replicas.ravel()
@@ -195,13 +227,22 @@ def fill_pool(avg: float, ctx: SearchContext, *, data_first: bool) -> tuple[np.n
             _best(ranked / size.clip(min=1e-300), FILL_CANDIDATES),
             _best(ranked / (size + ceiling), FILL_CANDIDATES),
         )
-        overhead = move_cost(size[some], ranked[some], need, ceiling, ctx.data_slack)
+        overhead = move_cost(size[some], ranked[some], need, ceiling, ctx.data_slack, floor)
     key = goal.move_key(model, ps, relief, bs, overhead=overhead)
     if len(key) > FILL_CANDIDATES:
         top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
         ps, bs, key = ps[top], bs[top], key[top]
     order = np.lexsort((bs, ps, key))
     return ps[order], bs[order]
+
+
+def disk_excess(sources: np.ndarray, ctx: SearchContext) -> float:
+    """Bytes the brokers of mask ``sources`` hold over the disk goal's line (0 where it has none)."""
+    model = ctx.model
+    if not np.isfinite(ctx.disk_line):
+        return 0.0
+    over = model.load[sources, DISK] - ctx.disk_line * model.cap[sources, DISK]
+    return float(over[over > 0].sum())
 
 
 def _best(score: np.ndarray, k: int) -> np.ndarray:
