@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import data_lower_bound, heldout_clusters, missed_goals, plan_outcome
+from planner_bench import SCENARIOS, data_lower_bound, heldout_clusters, missed_goals, plan_outcome
 
 import balancer.planner
 import balancer.planner.search
@@ -138,23 +138,13 @@ def test_a_giant_replica_no_move_or_swap_places_goes_by_an_ejection_chain():
 
 
 def test_new_brokers_are_filled_with_traffic_dense_replicas_where_the_disks_need_little():
-    # One of the fleet benchmark's clusters (24 brokers and two new empty ones, RF 3, 3 racks): a
-    # few disks are a little over the disk goal's line, and one topic carries a quarter of the bytes
-    # in on 3% of the bytes stored. Bytes the disk goal must move anyway come free to a fill, and no
-    # more: charged the goal's ceiling per move instead, the fill lifts the new brokers with big
-    # replicas of the cold topics and copies five times the data bound.
-    snap = generate(
-        ScenarioSpec(
-            brokers=24,
-            racks=3,
-            topics=16,
-            partitions_per_topic=(416, 416),
-            replication_factor=3,
-            new_empty_brokers=2,
-            seed=20,
-            cluster="fleet",
-        )
-    )
+    # One of the fleet benchmark's clusters (the planner benchmark's fleet_scale_out: 24 brokers and
+    # two new empty ones, RF 3, 3 racks): a few disks are a little over the disk goal's line, and one
+    # topic carries a quarter of the bytes in on 3% of the bytes stored. Bytes the disk goal must
+    # move anyway come free to a fill, and no more: charged the goal's ceiling per move instead, the
+    # fill lifts the new brokers with big replicas of the cold topics and copies five times the data
+    # bound.
+    snap = generate(ScenarioSpec(**SCENARIOS["fleet_scale_out"]))
     options = PlannerOptions(relax=False)
     result = plan(snap, options)
     assert check_plan(snap, result) == []
