@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import heldout_clusters, missed_goals
+from planner_bench import SCENARIOS, heldout_clusters, missed_goals
 
 import balancer.planner
 from balancer.demo.scenarios import ScenarioSpec, generate
@@ -248,22 +248,12 @@ def test_a_cluster_too_large_for_the_solve_is_neither_measured_nor_planned_again
 
 
 def test_a_fleet_cluster_is_planned_by_the_search_alone(monkeypatch):
-    # One of the fleet benchmark's clusters (6,656 partitions at RF 3 over 28 brokers, two of them
-    # new and empty): its first plan is not within the data slack of the bound, but its relaxation
-    # is past the size limit (a solve there costs minutes, the search a fraction of a second), so
-    # the first plan is the answer, neither measured nor solved again.
-    snap = generate(
-        ScenarioSpec(
-            brokers=26,
-            racks=3,
-            topics=16,
-            partitions_per_topic=(416, 416),
-            replication_factor=3,
-            new_empty_brokers=2,
-            seed=15,
-            cluster="fleet",
-        )
-    )
+    # One of the fleet benchmark's clusters (the planner benchmark's fleet_scale_out: 6,656
+    # partitions at RF 3 over 26 brokers, two of them new and empty): its first plan is not within
+    # the data slack of the bound, but its relaxation is past the size limit (a solve there costs
+    # minutes, the search a fraction of a second), so the first plan is the answer, neither
+    # measured nor solved again.
+    snap = generate(ScenarioSpec(**SCENARIOS["fleet_scale_out"]))
     options = PlannerOptions()
     assert not relaxation.fits(ClusterModel(snap, options))
     calls = []

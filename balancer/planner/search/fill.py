@@ -46,11 +46,12 @@ def fill_all(ctx: SearchContext) -> None:
         if goal.covers and fill_cover(b, pools[order], ctx):
             continue
         if not first and goal.weighs_moves:
-            # Replica by replica where the disk goal has work: the bytes a fill takes off disks
-            # over its line are bytes that goal would move anyway, so they come free (the cost's
-            # floor, as a shed's: ``shed.disk_hot_cost``), and no more than those. That order is
-            # taken where the ceiling's few big moves would copy more than the data slack over it
-            # (a broker lifted with big cold replicas where small hot ones would do).
+            # Replica by replica where the disk goal has work: the order charges moves as a
+            # data-first fill's, with the disk excess of the brokers it fills from as bytes it may
+            # copy free (the cost's floor, as a shed's: ``shed.disk_hot_cost``; that goal must move
+            # them anyway, though the order does not seek them out), taken where the ceiling's few
+            # big moves would copy more than the data slack over it (a broker lifted with big cold
+            # replicas where small hot ones would do).
             if "floor" not in pools:
                 pools["floor"] = fill_pool(
                     avg, ctx, data_first=True, floor=disk_excess(model.util(goal.dim) > avg, ctx)
@@ -63,18 +64,28 @@ def fill_all(ctx: SearchContext) -> None:
 def fill_data(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> float:
     """Data filling ``dst`` from ``pool`` in its order copies (``cover_data`` over the replicas that
     may go there, the rack goal's spread kept; inf where they cannot lift it to its lower limit)."""
+    need, eligible = reachable(dst, pool, ctx, racks=True)
+    pool_p, pool_src = pool
+    relief = ctx.goal.relief(ctx.model, pool_p[eligible], pool_src[eligible])
+    return cover_data(ctx.model.size[pool_p[eligible]], np.minimum(relief, need), need)
+
+
+def reachable(
+    dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext, *, racks: bool
+) -> tuple[float, np.ndarray]:
+    """What ``dst`` lacks of the goal's lower limit, and per replica of ``pool`` whether it may move
+    there: its broker still holds it and ``dst`` holds none of its partition (with ``racks``, and
+    the rack goal lets it land: a partition with a replica on dst's rack moves only that one)."""
     model, goal = ctx.model, ctx.goal
     _, lower = goal.limits(model)
-    need = lower[dst] * model.cap[dst, goal.dim] - model.load[dst, goal.dim]
+    need = float(lower[dst] * model.cap[dst, goal.dim] - model.load[dst, goal.dim])
     pool_p, pool_src = pool
     rows = model.replicas[pool_p]
-    eligible = (rows == pool_src[:, None]).any(axis=1) & ~(rows == dst).any(axis=1)
-    if ctx.rack is not None:
-        # A partition with a replica on dst's rack lets only that one move there.
+    eligible: np.ndarray = (rows == pool_src[:, None]).any(axis=1) & ~(rows == dst).any(axis=1)
+    if racks and ctx.rack is not None:
         on_rack = ((model.rack[rows] == model.rack[dst]) & (rows >= 0)).any(axis=1)
         eligible &= ~on_rack | (model.rack[pool_src] == model.rack[dst])
-    relief = goal.relief(model, pool_p[eligible], pool_src[eligible])
-    return cover_data(model.size[pool_p[eligible]], np.minimum(relief, need), need)
+    return need, eligible
 
 
 def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> bool:
@@ -86,14 +97,9 @@ def fill_cover(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
     takes disk off a broker over the disk goal's line onto room under it on ``dst`` (bytes that
     goal would move anyway)."""
     model, goal = ctx.model, ctx.goal
-    _, lower = goal.limits(model)
-    dim = goal.dim
-    need = lower[dst] * model.cap[dst, dim] - model.load[dst, dim]
+    need, eligible = reachable(dst, pool, ctx, racks=False)
     pool_p, pool_src = pool
-    held = (model.replicas[pool_p] == pool_src[:, None]).any(axis=1)
-    on_dst = (model.replicas[pool_p] == dst).any(axis=1)
     relief = goal.relief(model, pool_p, pool_src)
-    eligible = held & ~on_dst
     budget = (1.0 + ctx.data_slack) * cover_data(
         model.size[pool_p[eligible]], np.minimum(relief[eligible], need), need
     )
