@@ -139,6 +139,9 @@ def test_a_source_that_misses_every_start_fails_the_run_after_the_last_attempt(b
         f"expected a failure after {START_ATTEMPTS} starts: {run}"
     )
     assert run.restarts == list(range(2, START_ATTEMPTS + 1)), f"attempts announced wrongly: {run}"
+    # The job's own error: the last of the attempts, and why the source missed its start.
+    named = f"Python process missed Spark's 10 s start-up deadline on each of {START_ATTEMPTS} attempts"
+    assert named in run.last, f"not the job's error: {run}"
     assert MISSED in run.last, f"the failure is not the missed start: {run}"
 
 

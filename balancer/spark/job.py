@@ -141,6 +141,10 @@ START_ATTEMPTS = 3
 _SOURCE_START_MISSED = "Python worker failed to connect back"
 
 
+class SourceStartError(RuntimeError):
+    """The query's Kafka source missed Spark's start-up deadline on every attempt."""
+
+
 class Job:
     """The job's query, started, and started again (up to ``START_ATTEMPTS`` times, a warning each time)
     when its Python source missed its start-up deadline (above): it had read nothing, and the checkpoint
@@ -164,8 +168,14 @@ class Job:
 
     def recover(self, error: BaseException) -> None:
         """Start the query again after ``error`` if it is a missed start with attempts left; else raise it."""
-        if self.attempt == START_ATTEMPTS or _SOURCE_START_MISSED not in str(error):
+        if _SOURCE_START_MISSED not in str(error):
             raise error
+        if self.attempt == START_ATTEMPTS:
+            raise SourceStartError(
+                f"the Kafka source's Python process missed Spark's 10 s start-up deadline on each of "
+                f"{START_ATTEMPTS} attempts ({_SOURCE_START_MISSED}): the driver is short of CPU; give "
+                "it more cores or run fewer processes beside it"
+            ) from error
         self.attempt += 1
         log.warning(
             "the Kafka source's Python process did not start within Spark's 10 s (the driver is short "
