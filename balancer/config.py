@@ -349,6 +349,11 @@ class BalancerConfig(_Strict):
     # (PlannerOptions.swap_data_cap): true always, false never; null: plan both ways where the first
     # made a swap over that cap, and keep the plan that copies less without leaving a goal worse.
     swap_data_cap: bool | None = None
+    # Where the disk goal has work, fill a broker with a traffic goal's replicas data first rather
+    # than in few big moves (PlannerOptions.fill_data_first): true always where that copies less,
+    # false never; null: plan both ways where the first plan's fill could have copied less, and keep
+    # the plan that copies less without leaving a goal worse.
+    fill_data_first: bool | None = None
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

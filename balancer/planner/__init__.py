@@ -101,50 +101,65 @@ def plan(
     started = time.perf_counter()
     goals = default_goals(options) if goals is None else goals
     # Starts: the search, then the search from the relaxation's placement within the levels the
-    # search left (``relax``); with ``swap_data_cap`` None, both again with the traffic swaps capped.
-    # Only where the first plan copies more than the data slack over the least its broker levels
-    # need are the others tried (elsewhere none could be kept), the capped search only where the
-    # first made a traffic swap over the cap; last, the exact relaxation from the best plan's levels.
-    # Each is kept where it is better than the best so far (``_better``: less data, no balance
-    # figure or goal worse).
-    caps = (False, True) if options.swap_data_cap is None else (options.swap_data_cap,)
-    best: Plan | None = None
-    best_from: tuple[PlannerOptions, np.ndarray] | None = None  # the best plan's options and final loads
-    for cap in caps:
-        tried = dataclasses.replace(options, swap_data_cap=cap)
+    # search left (``relax``; clusters within its MAX_VARIABLES); with ``swap_data_cap`` None, both
+    # again with the traffic swaps capped where the first plan made a swap over the cap; then the
+    # exact relaxation from the best plan's levels; last, with ``fill_data_first`` None, the search
+    # (and its relaxed start) with the fills data first where the first plan's fills would have
+    # copied much less that way. Only where the first plan copies more than the data slack over the
+    # least its broker levels need are the others tried (elsewhere none could be kept). Each is kept
+    # where it is better than the best so far (``_better``: less data, no balance figure or goal
+    # worse), so a later start can only improve on the plan the ones before it chose.
+    uncapped = options.swap_data_cap is None
+    first = dataclasses.replace(options, swap_data_cap=False) if uncapped else options
+    searched, final = _search(snapshot, goals, first, started)
+    assert searched is not None  # only a search from the relaxation's placement finds no plan
+    relaxable = options.relax and fits(final)
+    capped = uncapped and final.wide_swaps > 0 and fits(final)
+    # A data-first plan is kept only where it copies the data slack less; the fills' saving, summed
+    # broker by broker as each was made, is rough (the fills draw on one another's pools), so half
+    # that share gates the search.
+    filled = (
+        options.fill_data_first is None
+        and final.wide_fills >= 0.5 * _slack(options) * searched.bytes_to_move > 0
+    )
+    if (
+        not searched.replica_moves
+        or not (relaxable or capped or filled)
+        or _near_least(snapshot, searched, final.load, goals, options)
+    ):
+        return searched  # no other start to try, or none could be kept
+    best, best_from = searched, (first, final.load)
+
+    def keep(plan: Plan | None, model: ClusterModel, tried: PlannerOptions) -> None:
+        nonlocal best, best_from
+        if plan is not None and _better(plan, best, options, goals):
+            best, best_from = plan, (tried, model.load)
+
+    def relaxed_start(tried: PlannerOptions, levels: np.ndarray) -> None:
+        if relaxable:
+            keep(*_search(snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move), tried)
+
+    def search_start(tried: PlannerOptions) -> None:
         searched, final = _search(snapshot, goals, tried, started)
-        assert searched is not None  # only a search from the relaxation's placement finds no plan
-        if best is None and not options.relax and not (len(caps) > 1 and final.wide_swaps):
-            return searched  # no other start to try: the bound that gates them is not needed
-        settled = (
-            not searched.replica_moves
-            or not fits(final)
-            or _near_least(snapshot, searched, final.load, goals, options)
-        )
-        if best is None:
-            if settled:
-                return searched
-            best, best_from = searched, (tried, final.load)
-        elif _better(searched, best, options, goals):
-            best, best_from = searched, (tried, final.load)
-        if options.relax and not settled:
-            relaxed, model = _search(
-                snapshot, goals, tried, started, levels=final.load, beat=best.bytes_to_move
-            )
-            if relaxed is not None and _better(relaxed, best, options, goals):
-                best, best_from = relaxed, (tried, model.load)
-        if not final.wide_swaps:
-            break  # a capped search differs only where this one made a swap the cap refuses
-    assert best is not None and best_from is not None
-    if options.relax:
-        # Last, the exact relaxation from the best plan's levels: kept only where better still, so
-        # it can only improve on the plan the starts before it chose.
+        keep(searched, final, tried)
+        if (
+            relaxable
+            and searched is not None
+            and not _near_least(snapshot, searched, final.load, goals, options)
+        ):
+            relaxed_start(tried, final.load)
+
+    relaxed_start(first, final.load)
+    if capped:
+        search_start(dataclasses.replace(first, swap_data_cap=True))
+    if relaxable:
         tried, levels = best_from
-        exact, _ = _search(
-            snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move, exact=True
+        keep(
+            *_search(snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move, exact=True),
+            tried,
         )
-        if exact is not None and _better(exact, best, options, goals):
-            best = exact
+    if filled:
+        search_start(dataclasses.replace(first, fill_data_first=True))
     return dataclasses.replace(best, seconds=time.perf_counter() - started)
 
 

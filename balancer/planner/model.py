@@ -436,6 +436,10 @@ class ClusterModel:
         # Traffic swaps made that a capped search (PlannerOptions.swap_data_cap) would refuse:
         # ``plan`` runs that search only where the first made some.
         self.wide_swaps = 0
+        # Bytes the traffic fills in the cost order would have copied less data first, where by more
+        # than the data slack (PlannerOptions.fill_data_first): ``plan`` runs that search only where
+        # the first would have saved much.
+        self.wide_fills = 0.0
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
         self._delta_memo: tuple[int, Move, np.ndarray | None, list[float]] | None = None

@@ -90,6 +90,14 @@ class PlannerOptions:
     # refuses and copies more than the data slack over the least its broker levels need; ``plan``
     # keeps the better (as ``relax``).
     swap_data_cap: bool | None = None
+    # A traffic goal filling a broker where the disk goal has work takes its replicas in the goal's
+    # cost order (few big moves; the disk excess of the brokers it fills from copies free). True: data
+    # first wherever few big moves would copy more than the data slack over that order (the fill takes
+    # no bytes off the hot disks on purpose, so they buy the disk goal nothing). False: the cost order
+    # always. None: the cost order first, then data first as well where the first plan had a fill
+    # that order would beat and copies more than the data slack over the least its broker levels
+    # need; ``plan`` keeps the better (as ``relax``).
+    fill_data_first: bool | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -115,6 +123,8 @@ class PlannerOptions:
             raise bad("relax", "must be a bool", self.relax)
         if self.swap_data_cap is not None and not isinstance(self.swap_data_cap, bool):
             raise bad("swap_data_cap", "must be None or a bool", self.swap_data_cap)
+        if self.fill_data_first is not None and not isinstance(self.fill_data_first, bool):
+            raise bad("fill_data_first", "must be None or a bool", self.fill_data_first)
         for name in ("max_bytes_to_move", "max_moves_per_broker"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -202,6 +212,7 @@ class PlannerOptions:
             data_slack=balancer_config.data_slack,
             relax=balancer_config.relax,
             swap_data_cap=balancer_config.swap_data_cap,
+            fill_data_first=balancer_config.fill_data_first,
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers),
             drain_brokers=tuple(balancer_config.drain_brokers),

@@ -62,6 +62,13 @@ class SearchContext:
         """A traffic swap's data is capped (``PlannerOptions.swap_data_cap``; ``plan`` decides None)."""
         return bool(self.options.swap_data_cap)
 
+    @property
+    def fill_data_first(self) -> bool:
+        """A traffic fill goes data first where the cost order would copy more than the data slack
+        over it, though the disk goal has work (``PlannerOptions.fill_data_first``; ``plan`` decides
+        None)."""
+        return bool(self.options.fill_data_first)
+
     # ---- chains: several moves judged as one (search.eject, search.leadership.hand_off) ----
     def opens(self, move: Move) -> bool:
         """A chain's first move passes every check that is not a resource limit (racks, caps...):

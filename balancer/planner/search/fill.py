@@ -56,8 +56,21 @@ def fill_all(ctx: SearchContext) -> None:
                 pools["floor"] = fill_pool(
                     avg, ctx, data_first=True, floor=disk_excess(model.util(goal.dim) > avg, ctx)
                 )
-            if (1.0 + ctx.data_slack) * fill_data(b, pools["floor"], ctx) < fill_data(b, pools[order], ctx):
-                order = "floor"
+            taken, floored = fill_data(b, pools[order], ctx), fill_data(b, pools["floor"], ctx)
+            if (1.0 + ctx.data_slack) * floored < taken:
+                order, taken = "floor", floored
+            if ctx.options.fill_data_first is not False:
+                # Data first (no bytes free) where it would copy less by the slack still: taken by
+                # that search (``SearchContext.fill_data_first``), counted by this one. Its own pool,
+                # drawn here: the data order's is drawn when a broker over the disk line first needs it.
+                if "data_first" not in pools:
+                    pools["data_first"] = fill_pool(avg, ctx, data_first=True)
+                least = fill_data(b, pools["data_first"], ctx)
+                if (1.0 + ctx.data_slack) * least < taken:
+                    if ctx.fill_data_first:
+                        order = "data_first"
+                    else:
+                        model.wide_fills += taken - least
         fill_from_pool(b, pools[order], 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
 
 
