@@ -25,6 +25,8 @@ from balancer.planner import DistributionGoal, PlannerOptions
         ({"data_slack": "0.2"}, "data_slack"),
         ({"swap_data_cap": "yes"}, "swap_data_cap"),
         ({"swap_data_cap": 1}, "swap_data_cap"),
+        ({"fill_data_first": "yes"}, "fill_data_first"),
+        ({"fill_data_first": 0}, "fill_data_first"),
     ],
 )
 def test_bad_values_name_the_argument(kwargs, name):
@@ -50,6 +52,7 @@ def test_from_config():
         data_slack=0.3,
         relax=False,
         swap_data_cap=True,
+        fill_data_first=False,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
@@ -60,6 +63,7 @@ def test_from_config():
         data_slack=0.3,
         relax=False,
         swap_data_cap=True,
+        fill_data_first=False,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
