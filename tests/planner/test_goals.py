@@ -687,6 +687,23 @@ def test_rack_goal_dest_masks_are_dest_mask_row_by_row(racks, rows):
 
 @settings(max_examples=60, deadline=None)
 @given(racks=RACKS, rows=ROWS)
+def test_rack_goal_accepts_is_accept_move_by_move(racks, rows):
+    # A fill screens a chunk of its pool with the vectorized verdicts before it asks any move's: a
+    # chunk mixes sources, so each candidate leaves its own broker for one destination.
+    n = len(racks)
+    model = _racked(racks, rows)
+    goal = RackAwareGoal()
+    slots = [(p, b) for p in range(model.n_partitions) for b in model.replicas[p].tolist() if b >= 0]
+    ps, srcs = (np.array(x, dtype=np.int64) for x in zip(*slots, strict=True))
+    for dst in range(n):
+        verdicts = goal.accepts(model, ps, srcs, dst)
+        for (p, src), verdict in zip(slots, verdicts.tolist(), strict=True):
+            if not model.holds(p, dst):
+                assert verdict == goal.accept(Move(REPLICA_MOVE, p, src, dst), model), (p, src, dst)
+
+
+@settings(max_examples=60, deadline=None)
+@given(racks=RACKS, rows=ROWS)
 def test_the_rack_goal_judges_a_swap_as_its_two_replica_moves(racks, rows):
     # The swap search screens each side of a swap on its own (an offer to the partner, a pick back
     # to the source) before working out any figure: that is only sound if the rack goal accepts a

@@ -81,6 +81,17 @@ class RackAwareGoal(Goal):
         ok = self._ok(model, move.p, move.src, move.dst)
         return bool(ok) and (move.kind != SWAP or self._ok(model, move.q, move.dst, move.src))
 
+    def accepts(self, model: ClusterModel, ps: np.ndarray, srcs: np.ndarray, dst: int) -> np.ndarray:
+        """``accept`` of each replica move of ``ps[i]`` from ``srcs[i]`` to ``dst``, vectorized."""
+        if not model.rack_aware:
+            return np.ones(len(ps), dtype=bool)
+        rows = model.replicas[ps]
+        racks = np.where(rows >= 0, model.rack[np.maximum(rows, 0)], -1)
+        after = np.where(rows == srcs[:, None], model.rack[dst], racks)
+        target = np.minimum(distinct_per_row(racks), np.minimum(model.rf[ps], model.n_live_racks))
+        kept: np.ndarray = (model.rack[srcs] == model.rack[dst]) | (distinct_per_row(after) >= target)
+        return kept
+
     def dest_mask(self, model: ClusterModel, p: int, src: int) -> np.ndarray | None:
         """Vectorized accept over every destination for moving p's replica off ``src``; None where
         every destination is accepted (the other replicas alone span enough racks)."""

@@ -159,6 +159,9 @@ def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx:
             if not model.holds(p, a) or model.holds(p, b) or not model.dest_ok[b]:
                 continue
             tries += 1
+            if ctx.rack is not None and not ctx.rack.accept(Move(REPLICA_MOVE, p, a, b), model):
+                misses += 1  # the cheapest check first: a new broker's rack refuses most of a pool
+                continue
         else:
             chunk = max(chunk, SCREEN_FIRST)
             ps, srcs = pool_p[i : i + chunk], pool_a[i : i + chunk]
@@ -178,7 +181,10 @@ def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx:
                 vec[:, IN] * ledf,
                 ledf,
             )
-            hits = np.flatnonzero(valid[:end] & screen(ctx, srcs[:end], b, vec))
+            hit = valid[:end] & screen(ctx, srcs[:end], b, vec)
+            if ctx.rack is not None:
+                hit &= ctx.rack.accepts(model, ps[:end], srcs[:end], b)
+            hits = np.flatnonzero(hit)
             if not len(hits):
                 tries += int(valid[:end].sum())
                 if end < len(ps):
@@ -192,13 +198,8 @@ def fill_from_pool(b: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx:
             tries += int(valid[:k].sum()) + 1
             i += k + 1
             p, a = int(ps[k]), int(srcs[k])
-        move = Move(REPLICA_MOVE, p, a, b)
-        if (
-            goal.fits(move, model)
-            and goal.wants(move, model, ctx.guard_ratio)
-            and (ctx.rack is None or ctx.rack.accept(move, model))
-            and ctx.try_move(move)
-        ):
+        move = Move(REPLICA_MOVE, p, a, b)  # the rack goal accepts it (checked above)
+        if goal.fits(move, model) and goal.wants(move, model, ctx.guard_ratio) and ctx.try_move(move):
             misses, chunk = 0, 0
         else:
             misses += 1
