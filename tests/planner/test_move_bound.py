@@ -443,7 +443,10 @@ def test_placement_bound_is_never_above_the_brute_force_placement(seed, racks):
     assert placement <= least + 1e-6
     bound = data_lower_bound(snap, outcome, options)
     assert bound["bound"] * total <= least + 1e-6
-    assert bound["bound"] >= bound["joint"] and bound["bound"] >= bound["placement"]
+    assert bound["coupled"] * total <= least + 1e-6
+    assert bound["bound"] >= max(bound["joint"], bound["coupled"], bound["placement"])
+    # The coupled LP holds the per-broker figures as rows too.
+    assert bound["coupled"] >= bound["joint"] * (1 - 1e-6)
     # The LP holds the per-broker figures as rows: never below them.
     assert bound["placement"] >= bound["joint"] * (1 - 1e-6)
 
