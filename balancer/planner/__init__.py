@@ -113,8 +113,9 @@ def plan(
     first = dataclasses.replace(options, swap_data_cap=False) if uncapped else options
     searched, final = _search(snapshot, goals, first, started)
     assert searched is not None  # only a search from the relaxation's placement finds no plan
-    relaxable = options.relax and fits(final)
-    capped = uncapped and final.wide_swaps > 0 and fits(final)
+    fit = fits(final)
+    relaxable = options.relax and fit
+    capped = uncapped and final.wide_swaps > 0 and fit
     # A data-first plan is kept only where it copies the data slack less; the fills' saving, summed
     # broker by broker as each was made, is rough (the fills draw on one another's pools), so half
     # that share gates the search.

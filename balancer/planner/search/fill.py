@@ -46,32 +46,42 @@ def fill_all(ctx: SearchContext) -> None:
         if goal.covers and fill_cover(b, pools[order], ctx):
             continue
         if not first and goal.weighs_moves:
-            # Replica by replica where the disk goal has work: the order charges moves as a
-            # data-first fill's, with the disk excess of the brokers it fills from as bytes it may
-            # copy free (the cost's floor, as a shed's: ``shed.disk_hot_cost``; that goal must move
-            # them anyway, though the order does not seek them out), taken where the ceiling's few
-            # big moves would copy more than the data slack over it (a broker lifted with big cold
-            # replicas where small hot ones would do).
-            if "floor" not in pools:
-                pools["floor"] = fill_pool(
-                    avg, ctx, data_first=True, floor=disk_excess(model.util(goal.dim) > avg, ctx)
-                )
-            taken, floored = fill_data(b, pools[order], ctx), fill_data(b, pools["floor"], ctx)
-            if (1.0 + ctx.data_slack) * floored < taken:
-                order, taken = "floor", floored
-            if ctx.options.fill_data_first is not False:
-                # Data first (no bytes free) where it would copy less by the slack still: taken by
-                # that search (``SearchContext.fill_data_first``), counted by this one. Its own pool,
-                # drawn here: the data order's is drawn when a broker over the disk line first needs it.
-                if "data_first" not in pools:
-                    pools["data_first"] = fill_pool(avg, ctx, data_first=True)
-                least = fill_data(b, pools["data_first"], ctx)
-                if (1.0 + ctx.data_slack) * least < taken:
-                    if ctx.fill_data_first:
-                        order = "data_first"
-                    else:
-                        model.wide_fills += taken - least
+            order = replica_order(b, avg, pools, ctx)
         fill_from_pool(b, pools[order], 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+
+
+def replica_order(
+    b: int, avg: float, pools: dict[str, tuple[np.ndarray, np.ndarray]], ctx: SearchContext
+) -> str:
+    """The pool a traffic fill lifts ``b`` from replica by replica where the disk goal has work (the
+    pools drawn once per ``fill_all``, in ``pools``): the goal's ceiling order, few big moves; or the
+    order that charges moves as a data-first fill's with the disk excess of the brokers it fills from
+    as bytes it may copy free (the cost's floor, as a shed's: ``shed.disk_hot_cost``; that goal must
+    move them anyway, though the order does not seek them out), where the ceiling's would copy more
+    than the data slack over it (a broker lifted with big cold replicas where small hot ones would
+    do). Then data first (no bytes free) where that copies less by the slack still: taken by that
+    search (``SearchContext.fill_data_first``), its saving counted by this one (``wide_fills``). Its
+    own pool, drawn here: the data order's is drawn when a broker over the disk line first needs it."""
+    model, goal = ctx.model, ctx.goal
+    order = "ceiling"
+    if "floor" not in pools:
+        pools["floor"] = fill_pool(
+            avg, ctx, data_first=True, floor=disk_excess(model.util(goal.dim) > avg, ctx)
+        )
+    taken, floored = fill_data(b, pools[order], ctx), fill_data(b, pools["floor"], ctx)
+    if (1.0 + ctx.data_slack) * floored < taken:
+        order, taken = "floor", floored
+    if ctx.options.fill_data_first is False:
+        return order
+    if "data_first" not in pools:
+        pools["data_first"] = fill_pool(avg, ctx, data_first=True)
+    least = fill_data(b, pools["data_first"], ctx)
+    if (1.0 + ctx.data_slack) * least >= taken:
+        return order
+    if ctx.fill_data_first:
+        return "data_first"
+    model.wide_fills += taken - least
+    return order
 
 
 def fill_data(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> float:
