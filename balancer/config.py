@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -124,6 +125,12 @@ Regex = Annotated[str, AfterValidator(_regex)]
 
 
 class _Strict(BaseModel):
+    """A section: unknown keys refused, frozen once loaded.
+
+    Its flags are ``StrictBool``: YAML's true/false (in a file or a ``--set``) are bools already, so a
+    string or a number there ("yes", "false", 1) is a typo, refused naming the key rather than read by
+    pydantic's lax coercion."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -193,7 +200,7 @@ class MetadataConfig(_Strict):
 class ConsumersConfig(_Strict):
     """Consumer-side balance (balancer.consumers): the monitored cluster's groups, read by the job."""
 
-    enabled: bool = False
+    enabled: StrictBool = False
     # The name the groups are recorded under: the cluster partition_load names (v1 records name theirs, so
     # a v1 job must say which one its bootstrap servers reach); default source.cluster.
     cluster: str | None = None
@@ -344,16 +351,16 @@ class BalancerConfig(_Strict):
     data_slack: float | None = Field(default=None, ge=0.0, le=1.0)
     # Plan a second time from the least-data placement of a linear program and keep the plan that
     # copies less without leaving a goal worse (PlannerOptions.relax); false: the goals' search alone.
-    relax: bool = True
+    relax: StrictBool = True
     # Hold a traffic goal's swaps to twice the bytes plain moves of the same relief copy
     # (PlannerOptions.swap_data_cap): true always, false never; null: plan both ways where the first
     # made a swap over that cap, and keep the plan that copies less without leaving a goal worse.
-    swap_data_cap: bool | None = None
+    swap_data_cap: StrictBool | None = None
     # Where the disk goal has work, fill a broker with a traffic goal's replicas data first rather
     # than in few big moves (PlannerOptions.fill_data_first): true always where that copies less,
     # false never; null: plan both ways where the first plan's fill could have copied less, and keep
     # the plan that copies less without leaving a goal worse.
-    fill_data_first: bool | None = None
+    fill_data_first: StrictBool | None = None
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.
@@ -427,7 +434,7 @@ class ExecutorConfig(_Strict):
 
 
 class QualityConfig(_Strict):
-    enabled: bool = True
+    enabled: StrictBool = True
     # A window whose share of quarantined records exceeds this is not planned.
     max_quarantine_share: float = Field(default=0.05, ge=0.0, le=1.0)
     # Every broker must report at least this share of the window's intervals.
@@ -629,7 +636,10 @@ def _format_errors(exc: ValidationError) -> str:
             # A section's own rule gets the whole section as input: not echoed (it may hold secrets).
             got = error.get("input")
             shown = "" if isinstance(got, dict) else f" (got {got!r})"
-            lines.append(f"  {key}: {error['msg'].removeprefix('Value error, ')}{shown}")
+            # A flag refuses a quoted 'false' as well as 'yes': the fix is the bare YAML word, which
+            # pydantic's "a valid boolean" does not say.
+            message = "must be true or false, unquoted" if error["type"] == "bool_type" else error["msg"]
+            lines.append(f"  {key}: {message.removeprefix('Value error, ')}{shown}")
     return "invalid configuration:\n" + "\n".join(lines)
 
 

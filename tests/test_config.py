@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from balancer.config import ConfigError, load_config
@@ -75,6 +77,43 @@ def test_bad_key_or_value_names_it(override, fragment):
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
     assert fragment in str(error.value)
+
+
+# Flags take YAML's bare true/false; a quoted word or a number is refused naming the key. ("yes" is quoted:
+# bare, PyYAML's YAML 1.1 reads it as true before the config sees it.)
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ('balancer.relax="yes"', "balancer.relax"),
+        ('balancer.fill_data_first="false"', "balancer.fill_data_first"),
+        ("balancer.swap_data_cap=1", "balancer.swap_data_cap"),
+        ("quality.enabled=0", "quality.enabled"),
+        ('consumers.enabled="true"', "consumers.enabled"),
+    ],
+)
+def test_a_flag_refuses_anything_but_a_bool(override, key):
+    with pytest.raises(ConfigError, match=re.escape(f"{key}: must be true or false, unquoted (got ")):
+        load_config(None, [override])
+
+
+def test_a_flag_in_a_file_refuses_a_string(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text('balancer:\n  fill_data_first: "false"\n')
+    with pytest.raises(ConfigError, match=r"balancer\.fill_data_first: .* \(got 'false'\)"):
+        load_config(path)
+
+
+def test_flags_take_true_and_false_from_a_file_and_from_set(tmp_path):
+    def flags(config):
+        balancer = config.balancer
+        return balancer.relax, balancer.swap_data_cap, balancer.fill_data_first, config.quality.enabled
+
+    path = tmp_path / "job.yaml"
+    path.write_text("balancer:\n  relax: false\n  swap_data_cap: true\nquality:\n  enabled: false\n")
+    assert flags(load_config(path)) == (False, True, None, False)  # a nullable flag keeps its null
+    overrides = ["balancer.relax=true", "balancer.swap_data_cap=null", "balancer.fill_data_first=false"]
+    assert flags(load_config(path, overrides)) == (True, None, False, False)
+    assert load_config(None, ["consumers.enabled=true", "consumers.cluster=prod"]).consumers.enabled is True
 
 
 def test_physical_limits_default_and_override():

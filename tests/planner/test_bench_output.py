@@ -1,0 +1,94 @@
+"""benchmarks/planner_bench.py's output: a plan's data as a multiple of its data bound, and none ("n/a")
+of a negligible bound, which no summary counts."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from planner_bench import (
+    NEGLIGIBLE_BOUND,
+    bound_multiple,
+    data_bound_line,
+    data_lower_bound,
+    heldout_moved,
+    heldout_within,
+    plan_outcome,
+)
+
+from balancer.demo.scenarios import ScenarioSpec, generate
+from balancer.planner import PlannerOptions, plan
+
+# A held-out line's data and moves, in the form other scripts parse.
+HELDOUT_ROW = re.compile(r"moved ([\d.]+)% = ([\d.]+)x the data bound, (\d+) replica / (\d+) leader")
+
+
+def _parts(bound: float, single: float) -> dict:
+    """A ``data_lower_bound`` result whose bound is ``bound`` and largest single part ``single``."""
+    return {
+        "network_in": single,
+        "disk": single / 2,
+        "drained": 0.0,
+        "arrive": 0.0,
+        "joint": single,
+        "coupled": single,
+        "placement": bound,
+        "bound": bound,
+    }
+
+
+def test_a_bound_gives_a_multiple_in_the_parsed_form():
+    multiple = bound_multiple(0.0258, 0.0235)
+    assert multiple == pytest.approx(0.0258 / 0.0235)
+    row = HELDOUT_ROW.search(heldout_moved(0.0258, 0.0235, multiple, 3, 356))
+    assert row and row.groups() == ("2.58", "1.10", "3", "356")
+    line = data_bound_line(_parts(0.0235, 0.0208), 0.0258)
+    assert line.endswith("-> >= 2.35%; planner moved 2.58% = 1.10x the bound (1.24x the largest single one)")
+
+
+@pytest.mark.parametrize("bound", [0.0, NEGLIGIBLE_BOUND / 2])  # none, and one printed as 0.00%
+def test_a_negligible_bound_gives_no_multiple(bound):
+    assert bound_multiple(0.005, bound) is None
+    row = heldout_moved(0.005, bound, None, 0, 356)
+    assert row == "moved 0.50%, data bound 0.00% (multiple n/a), 0 replica / 356 leader moves"
+    assert not HELDOUT_ROW.search(row)  # no multiple for a parser to read
+    line = data_bound_line(_parts(bound, bound), 0.005)
+    assert line.endswith("planner moved 0.50%; the bound is negligible: multiple n/a")
+
+
+def test_a_negligible_single_part_gives_no_multiple_of_it():
+    line = data_bound_line(_parts(0.0235, 0.0), 0.0258)
+    assert line.endswith("= 1.10x the bound (the largest single one negligible)")
+
+
+def test_the_summary_counts_only_plans_with_a_multiple():
+    assert heldout_within([1.0, 1.2]) == "2 of 2 within 1.25x the data bound (median 1.10x, worst 1.20x)"
+    assert heldout_within([1.1, None, 2.0]) == (
+        "1 of 2 within 1.25x the data bound (median 1.55x, worst 2.00x), "
+        "1 more with a negligible data bound (n/a)"
+    )
+    assert heldout_within([None]) == (
+        "0 of 0 within 1.25x the data bound (median n/a), 1 more with a negligible data bound (n/a)"
+    )
+
+
+def test_a_leadership_only_plan_has_no_multiple():
+    # A broker that lost its leaderships, planned with disk left alone: leadership changes alone reach
+    # the traffic goals, so no replica moves and the data bound is 0.
+    snap = generate(
+        ScenarioSpec(
+            brokers=6, racks=3, topics=30, partitions_per_topic=(6, 12), skew=0.5, restarted_broker=2, seed=8
+        )
+    )
+    options = PlannerOptions(balance_threshold=1.2, disk_balance_threshold=2.0)
+    result = plan(snap, options)
+    assert result.replica_moves == 0 and result.leader_moves > 0
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options)
+    share = result.bytes_to_move / result.total_bytes
+    assert bound_multiple(share, bound["bound"]) is None
+    assert data_bound_line(bound, share).endswith("the bound is negligible: multiple n/a")
