@@ -106,7 +106,7 @@ def plan(
     # exact relaxation from the best plan's levels; last, with ``fill_data_first`` None, the search
     # (and its relaxed start) with the fills data first where the first plan's fills would have
     # copied much less that way. Only where the first plan copies more than the data slack over the
-    # least its broker levels need are the others tried (elsewhere none could be kept). Each is kept
+    # least its broker levels need are the others tried (elsewhere they could save little). Each is kept
     # where it is better than the best so far (``_better``: less data, no balance figure or goal
     # worse), so a later start can only improve on the plan the ones before it chose.
     uncapped = options.swap_data_cap is None
@@ -172,8 +172,8 @@ def _near_least(
     options: PlannerOptions,
 ) -> bool:
     """``searched`` copies within the data slack of the least any plan leaving the brokers as it does
-    needs (``relaxation.data_bound``): a second plan could not be kept (``_better``) unless it also
-    made fewer moves, and the search makes few."""
+    needs (``relaxation.data_bound``): a second plan could save at most that slack, not worth the
+    other starts' CPU."""
     model = ClusterModel(snapshot, options)
     for goal in goals:
         goal.reset()
@@ -185,15 +185,17 @@ def _slack(options: PlannerOptions) -> float:
 
 
 def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[Goal]) -> bool:
-    """``relaxed`` copies less data than ``searched`` (the data slack less, unless in no more replica
-    moves: data first, moves second, as in the search) and leaves nothing worse: each resource's
-    balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals count it)
-    or no higher than ``searched``'s, every other goal no further outside its limits. An
+    """``relaxed`` copies less data than ``searched`` and leaves nothing worse. Data first, moves
+    second, as in the search: a plan with more replica moves must copy less by the data slack in
+    proportion to the moves it adds (a tenth more moves, a tenth of the slack; twice as many or more,
+    the whole slack), so one added move never outweighs a large saving of data. Nothing worse: each
+    resource's balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals
+    count it) or no higher than ``searched``'s, every other goal no further outside its limits. An
     all-or-nothing goal (the counts) that both plans leave outside its band is not compared: it keeps
     no move short of its band, so its distance there is what the other goals' moves happened to
     leave."""
-    fewer = relaxed.replica_moves <= searched.replica_moves
-    if relaxed.bytes_to_move * (1.0 if fewer else 1.0 + _slack(options)) >= searched.bytes_to_move:
+    added = max(relaxed.replica_moves - searched.replica_moves, 0) / max(searched.replica_moves, 1)
+    if relaxed.bytes_to_move * (1.0 + _slack(options) * min(added, 1.0)) >= searched.bytes_to_move:
         return False
     for resource in RESOURCES:
         met = max(options.threshold(resource), (1.0 + BOUND_TOLERANCE) * searched.lower_bound[resource])

@@ -67,12 +67,12 @@ def test_a_second_plan_is_judged_by_what_the_goals_count_as_met():
     base = plan(generate(ScenarioSpec(brokers=4, racks=0, topics=6, seed=7)), options)
     reports = {r.goal: r for r in base.goals}
 
-    def variant(data: int, network_out: float, **distance: float) -> Plan:
+    def variant(data: int, network_out: float, moves: int = 10, **distance: float) -> Plan:
         after = dict(base.after, network_out=network_out)
         changed = tuple(dataclasses.replace(reports[g.name], after=distance.get(g.name, 0.0)) for g in goals)
         bound = dict(base.lower_bound, network_out=1.45)
         return dataclasses.replace(
-            base, bytes_to_move=data, after=after, goals=changed, lower_bound=bound, replica_moves=10
+            base, bytes_to_move=data, after=after, goals=changed, lower_bound=bound, replica_moves=moves
         )
 
     searched = variant(100, 1.45, replicas_distribution=2716.0)
@@ -86,6 +86,28 @@ def test_a_second_plan_is_judged_by_what_the_goals_count_as_met():
     # Any other goal further outside its limits: worse.
     assert not better(variant(70, 1.45, leader_bytes_in_distribution=0.5), searched, options, goals)
     assert not better(variant(100, 1.45), searched, options, goals)  # no less data
+
+
+def test_a_second_plan_with_more_moves_must_save_data_in_proportion_to_the_moves_it_adds():
+    # balancer.planner._better: data first, moves second. The first plan copies 100 bytes in 10
+    # replica moves; the data slack is 20%.
+    options = PlannerOptions(data_slack=0.2)
+    goals = default_goals(options)
+    searched = plan(generate(ScenarioSpec(brokers=4, racks=0, topics=6, seed=7)), options)
+
+    def variant(data: int, moves: int) -> Plan:
+        return dataclasses.replace(searched, bytes_to_move=data, replica_moves=moves)
+
+    first = variant(100, 10)
+    assert better(variant(99, 10), first, options, goals)  # as many moves: any saving
+    assert better(variant(99, 9), first, options, goals)
+    # One move more (a tenth): a tenth of the slack, 2% less data.
+    assert better(variant(97, 11), first, options, goals)
+    assert not better(variant(99, 11), first, options, goals)
+    # Twice as many moves or more: the whole slack.
+    assert not better(variant(85, 20), first, options, goals)
+    assert not better(variant(85, 200), first, options, goals)
+    assert better(variant(80, 200), first, options, goals)
 
 
 def test_the_relaxed_placement_moves_less_data_than_the_search():
