@@ -190,10 +190,11 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     proportion to the moves it adds (a tenth more moves, a tenth of the slack; twice as many or more,
     the whole slack), so one added move never outweighs a large saving of data. Nothing worse: each
     resource's balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals
-    count it) or no higher than ``searched``'s, every other goal no further outside its limits. An
-    all-or-nothing goal (the counts) that both plans leave outside its band is not compared: it keeps
-    no move short of its band, so its distance there is what the other goals' moves happened to
-    leave."""
+    count it) or no higher than ``searched``'s; every other goal no further outside its limits, or (a
+    soft goal) within its threshold, where it would propose nothing: the band a soft goal optimizes
+    into is narrower, and a hair outside it is not worth the other plan's data. An all-or-nothing
+    goal (the counts) that both plans leave outside its band is not compared: it keeps no move short
+    of its band, so its distance there is what the other goals' moves happened to leave."""
     added = max(relaxed.replica_moves - searched.replica_moves, 0) / max(searched.replica_moves, 1)
     if relaxed.bytes_to_move * (1.0 + _slack(options) * min(added, 1.0)) >= searched.bytes_to_move:
         return False
@@ -204,6 +205,7 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     return all(
         r.goal in BALANCED_RESOURCE
         or r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
+        or (not goal.hard and r.within_threshold)
         or (goal.all_or_nothing and s.after > UNMET_TOLERANCE)
         for r, s, goal in zip(relaxed.goals, searched.goals, goals, strict=True)
     )
@@ -259,8 +261,13 @@ def _search(
             break
     kept = len(model.log)
     undo_needless(model, goals)
-    if len(model.log) > kept:  # every goal takes each return: its metric can only have fallen
-        reports = [dataclasses.replace(r, after=g.metric(model)) for r, g in zip(reports, goals, strict=True)]
+    pruned = len(model.log) > kept  # every goal takes each return: its metric can only have fallen
+    reports = [
+        dataclasses.replace(
+            r, after=g.metric(model) if pruned else r.after, within_threshold=not g.violated(model)
+        )
+        for r, g in zip(reports, goals, strict=True)
+    ]
     if start is not None:
         reports = [
             dataclasses.replace(r, before=b, violated=r.violated or v)

@@ -27,6 +27,10 @@ class GoalReport:
     after: float
     violated: bool
     moves: int
+    # No broker outside the band that makes the goal act (its threshold; a hard goal's limits) on
+    # the plan's placement: the goal would propose nothing there. A soft goal optimizes into a
+    # narrower band, so ``after`` can be above 0 while this holds.
+    within_threshold: bool = False
 
     @property
     def unmet(self) -> bool:
@@ -42,6 +46,7 @@ class GoalReport:
             later.after,
             self.violated or later.violated,
             self.moves + later.moves,
+            later.within_threshold,
         )
 
 
