@@ -542,7 +542,9 @@ def coupled_bound(
     on", each replica a variable x in [0, 1] copying its partition's size: per broker, those leaving it
     carry its network_in and disk excess and at least its per-broker least (``least[0]``), and all of
     them together carry every broker's network_in and network_out deficits and the per-broker least
-    arrivals (``least[1]``; a replica that moves ends on one broker). ``needs``: per broker, the
+    arrivals (``least[1]``; a replica that moves ends on one broker), and per rack where the rack
+    goal binds, the rack's brokers' deficits and least arrivals by the replicas that may end on it
+    (``_rack_carriers``). ``needs``: per broker, the
     network_in excess, disk excess, network_in deficit and network_out deficit ``data_lower_bound``
     holds it to. A drained broker's replicas all leave (x = 1). Every plan within the lines moves at
     least such a set (its replicas that end elsewhere copy at least their sizes), so the least is a
@@ -597,6 +599,18 @@ def coupled_bound(
     together(bytes_in, float(in_deficit[live].sum()) / in_scale)
     together(lead_out, float(out_deficit[live].sum()) / out_scale)
     together(size, float(least[1].sum()) / scale)
+    for eligible, members in _rack_carriers(model, slot_p, slot_b):
+        # The same three rows for one rack, carried only by the replicas that may end there.
+        for value, need in (
+            (bytes_in, float(in_deficit[members].sum()) / in_scale),
+            (lead_out, float(out_deficit[members].sum()) / out_scale),
+            (size, float(least[1][members].sum()) / scale),
+        ):
+            if need > 0:
+                rows.append(np.full(int(eligible.sum()), len(rhs)))
+                cols.append(np.flatnonzero(eligible))
+                vals.append(-value[eligible])
+                rhs.append(-need * (1 - tol))
     if not rhs:
         return float(model.size[slot_p[drained]].sum())
     a_ub = coo_matrix(
@@ -608,6 +622,34 @@ def coupled_bound(
         return None
     # The solver's optimum is within its tolerances of the LP's: a hair off keeps it below.
     return max(0.0, float(res.fun) * scale * (1 - 1e-7))
+
+
+def _rack_carriers(model, slot_p: np.ndarray, slot_b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per rack, (which of the replicas ``slot_p``/``slot_b`` may be the one that ends on a broker of
+    it, the rack's live brokers), where the rack goal binds (as ``_rack_rows`` states it): a
+    partition spanning its target of racks with RF <= the racks ends with at most one replica per
+    rack, so a replica that arrives on a rack already holding one replaces it, and that one leaves
+    its broker (the rack's own replica carries the arrival: every replica of a partition carries
+    the same bytes in and size, and leading one is a choice made after the moves). A partition
+    with no replica on the rack, or held to no such rule, may send any of its replicas there."""
+    if not model.rack_aware or model.n_live_racks < 2:
+        return []
+    n_racks = int(model.rack.max()) + 1
+    held = model.replicas >= 0
+    spans_now = np.zeros((model.n_partitions, n_racks), dtype=bool)
+    rows_p, cols_j = np.nonzero(held)
+    spans_now[rows_p, model.rack[model.replicas[rows_p, cols_j]]] = True
+    target = np.minimum(model.rf, model.n_live_racks)
+    ruled = (spans_now.sum(axis=1) >= target) & (model.rf <= model.n_live_racks)
+    out = []
+    for r in range(n_racks):
+        members = (model.rack == r) & model.live
+        if not members.any():
+            continue
+        own = model.rack[slot_b] == r
+        eligible = own | ~spans_now[slot_p, r] | ~ruled[slot_p]
+        out.append((eligible, members))
+    return out
 
 
 def bound_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, ...]:

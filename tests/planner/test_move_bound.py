@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import planner_bench
 from planner_bench import (
     bound_lines,
     data_lower_bound,
@@ -470,3 +471,28 @@ def test_placement_bound_is_tighter_than_the_per_broker_bound_where_leaving_and_
     assert bound["placement"] * total == pytest.approx(33.1400466, abs=1e-4)
     assert bound["bound"] == bound["placement"]
     assert _least_placement(snap, outcome, options) == pytest.approx(36.34)
+
+
+def test_the_coupled_bound_fills_a_racks_brokers_only_with_replicas_that_may_end_on_that_rack(monkeypatch):
+    # Two new empty brokers on a 3-rack cluster of RF 3 (one replica per rack): a new broker fills
+    # only from its own rack's brokers, so the cheapest bytes-in elsewhere cannot be counted for it.
+    # The rack rows tighten the coupled LP; the plan (which keeps the rack goal) is still above it.
+    snap = generate(
+        ScenarioSpec(
+            brokers=24,
+            racks=3,
+            topics=20,
+            partitions_per_topic=(40, 40),
+            replication_factor=3,
+            new_empty_brokers=2,
+            seed=0,
+        )
+    )
+    options = PlannerOptions()
+    result = plan(snap, options)
+    outcome = plan_outcome(snap, result, options)
+    with_racks = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    monkeypatch.setattr(planner_bench, "_rack_carriers", lambda *args: [])
+    without = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    assert with_racks > 1.03 * without
+    assert with_racks <= result.bytes_to_move / result.total_bytes
