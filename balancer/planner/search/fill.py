@@ -98,7 +98,7 @@ def reachable(
 ) -> tuple[float, np.ndarray]:
     """What ``dst`` lacks of the goal's lower limit, and per replica of ``pool`` whether it may move
     there: its broker still holds it and ``dst`` holds none of its partition (with ``racks``, and
-    the rack goal lets it land: a partition with a replica on dst's rack moves only that one)."""
+    the rack goal accepts it, ``RackAwareGoal.accepts``)."""
     model, goal = ctx.model, ctx.goal
     _, lower = goal.limits(model)
     need = float(lower[dst] * model.cap[dst, goal.dim] - model.load[dst, goal.dim])
@@ -106,8 +106,7 @@ def reachable(
     rows = model.replicas[pool_p]
     eligible: np.ndarray = (rows == pool_src[:, None]).any(axis=1) & ~(rows == dst).any(axis=1)
     if racks and ctx.rack is not None:
-        on_rack = ((model.rack[rows] == model.rack[dst]) & (rows >= 0)).any(axis=1)
-        eligible &= ~on_rack | (model.rack[pool_src] == model.rack[dst])
+        eligible &= ctx.rack.accepts(model, pool_p, pool_src, dst)
     return need, eligible
 
 
