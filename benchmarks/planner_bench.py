@@ -522,7 +522,9 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
     }
     out = {k: v / total for k, v in out.items()}
     needs = (in_excess.clip(min=0), disk_excess, in_deficit.clip(min=0), out_deficit.clip(min=0))
-    coupled = coupled_bound(model, needs, least=(least_leave, least_arrive))
+    coupled = coupled_bound(
+        model, needs, least=(least_leave, least_arrive), lines=(in_line, in_floor, disk_line)
+    )
     out["coupled"] = coupled / total if coupled is not None else 0.0
     lines = (in_line, in_floor, disk_line, out_floor)
     lp = placement_bound(model, lines, least=(least_leave, least_arrive)) if placement else None
@@ -536,7 +538,11 @@ COUPLED_MAX_VARIABLES = 500_000
 
 
 def coupled_bound(
-    model, needs: tuple[np.ndarray, ...], *, least: tuple[np.ndarray, np.ndarray]
+    model,
+    needs: tuple[np.ndarray, ...],
+    *,
+    least: tuple[np.ndarray, np.ndarray],
+    lines: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> float | None:
     """The least data (bytes) of a linear relaxation of "which replicas end off the broker they are
     on", each replica a variable x in [0, 1] copying its partition's size: per broker, those leaving it
@@ -544,7 +550,9 @@ def coupled_bound(
     them together carry every broker's network_in and network_out deficits and the per-broker least
     arrivals (``least[1]``; a replica that moves ends on one broker), and per rack where the rack
     goal binds, the rack's brokers' deficits and least arrivals by the replicas that may end on it
-    (``_rack_carriers``). ``needs``: per broker, the
+    (``_rack_carriers``). With ``lines``, also the arrivals per broker, aggregated
+    (``_arrival_rows``): each broker ends within its lines, what leaves it and what lands on it
+    counted together. ``needs``: per broker, the
     network_in excess, disk excess, network_in deficit and network_out deficit ``data_lower_bound``
     holds it to. A drained broker's replicas all leave (x = 1). Every plan within the lines moves at
     least such a set (its replicas that end elsewhere copy at least their sizes), so the least is a
@@ -611,17 +619,77 @@ def coupled_bound(
                 cols.append(np.flatnonzero(eligible))
                 vals.append(-value[eligible])
                 rhs.append(-need * (1 - tol))
+    nb = model.n_brokers
+    if lines is not None:
+        arrivals = _arrival_rows(model, lines, slot_p, slot_b, (bytes_in, in_scale), (size, scale), len(rhs))
+        for part, extra in zip((rows, cols, vals, rhs), arrivals, strict=True):
+            part.extend(extra)
     if not rhs:
         return float(model.size[slot_p[drained]].sum())
+    width = n + (2 * nb if lines is not None else 0)
     a_ub = coo_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(rhs), n)
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(rhs), width)
     ).tocsr()
     bounds = np.column_stack([drained.astype(float), np.ones(n)])
-    res = linprog(size, A_ub=a_ub, b_ub=np.array(rhs), bounds=bounds, method="highs")
+    if lines is not None:
+        arrive = np.column_stack([np.zeros(nb), np.where(live, np.inf, 0.0)])
+        bounds = np.vstack([bounds, arrive, arrive])
+    cost = np.concatenate([size, np.zeros(width - n)])
+    res = linprog(cost, A_ub=a_ub, b_ub=np.array(rhs), bounds=bounds, method="highs")
     if res.status != 0:
         return None
     # The solver's optimum is within its tolerances of the LP's: a hair off keeps it below.
     return max(0.0, float(res.fun) * scale * (1 - 1e-7))
+
+
+def _arrival_rows(
+    model,
+    lines: tuple[np.ndarray, np.ndarray, np.ndarray],
+    slot_p: np.ndarray,
+    slot_b: np.ndarray,
+    network_in: tuple[np.ndarray, float],
+    disk: tuple[np.ndarray, float],
+    first_row: int,
+) -> tuple[list, list, list, list]:
+    """``coupled_bound``'s rows for the arrivals per broker, aggregated: columns n + b and n + nb + b
+    are the network_in and disk bytes (in the units given with each replica's value) that end on
+    broker b. Every live broker ends within its lines (``lines``: network_in's upper line and floor,
+    disk's upper line, in bytes): what it holds, less what leaves it, plus what arrives; nothing
+    arrives that did not leave a broker, on the whole cluster and per rack where the rack goal binds
+    (``_rack_carriers``). Every plan within the lines is such a point (its moved replicas, and
+    what each broker receives), so the rows keep the LP a lower bound."""
+    from balancer.planner.model import DISK, IN
+
+    in_line, in_floor, disk_line = lines
+    n, nb = len(slot_p), model.n_brokers
+    live = ~model.drained
+    loads = ((*network_in, IN, n, in_line), (*disk, DISK, n + nb, disk_line))
+    rows: list = []
+    cols: list = []
+    vals: list = []
+    rhs: list = []
+
+    def row(columns: np.ndarray, values: np.ndarray, bound: float) -> None:
+        rows.append(np.full(len(columns), first_row + len(rhs)))
+        cols.append(columns)
+        vals.append(values)
+        rhs.append(bound)
+
+    tol = 1e-9
+    for b in np.flatnonzero(live).tolist():
+        on = np.flatnonzero(slot_b == b)
+        for value, unit, dim, first, line in loads:
+            columns = np.append(on, first + b)
+            row(columns, np.append(-value[on], 1.0), (line[b] * (1 + tol) - model.load[b, dim]) / unit)
+            if dim == IN and np.isfinite(in_floor[b]):
+                row(
+                    columns, np.append(value[on], -1.0), (model.load[b, dim] - in_floor[b] * (1 - tol)) / unit
+                )
+    for eligible, members in [(np.ones(n, dtype=bool), live), *_rack_carriers(model, slot_p, slot_b)]:
+        for value, _, _, first, _ in loads:
+            columns = np.concatenate([np.flatnonzero(eligible), first + np.flatnonzero(members)])
+            row(columns, np.concatenate([-value[eligible], np.ones(int(members.sum()))]), 0.0)
+    return rows, cols, vals, rhs
 
 
 def _rack_carriers(model, slot_p: np.ndarray, slot_b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -496,3 +496,30 @@ def test_the_coupled_bound_fills_a_racks_brokers_only_with_replicas_that_may_end
     without = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
     assert with_racks > 1.03 * without
     assert with_racks <= result.bytes_to_move / result.total_bytes
+
+
+def test_the_coupled_bound_lands_what_leaves_within_every_brokers_lines(monkeypatch):
+    # The coupled LP with the arrivals per broker aggregated (network_in and disk bytes that end on
+    # each broker, never more than left the others): a broker filled to its floor cannot take the
+    # whole deficit of the cluster's new brokers' cheapest replicas off the hot ones and stay within
+    # its own line. Tighter than without those columns; the plan is still above it.
+    snap = generate(
+        ScenarioSpec(
+            brokers=24,
+            racks=3,
+            topics=20,
+            partitions_per_topic=(40, 40),
+            replication_factor=3,
+            new_empty_brokers=2,
+            seed=0,
+        )
+    )
+    options = PlannerOptions()
+    result = plan(snap, options)
+    outcome = plan_outcome(snap, result, options)
+    with_arrivals = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    real = planner_bench.coupled_bound
+    monkeypatch.setattr(planner_bench, "coupled_bound", lambda *args, lines=None, **kw: real(*args, **kw))
+    without = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    assert with_arrivals > 1.03 * without
+    assert with_arrivals <= result.bytes_to_move / result.total_bytes
