@@ -3,6 +3,8 @@ optimum."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import sys
 from pathlib import Path
@@ -473,53 +475,46 @@ def test_placement_bound_is_tighter_than_the_per_broker_bound_where_leaving_and_
     assert _least_placement(snap, outcome, options) == pytest.approx(36.34)
 
 
-def test_the_coupled_bound_fills_a_racks_brokers_only_with_replicas_that_may_end_on_that_rack(monkeypatch):
-    # Two new empty brokers on a 3-rack cluster of RF 3 (one replica per rack): a new broker fills
-    # only from its own rack's brokers, so the cheapest bytes-in elsewhere cannot be counted for it.
-    # The rack rows tighten the coupled LP; the plan (which keeps the rack goal) is still above it.
-    snap = generate(
-        ScenarioSpec(
-            brokers=24,
-            racks=3,
-            topics=20,
-            partitions_per_topic=(40, 40),
-            replication_factor=3,
-            new_empty_brokers=2,
-            seed=0,
-        )
+@functools.cache
+def _two_new_brokers() -> tuple[dict, PlannerOptions, float, np.ndarray]:
+    """Two new empty brokers on a 24-broker, 3-rack cluster of RF 3 (one replica per rack), planned:
+    the snapshot, the options, the plan's share of the data, and its outcome."""
+    spec = ScenarioSpec(
+        brokers=24,
+        racks=3,
+        topics=20,
+        partitions_per_topic=(40, 40),
+        replication_factor=3,
+        new_empty_brokers=2,
     )
-    options = PlannerOptions()
+    snap, options = generate(dataclasses.replace(spec, seed=0)), PlannerOptions()
     result = plan(snap, options)
-    outcome = plan_outcome(snap, result, options)
-    with_racks = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    return snap, options, result.bytes_to_move / result.total_bytes, plan_outcome(snap, result, options)
+
+
+def _coupled(snap: dict, options: PlannerOptions, outcome: np.ndarray) -> float:
+    return data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+
+
+def test_the_coupled_bound_fills_a_racks_brokers_only_with_replicas_that_may_end_on_that_rack(monkeypatch):
+    # A new broker fills only from its own rack's brokers, so the cheapest bytes in elsewhere cannot
+    # be counted for it. The rack rows tighten the coupled LP; the plan (which keeps the rack goal)
+    # is still above it.
+    snap, options, share, outcome = _two_new_brokers()
+    with_racks = _coupled(snap, options, outcome)
     monkeypatch.setattr(planner_bench, "_rack_carriers", lambda *args: [])
-    without = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
-    assert with_racks > 1.03 * without
-    assert with_racks <= result.bytes_to_move / result.total_bytes
+    assert with_racks > 1.03 * _coupled(snap, options, outcome)
+    assert with_racks <= share
 
 
 def test_the_coupled_bound_lands_what_leaves_within_every_brokers_lines(monkeypatch):
-    # The coupled LP with the arrivals per broker aggregated (network_in and disk bytes that end on
-    # each broker, never more than left the others): a broker filled to its floor cannot take the
-    # whole deficit of the cluster's new brokers' cheapest replicas off the hot ones and stay within
-    # its own line. Tighter than without those columns; the plan is still above it.
-    snap = generate(
-        ScenarioSpec(
-            brokers=24,
-            racks=3,
-            topics=20,
-            partitions_per_topic=(40, 40),
-            replication_factor=3,
-            new_empty_brokers=2,
-            seed=0,
-        )
-    )
-    options = PlannerOptions()
-    result = plan(snap, options)
-    outcome = plan_outcome(snap, result, options)
-    with_arrivals = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
+    # With the bytes that land on each broker as columns, each broker ends within its lines with
+    # what leaves it and what lands on it counted together: the cheapest replicas cannot all leave
+    # brokers that would then drop under their floors with nothing landing to refill them. Tighter
+    # than without those columns; the plan is still above it.
+    snap, options, share, outcome = _two_new_brokers()
+    with_arrivals = _coupled(snap, options, outcome)
     real = planner_bench.coupled_bound
     monkeypatch.setattr(planner_bench, "coupled_bound", lambda *args, lines=None, **kw: real(*args, **kw))
-    without = data_lower_bound(snap, outcome, options, placement=False)["coupled"]
-    assert with_arrivals > 1.03 * without
-    assert with_arrivals <= result.bytes_to_move / result.total_bytes
+    assert with_arrivals > 1.03 * _coupled(snap, options, outcome)
+    assert with_arrivals <= share
