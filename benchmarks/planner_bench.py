@@ -607,7 +607,8 @@ def coupled_bound(
     together(bytes_in, float(in_deficit[live].sum()) / in_scale)
     together(lead_out, float(out_deficit[live].sum()) / out_scale)
     together(size, float(least[1].sum()) / scale)
-    for eligible, members in _rack_carriers(model, slot_p, slot_b):
+    carriers = _rack_carriers(model, slot_p, slot_b)
+    for eligible, members in carriers:
         # The same three rows for one rack, carried only by the replicas that may end there.
         for value, need in (
             (bytes_in, float(in_deficit[members].sum()) / in_scale),
@@ -621,7 +622,9 @@ def coupled_bound(
                 rhs.append(-need * (1 - tol))
     nb = model.n_brokers
     if lines is not None:
-        arrivals = _arrival_rows(model, lines, slot_p, slot_b, (bytes_in, in_scale), (size, scale), len(rhs))
+        arrivals = _arrival_rows(
+            model, lines, slot_p, slot_b, (bytes_in, in_scale), (size, scale), carriers, len(rhs)
+        )
         for part, extra in zip((rows, cols, vals, rhs), arrivals, strict=True):
             part.extend(extra)
     if not rhs:
@@ -649,6 +652,7 @@ def _arrival_rows(
     slot_b: np.ndarray,
     network_in: tuple[np.ndarray, float],
     disk: tuple[np.ndarray, float],
+    carriers: list[tuple[np.ndarray, np.ndarray]],
     first_row: int,
 ) -> tuple[list, list, list, list]:
     """``coupled_bound``'s rows for the arrivals per broker, aggregated: columns n + b and n + nb + b
@@ -656,7 +660,7 @@ def _arrival_rows(
     broker b. Every live broker ends within its lines (``lines``: network_in's upper line and floor,
     disk's upper line, in bytes): what it holds, less what leaves it, plus what arrives; nothing
     arrives that did not leave a broker, on the whole cluster and per rack where the rack goal binds
-    (``_rack_carriers``). Every plan within the lines is such a point (its moved replicas, and
+    (``carriers``, ``_rack_carriers``). Every plan within the lines is such a point (its moved replicas, and
     what each broker receives), so the rows keep the LP a lower bound."""
     from balancer.planner.model import DISK, IN
 
@@ -676,8 +680,11 @@ def _arrival_rows(
         rhs.append(bound)
 
     tol = 1e-9
+    # The replicas on each broker, as runs of one stable sort (not a scan of all of them per broker).
+    by_broker = np.argsort(slot_b, kind="stable")
+    starts = np.searchsorted(slot_b[by_broker], np.arange(nb + 1))
     for b in np.flatnonzero(live).tolist():
-        on = np.flatnonzero(slot_b == b)
+        on = by_broker[starts[b] : starts[b + 1]]
         for value, unit, dim, first, line in loads:
             columns = np.append(on, first + b)
             row(columns, np.append(-value[on], 1.0), (line[b] * (1 + tol) - model.load[b, dim]) / unit)
@@ -685,7 +692,7 @@ def _arrival_rows(
                 row(
                     columns, np.append(value[on], -1.0), (model.load[b, dim] - in_floor[b] * (1 - tol)) / unit
                 )
-    for eligible, members in [(np.ones(n, dtype=bool), live), *_rack_carriers(model, slot_p, slot_b)]:
+    for eligible, members in [(np.ones(n, dtype=bool), live), *carriers]:
         for value, _, _, first, _ in loads:
             columns = np.concatenate([np.flatnonzero(eligible), first + np.flatnonzero(members)])
             row(columns, np.concatenate([-value[eligible], np.ones(int(members.sum()))]), 0.0)
