@@ -123,7 +123,38 @@ def test_a_spark_command_keeps_spark_and_library_logs_off_the_console(tmp_path):
     assert output.splitlines()[0].startswith("logs (Spark, libraries, traces): ")
     logged = log.read_text()
     assert JVM_LOG_LINE.search(logged), logged  # the JVM's log4j wrote to this file
-    assert "py4j" in logged  # and so did Python's libraries
+
+
+def test_library_logs_warnings_and_raw_stderr_go_to_the_log_file_and_product_lines_to_the_console(tmp_path):
+    """After ``setup`` (as a Spark command calls it), a library's log lines at any level, Python
+    warnings and whatever writes to fd 2 (the JVM, Python workers) land in the log file; the
+    product's own warnings and the console's lines reach the console, and only they do."""
+    probe = (
+        "import logging, os, warnings\n"
+        "from balancer.cli.console import setup\n"
+        "console = setup('probe', spark=True)\n"
+        "logging.getLogger('py4j.clientserver').info('library info line')\n"
+        "logging.getLogger('py4j.java_gateway').error('library error line')\n"
+        "warnings.warn('a python warning line')\n"
+        "os.write(2, b'raw stderr line\\n')\n"
+        "logging.getLogger('balancer.job').warning('product warning line')\n"
+        "console.line('product console line')\n"
+    )
+    logs = tmp_path / "logs"
+    env = {**os.environ, "BALANCER_LOG_DIR": str(logs)}
+    env.pop("BALANCER_LOG_FILE", None)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    (log,) = logs.glob("probe-*.log")
+    logged = log.read_text()
+    console = result.stderr + result.stdout
+    for line in ("library info line", "library error line", "a python warning line", "raw stderr line"):
+        assert line in logged and line not in console, (line, console)
+    assert "product warning line" in console and "product console line" in console, console
+    assert console.splitlines()[0].startswith("logs (Spark, libraries, traces): "), console
 
 
 @pytest.mark.integration
