@@ -8,8 +8,10 @@ to grow with the number of replicas (see ``balancer.spark.pipeline``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -146,17 +148,27 @@ class SourceStartError(RuntimeError):
 
 
 class Job:
-    """The job's query, started, and started again (up to ``START_ATTEMPTS`` times, a warning each time)
-    when its Python source missed its start-up deadline (above): it had read nothing, and the checkpoint
-    makes a restart exactly once. Whatever watches the query hands a failure to ``recover`` (``run``), or
-    calls ``check`` between its own steps (the demos); ``queries`` are the ones running now."""
+    """The job's query, started, and started again (up to ``START_ATTEMPTS`` times in a row, a warning each
+    time) when its Python source missed its start-up deadline (above): it had read nothing, and the
+    checkpoint makes a restart exactly once. Attempts count failed starts in a row: a query that made
+    progress before it failed had started, so a long run is not ended by failures months apart. Whatever
+    watches the query hands a failure to ``recover`` (``run``), or calls ``check`` between its own steps
+    (the demos); ``queries`` are the ones running now. ``starter`` starts them (by default the job's
+    query, ``start``)."""
 
     def __init__(
-        self, spark: SparkSession, config: Config, *, once: bool = False, on_plans: PlanListener | None = None
+        self,
+        spark: SparkSession,
+        config: Config,
+        *,
+        once: bool = False,
+        on_plans: PlanListener | None = None,
+        starter: Callable[[], list[StreamingQuery]] | None = None,
     ):
-        self.spark, self.config, self.once, self.on_plans = spark, config, once, on_plans
+        self.spark = spark
+        self._start = starter or functools.partial(start, spark, config, once=once, on_plans=on_plans)
         self.attempt = 1
-        self.queries = start(spark, config, once=once, on_plans=on_plans)
+        self.queries = self._start()
 
     def check(self) -> None:
         """Raise a failed query's error, or start the query again if the failure is a missed start."""
@@ -170,6 +182,8 @@ class Job:
         """Start the query again after ``error`` if it is a missed start with attempts left; else raise it."""
         if _SOURCE_START_MISSED not in str(error):
             raise error
+        if any(query.recentProgress for query in self.queries):
+            self.attempt = 1  # the query had started: this failure begins a new count
         if self.attempt == START_ATTEMPTS:
             raise SourceStartError(
                 f"the Kafka source's Python process missed Spark's 10 s start-up deadline on each of "
@@ -187,7 +201,7 @@ class Job:
             if query.isActive:
                 query.stop()
         self.spark.streams.resetTerminated()
-        self.queries = start(self.spark, self.config, once=self.once, on_plans=self.on_plans)
+        self.queries = self._start()
 
 
 def run(spark: SparkSession, config: Config, *, once: bool = False) -> None:
