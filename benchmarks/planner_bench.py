@@ -701,23 +701,19 @@ def _arrival_rows(
 
 def _rack_carriers(model, slot_p: np.ndarray, slot_b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per rack, (which of the replicas ``slot_p``/``slot_b`` may be the one that ends on a broker of
-    it, the rack's live brokers), where the rack goal binds (as ``_rack_rows`` states it): a
-    partition spanning its target of racks with RF <= the racks ends with at most one replica per
-    rack, so a replica that arrives on a rack already holding one replaces it, and that one leaves
-    its broker (the rack's own replica carries the arrival: every replica of a partition carries
-    the same bytes in and size, and leading one is a choice made after the moves). A partition
-    with no replica on the rack, or held to no such rule, may send any of its replicas there."""
-    if not model.rack_aware or model.n_live_racks < 2:
+    it, the rack's live brokers), where the rack goal binds (``_rack_rule``): a partition spanning
+    its target of racks with RF <= the racks ends with at most one replica per rack, so a replica
+    that arrives on a rack already holding one replaces it, and that one leaves its broker (the
+    rack's own replica carries the arrival: every replica of a partition carries the same bytes in
+    and size, and leading one is a choice made after the moves). A partition with no replica on the
+    rack, or held to no such rule, may send any of its replicas there."""
+    rule = _rack_rule(model)
+    if rule is None:
         return []
-    n_racks = int(model.rack.max()) + 1
-    held = model.replicas >= 0
-    spans_now = np.zeros((model.n_partitions, n_racks), dtype=bool)
-    rows_p, cols_j = np.nonzero(held)
-    spans_now[rows_p, model.rack[model.replicas[rows_p, cols_j]]] = True
-    target = np.minimum(model.rf, model.n_live_racks)
-    ruled = (spans_now.sum(axis=1) >= target) & (model.rf <= model.n_live_racks)
+    spans_now, at_target, spread = rule
+    ruled = at_target & spread
     out = []
-    for r in range(n_racks):
+    for r in range(spans_now.shape[1]):
         members = (model.rack == r) & model.live
         if not members.any():
             continue
@@ -725,6 +721,24 @@ def _rack_carriers(model, slot_p: np.ndarray, slot_b: np.ndarray) -> list[tuple[
         eligible = own | ~spans_now[slot_p, r] | ~ruled[slot_p]
         out.append((eligible, members))
     return out
+
+
+def _rack_rule(model) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The rack goal's rule as the bounds use it, or None where racks do not count: (which racks each
+    partition spans now, partition x rack; whether it spans its target now; whether its RF is at
+    most the racks). The rack goal (hard, always run) accepts a replica move only if the partition
+    then spans at least min(the racks it spans before, its target: min(RF, the racks with a broker
+    that stays)). So a partition spanning its target now spans it at the end: with RF <= the racks,
+    one replica per rack (a rack holds at most one); with more replicas than racks, every rack that
+    stays holds one. A partition short of its target now is held to less than that."""
+    if not model.rack_aware or model.n_live_racks < 2:
+        return None
+    n_racks = int(model.rack.max()) + 1
+    spans = np.zeros((model.n_partitions, n_racks), dtype=bool)
+    rows_p, cols_j = np.nonzero(model.replicas >= 0)
+    spans[rows_p, model.rack[model.replicas[rows_p, cols_j]]] = True
+    at_target = spans.sum(axis=1) >= np.minimum(model.rf, model.n_live_racks)
+    return spans, at_target, model.rf <= model.n_live_racks
 
 
 def bound_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, ...]:
@@ -845,7 +859,7 @@ def placement_bound(
         broker_row(np.where(held, size, 0.0), h_cols, rhs / size_scale, 1.0)
         rhs = np.where(least[1] > 0, least[1] * (1 - tol), -np.inf)
         broker_row(np.where(held, 0.0, size), h_cols, rhs / size_scale, -1.0)
-    racks = _rack_rows(model, holds, var_p, var_b, first_row=row)
+    racks = _rack_rows(model, var_p, var_b, first_row=row)
     if racks is not None:
         ub_r.append(racks[0])
         ub_c.append(racks[1])
@@ -887,23 +901,17 @@ def placement_bound(
     return max(0.0, float(res.fun) * size_scale * (1 - 1e-7))
 
 
-def _rack_rows(model, holds: np.ndarray, var_p: np.ndarray, var_b: np.ndarray, *, first_row: int):
+def _rack_rows(model, var_p: np.ndarray, var_b: np.ndarray, *, first_row: int):
     """The rack goal's rows of ``placement_bound`` (row, column, value, right-hand side), or None
-    where racks do not count. The rack goal (hard, always run) accepts a replica move only if the
-    partition then spans at least min(the racks it spans before, its target: min(RF, the racks
-    with a broker that stays)). So a partition spanning its target now spans it at the end: with
-    RF <= the racks, one replica per rack (a rack holds at most one: sum over its brokers of h
+    where racks do not count (``_rack_rule``). A partition spanning its target now: with RF <= the
+    racks, a rack holds at most one of its replicas at the end (sum over the rack's brokers of h
     <= 1); with more replicas than racks, every rack that stays holds one (sum >= 1). A partition
-    short of its target now is held to less than that and gets no row."""
-    if not model.rack_aware or model.n_live_racks < 2:
+    short of its target now gets no row."""
+    rule = _rack_rule(model)
+    if rule is None:
         return None
-    n_racks = int(model.rack.max()) + 1
-    key_now = np.flatnonzero(holds.ravel())
-    spans = np.zeros((model.n_partitions, n_racks), dtype=bool)
-    spans[key_now // model.n_brokers, model.rack[key_now % model.n_brokers]] = True
-    target = np.minimum(model.rf, model.n_live_racks)
-    at_target = spans.sum(axis=1) >= target
-    spread = model.rf <= model.n_live_racks
+    spans, at_target, spread = rule
+    n_racks = spans.shape[1]
     on = at_target[var_p]
     key = var_p[on] * n_racks + model.rack[var_b[on]]
     keys, row_of = np.unique(key, return_inverse=True)
