@@ -56,7 +56,7 @@ COMPARED = [
 ]
 
 
-RESTARTED = "balancer: WARNING the Kafka source's Python process did not start within Spark's 10 s"
+RESTARTED = "balancer: WARNING the Kafka source's Python process did not connect back to Spark within"
 
 
 def slow_first_source(folder: Path) -> Path:

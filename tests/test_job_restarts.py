@@ -61,7 +61,7 @@ def stop(job: Job) -> None:
     job.spark.streams.resetTerminated()
 
 
-def test_failures_after_progress_do_not_use_up_the_start_attempts(spark):
+def test_failures_after_progress_do_not_use_up_the_start_attempts(spark, caplog):
     failing = START_ATTEMPTS + 1  # one more than the attempts: counted in a row, they would end the job
     starter, starts = failing_queries(spark, fail_at_batch=1, failing_starts=failing)
     job = Job(spark, load_config(), starter=starter)
@@ -70,6 +70,9 @@ def test_failures_after_progress_do_not_use_up_the_start_attempts(spark):
         check_until(job, lambda: len(starts) > failing and bool(job.queries[0].recentProgress))
         assert job.queries[0].isActive and job.queries[0].exception() is None
         assert job.attempt == 2, "each failure after progress should begin a new count"
+        said = [r.getMessage() for r in caplog.records if r.name == "balancer.spark.job"]
+        worker = "a Python worker of the running query"
+        assert len(said) == failing and all(m.startswith(worker) for m in said), said
     finally:
         stop(job)
 

@@ -179,10 +179,12 @@ class Job:
                 return
 
     def recover(self, error: BaseException) -> None:
-        """Start the query again after ``error`` if it is a missed start with attempts left; else raise it."""
+        """Start the query again after ``error`` if it is a missed start (a Python process that did not
+        connect back in time) with attempts left; else raise it."""
         if _SOURCE_START_MISSED not in str(error):
             raise error
-        if any(query.recentProgress for query in self.queries):
+        started = any(query.recentProgress for query in self.queries)
+        if started:
             self.attempt = 1  # the query had started: this failure begins a new count
         if self.attempt == START_ATTEMPTS:
             raise SourceStartError(
@@ -192,8 +194,9 @@ class Job:
             ) from error
         self.attempt += 1
         log.warning(
-            "the Kafka source's Python process did not start within Spark's 10 s (the driver is short "
-            "of CPU); starting the query again (attempt %d of %d)",
+            "%s did not connect back to Spark within its 10 s (the host is short of CPU); starting the "
+            "query again (attempt %d of %d), from its checkpoint",
+            "a Python worker of the running query" if started else "the Kafka source's Python process",
             self.attempt,
             START_ATTEMPTS,
         )
