@@ -47,7 +47,37 @@ def fill_all(ctx: SearchContext) -> None:
             continue
         if not first and goal.weighs_moves:
             order = replica_order(b, avg, pools, ctx)
-        fill_from_pool(b, pools[order], 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+        pool = for_broker(b, pools[order], ctx) if order in DATA_FIRST else pools[order]
+        fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+
+
+# The pools whose per-move cost is sized for data first (``fill_pool``): each broker fills from its
+# own order of them (``for_broker``).
+DATA_FIRST = ("data", "data_first")
+
+
+def for_broker(
+    dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
+) -> tuple[np.ndarray, np.ndarray]:
+    """The replicas of a data-first ``pool`` that may move to ``dst`` (``reachable``, the rack goal
+    kept), best relief per byte first with a per-move cost sized for ``dst``'s own need over them
+    (``move_cost``). The pool's cost is sized for every broker's deficit over all its replicas,
+    while a rack lets ``dst`` take only some (with RF = the racks, a partition's one replica on
+    ``dst``'s rack): the cheap relief that sizing counts may lie on other racks, and ``dst``, filled
+    in that order, copies many times the least its own candidates need."""
+    model, goal = ctx.model, ctx.goal
+    need, eligible = reachable(dst, pool, ctx, racks=True)
+    ps, bs = pool[0][eligible], pool[1][eligible]
+    if not len(ps) or need <= 0:
+        return ps, bs
+    relief = goal.relief(model, ps, bs)
+    size = model.size[ps]
+    overhead = move_cost(
+        size, np.minimum(relief, need), need, goal.move_overhead_ceiling(model), ctx.data_slack
+    )
+    key = goal.move_key(model, ps, relief, bs, overhead=overhead)
+    order = np.lexsort((bs, ps, key))
+    return ps[order], bs[order]
 
 
 def replica_order(
@@ -75,7 +105,7 @@ def replica_order(
         return order
     if "data_first" not in pools:
         pools["data_first"] = fill_pool(avg, ctx, data_first=True)
-    least = fill_data(b, pools["data_first"], ctx)
+    least = fill_data(b, for_broker(b, pools["data_first"], ctx), ctx)
     if (1.0 + ctx.data_slack) * least >= taken:
         return order
     if ctx.fill_data_first:
