@@ -178,3 +178,30 @@ def test_a_second_search_fills_data_first_where_the_cost_order_copied_far_more()
     assert result.bytes_to_move <= 0.8 * cost_order.bytes_to_move
     bound = data_lower_bound(snap, plan_outcome(snap, result, options), options, placement=False)["bound"]
     assert result.bytes_to_move / result.total_bytes <= 1.6 * bound
+
+
+def test_a_new_broker_fills_in_its_own_data_first_order_where_its_rack_narrows_the_pool():
+    # Another of the fleet benchmark's clusters (41 brokers and two new empty ones, RF 3, 3 racks):
+    # a new broker may take only its rack's replica of each partition. The data-first pool's
+    # per-move cost is sized for every broker's need over the replicas of all racks; filled in that
+    # order, the new broker on rack 0 copies seven times the least its own candidates need, and the
+    # plan 1.7 times the data bound. Each broker fills in its own order where the pool's copies more
+    # than the data slack over its least.
+    snap = generate(
+        ScenarioSpec(
+            brokers=41,
+            racks=3,
+            topics=16,
+            partitions_per_topic=(416, 416),
+            replication_factor=3,
+            new_empty_brokers=2,
+            seed=26,
+            cluster="fleet-19",
+        )
+    )
+    options = PlannerOptions(relax=False)
+    result = plan(snap, options)
+    assert check_plan(snap, result) == []
+    assert missed_goals(result, options) == {}
+    bound = data_lower_bound(snap, plan_outcome(snap, result, options), options, placement=False)["bound"]
+    assert result.bytes_to_move / result.total_bytes <= 1.25 * bound
