@@ -15,7 +15,7 @@ from .constants import (
     SCREEN_FIRST,
 )
 from .context import SearchContext
-from .cost import cover_data, least_data, move_cost
+from .cost import cover_data, move_cost
 from .leadership import fill_leaderships
 from .screen import screen
 
@@ -59,26 +59,26 @@ DATA_FIRST = ("data", "data_first")
 def for_broker(
     dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The order ``dst`` fills from a data-first ``pool`` in: the pool's own where it copies at most
-    the data slack over the least ``dst``'s candidates need (``reachable``: the replicas that may
-    move there, the rack goal kept), else those candidates best relief per byte first with a
-    per-move cost sized for ``dst``'s own need over them (``move_cost``). The pool's cost is sized
-    for every broker's deficit over all its replicas, while a rack lets ``dst`` take only some (with
-    RF = the racks, a partition's one replica on ``dst``'s rack): the cheap relief that sizing
-    counts may lie on other racks, and ``dst``, filled in the pool's order, copy many times the
-    least its own candidates need."""
+    """The order ``dst`` fills from a data-first ``pool`` in: the pool's own, or, where that copies
+    more than the data slack over it, ``dst``'s: the replicas that may move there (``reachable``,
+    the rack goal kept) best relief per byte first with a per-move cost sized for ``dst``'s own need
+    over them (``move_cost``). The pool's cost is sized for every broker's deficit over all its
+    replicas, while a rack lets ``dst`` take only some (with RF = the racks, a partition's one
+    replica on ``dst``'s rack): the cheap relief that sizing counts may lie on other racks, and
+    ``dst``, filled in the pool's order, copy many times the least its own candidates need."""
     model, goal = ctx.model, ctx.goal
     need, eligible = reachable(dst, pool, ctx, racks=True)
     ps, bs = pool[0][eligible], pool[1][eligible]
     if not len(ps) or need <= 0:
         return pool
-    relief = np.minimum(goal.relief(model, ps, bs), need)
+    relief = goal.relief(model, ps, bs)
     size = model.size[ps]
-    if cover_data(size, relief, need) <= (1.0 + ctx.data_slack) * least_data(size, relief, need):
+    capped = np.minimum(relief, need)
+    overhead = move_cost(size, capped, need, goal.move_overhead_ceiling(model), ctx.data_slack)
+    order = np.lexsort((bs, ps, goal.move_key(model, ps, relief, bs, overhead=overhead)))
+    own = cover_data(size[order], capped[order], need)
+    if (1.0 + ctx.data_slack) * own >= cover_data(size, capped, need):
         return pool
-    overhead = move_cost(size, relief, need, goal.move_overhead_ceiling(model), ctx.data_slack)
-    key = goal.move_key(model, ps, goal.relief(model, ps, bs), bs, overhead=overhead)
-    order = np.lexsort((bs, ps, key))
     return ps[order], bs[order]
 
 
