@@ -175,19 +175,22 @@ def _choose(searched: Plan, others: list[Plan], options: PlannerOptions, goals: 
 
     A plan is a candidate where it is ``searched`` or better than it (``_better``): no goal worse
     than the first search leaves it, less data. Of the candidates, those no other candidate is better
-    than remain; of those, the one copying most data. Any two that remain are each no better than the
-    other: the one copying less leaves some goal worse than the other, or adds more moves than its
-    saving pays for; goals come before data, as in the search, so the one copying more is kept. Ties:
-    fewer replica moves, fewer leader moves, then the actions and goal reports as text (equal plans
-    from different starts)."""
+    than remain; of those, the one copying most data. Of any two that remain, the one copying less
+    leaves some goal worse than the other or adds more moves than its saving pays for: ``_better``
+    would not take it in place of the other, so the one copying more is kept (goals before data, as
+    in the search). Ties: fewer replica moves, fewer leader moves, then the actions and goal reports
+    as text (equal plans from different starts)."""
     candidates = [searched, *(p for p in others if _better(p, searched, options, goals))]
     unbeaten = [p for p in candidates if not any(_better(o, p, options, goals) for o in candidates)]
-    return min(unbeaten, key=_order)
+    first = min(map(_order, unbeaten))
+    tied = [p for p in unbeaten if _order(p) == first]
+    return tied[0] if len(tied) == 1 else min(tied, key=lambda p: repr((p.actions, p.goals)))
 
 
-def _order(plan: Plan) -> tuple[int, int, int, str]:
-    """``_choose``'s order among plans no other is better than: most data first (see there)."""
-    return (-plan.bytes_to_move, plan.replica_moves, plan.leader_moves, repr((plan.actions, plan.goals)))
+def _order(plan: Plan) -> tuple[int, int, int]:
+    """``_choose``'s order among plans no other is better than: most data first (see there); the
+    text of a plan, a last resort, is written out only for plans tied on these."""
+    return (-plan.bytes_to_move, plan.replica_moves, plan.leader_moves)
 
 
 def _near_least(
