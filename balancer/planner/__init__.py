@@ -103,12 +103,12 @@ def plan(
     # Starts: the search, then the search from the relaxation's placement within the levels the
     # search left (``relax``; clusters within its MAX_VARIABLES); with ``swap_data_cap`` None, both
     # again with the traffic swaps capped where the first plan made a swap over the cap; then the
-    # exact relaxation from the best plan's levels; last, with ``fill_data_first`` None, the search
-    # (and its relaxed start) with the fills data first where the first plan's fills would have
-    # copied much less that way. Only where the first plan copies more than the data slack over the
-    # least its broker levels need are the others tried (elsewhere they could save little). Each is kept
-    # where it is better than the best so far (``_better``: less data, no balance figure or goal
-    # worse), so a later start can only improve on the plan the ones before it chose.
+    # exact relaxation from the levels of the plan chosen so far; last, with ``fill_data_first`` None,
+    # the search (and its relaxed start) with the fills data first where the first plan's fills would
+    # have copied much less that way. Only where the first plan copies more than the data slack over
+    # the least its broker levels need are the others tried (elsewhere they could save little). The
+    # plan returned is chosen from all of them at once (``_choose``), so the order the starts run in
+    # does not decide which is kept.
     uncapped = options.swap_data_cap is None
     first = dataclasses.replace(options, swap_data_cap=False) if uncapped else options
     searched, final = _search(snapshot, goals, first, started)
@@ -129,16 +129,21 @@ def plan(
         or _near_least(snapshot, searched, final.load, goals, options)
     ):
         return searched  # no other start to try, or none could be kept
-    best, best_from = searched, (first, final.load)
+    # Each other start's plan, with the options it ran with and the loads it left.
+    found: list[tuple[Plan, PlannerOptions, np.ndarray]] = []
+
+    def chosen() -> tuple[Plan, PlannerOptions, np.ndarray]:
+        best = _choose(searched, [p for p, _, _ in found], options, goals)
+        return next((f for f in found if f[0] is best), (searched, first, final.load))
 
     def keep(plan: Plan | None, model: ClusterModel, tried: PlannerOptions) -> None:
-        nonlocal best, best_from
-        if plan is not None and _better(plan, best, options, goals):
-            best, best_from = plan, (tried, model.load)
+        if plan is not None:
+            found.append((plan, tried, model.load))
 
     def relaxed_start(tried: PlannerOptions, levels: np.ndarray) -> None:
         if relaxable:
-            keep(*_search(snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move), tried)
+            beat = chosen()[0].bytes_to_move
+            keep(*_search(snapshot, goals, tried, started, levels=levels, beat=beat), tried)
 
     def search_start(tried: PlannerOptions) -> None:
         searched, final = _search(snapshot, goals, tried, started)
@@ -154,14 +159,38 @@ def plan(
     if capped:
         search_start(dataclasses.replace(first, swap_data_cap=True))
     if relaxable:
-        tried, levels = best_from
+        best, tried, levels = chosen()
         keep(
             *_search(snapshot, goals, tried, started, levels=levels, beat=best.bytes_to_move, exact=True),
             tried,
         )
     if filled:
         search_start(dataclasses.replace(first, fill_data_first=True))
-    return dataclasses.replace(best, seconds=time.perf_counter() - started)
+    return dataclasses.replace(chosen()[0], seconds=time.perf_counter() - started)
+
+
+def _choose(searched: Plan, others: list[Plan], options: PlannerOptions, goals: list[Goal]) -> Plan:
+    """The plan to return of ``searched`` (the first search's) and ``others`` (the other starts'),
+    judged all against all, so that the order they come in decides nothing.
+
+    A plan is a candidate where it is ``searched`` or better than it (``_better``): no goal worse
+    than the first search leaves it, less data. Of the candidates, those no other candidate is better
+    than remain; of those, the one copying most data. Of any two that remain, the one copying less
+    leaves some goal worse than the other or adds more moves than its saving pays for: ``_better``
+    would not take it in place of the other, so the one copying more is kept (goals before data, as
+    in the search). Ties: fewer replica moves, fewer leader moves, then the actions and goal reports
+    as text (equal plans from different starts)."""
+    candidates = [searched, *(p for p in others if _better(p, searched, options, goals))]
+    unbeaten = [p for p in candidates if not any(_better(o, p, options, goals) for o in candidates)]
+    first = min(map(_order, unbeaten))
+    tied = [p for p in unbeaten if _order(p) == first]
+    return tied[0] if len(tied) == 1 else min(tied, key=lambda p: repr((p.actions, p.goals)))
+
+
+def _order(plan: Plan) -> tuple[int, int, int]:
+    """``_choose``'s order among plans no other is better than: most data first (see there); the
+    text of a plan, a last resort, is written out only for plans tied on these."""
+    return (-plan.bytes_to_move, plan.replica_moves, plan.leader_moves)
 
 
 def _near_least(

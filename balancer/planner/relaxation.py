@@ -20,8 +20,8 @@ breaks the lines where they are giants, which they often are); and its moves are
 (one refused while its destination is still full is tried again once the rest have made room).
 Neither start wins everywhere: the goals that finish from a placement are greedy, so a placement
 nearer the lines can still end in more data. ``plan`` tries the relaxation only where the first plan
-copies more than the data slack over ``data_bound``, the exact one last, from the best plan's levels,
-and keeps a plan only where it copies less data than the best so far and leaves no goal worse.
+copies more than the data slack over ``data_bound``, the exact one from the levels of the plan chosen
+so far, and chooses among all the starts' plans at once (``planner._choose``).
 """
 
 from __future__ import annotations
