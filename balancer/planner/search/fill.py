@@ -45,15 +45,13 @@ def fill_all(ctx: SearchContext) -> None:
             pools[order] = fill_pool(avg, ctx, data_first=first)
         if goal.covers and fill_cover(b, pools[order], ctx):
             continue
-        if not first and goal.weighs_moves:
-            order = replica_order(b, avg, pools, ctx)
-        pool = for_broker(b, pools[order], ctx) if order in DATA_FIRST else pools[order]
+        if first:
+            pool = for_broker(b, pools[order], ctx)
+        elif goal.weighs_moves:
+            pool = replica_order(b, avg, pools, ctx)
+        else:
+            pool = pools[order]
         fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
-
-
-# The pools whose per-move cost is sized for data first (``fill_pool``): each broker fills from its
-# own order of them (``for_broker``).
-DATA_FIRST = ("data", "data_first")
 
 
 def for_broker(
@@ -84,7 +82,7 @@ def for_broker(
 
 def replica_order(
     b: int, avg: float, pools: dict[str, tuple[np.ndarray, np.ndarray]], ctx: SearchContext
-) -> str:
+) -> tuple[np.ndarray, np.ndarray]:
     """The pool a traffic fill lifts ``b`` from replica by replica where the disk goal has work (the
     pools drawn once per ``fill_all``, in ``pools``): the goal's ceiling order, few big moves; or the
     order that charges moves as a data-first fill's with the disk excess of the brokers it fills from
@@ -104,16 +102,17 @@ def replica_order(
     if (1.0 + ctx.data_slack) * floored < taken:
         order, taken = "floor", floored
     if ctx.options.fill_data_first is False:
-        return order
+        return pools[order]
     if "data_first" not in pools:
         pools["data_first"] = fill_pool(avg, ctx, data_first=True)
-    least = fill_data(b, for_broker(b, pools["data_first"], ctx), ctx)
+    data_first = for_broker(b, pools["data_first"], ctx)
+    least = fill_data(b, data_first, ctx)
     if (1.0 + ctx.data_slack) * least >= taken:
-        return order
+        return pools[order]
     if ctx.fill_data_first:
-        return "data_first"
+        return data_first
     model.wide_fills += taken - least
-    return order
+    return pools[order]
 
 
 def fill_data(dst: int, pool: tuple[np.ndarray, np.ndarray], ctx: SearchContext) -> float:
