@@ -240,3 +240,28 @@ def test_describe_names_our_error_inside_a_spark_trace():
     )
     assert describe(wrapped) == "ValueError: window 03:10 has no brokers"
     assert describe(OSError(28, "No space left on device")).endswith("No space left on device")
+
+
+def test_every_entry_point_frame_stops_a_bad_config_before_its_body_and_turns_a_failure_into_one_line(
+    capsys,
+):
+    """``guarded``: a bad setting is exit code 2 naming it, and the body (Spark, the demo) never runs; a
+    body's code is the exit code; a failure is exit code 1 and one line naming its cause."""
+    from balancer.cli.console import guarded
+
+    ran: list[str] = []
+
+    def body(config, out):
+        ran.append(config.windows.size)
+        return 7
+
+    assert guarded("probe", None, ["windows.size=banana"], body, owns_process=False) == 2
+    assert ran == [] and "windows.size" in capsys.readouterr().err
+    assert guarded("probe", None, ["windows.size=10 minutes"], body, owns_process=False) == 7
+    assert ran == ["10 minutes"]
+
+    def failing(config, out):
+        raise RuntimeError("the brokers went away\nsecond line of detail")
+
+    assert guarded("probe", None, [], failing, owns_process=False) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "balancer probe: the brokers went away"

@@ -21,11 +21,15 @@ import shlex
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from balancer.resources import resource_root
+
+if TYPE_CHECKING:
+    from balancer.config import Config
 
 LOG_FILE_ENV = "BALANCER_LOG_FILE"
 LOG_DIR_ENV = "BALANCER_LOG_DIR"
@@ -54,6 +58,34 @@ class Console:
         where = f" (trace in {_shown(self.log_path)})" if self.log_path else ""
         self.line(f"balancer {self.command}: {describe(exc)}{where}")
         return 1
+
+
+def guarded(
+    command: str,
+    config_path: str | Path | None,
+    overrides: Sequence[str],
+    body: Callable[[Config, Console], int | None],
+    *,
+    verbose: bool = False,
+    spark: bool = True,
+    owns_process: bool = True,
+) -> int:
+    """Every entry point's frame: the config parsed once into its typed object (a bad one is its one
+    line on stderr and exit code 2, before the console is routed or Spark starts), the console routed
+    (``owns_process``; a caller in other code, a test, keeps stderr and logging as they are), then
+    ``body``; a failure is its one line (exit code 1, or 130 on Ctrl-C), its trace in the log."""
+    from balancer.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_path, tuple(overrides))
+    except ConfigError as exc:
+        print(f"balancer: {exc}", file=sys.stderr)
+        return 2
+    out = setup(command, verbose=verbose, spark=spark) if owns_process else Console(command, sys.stderr, None)
+    try:
+        return body(config, out) or 0
+    except (Exception, KeyboardInterrupt) as exc:
+        return out.fail(exc)
 
 
 def _log_trace(exc: BaseException) -> None:

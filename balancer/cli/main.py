@@ -10,7 +10,6 @@ import sys
 from typing import NoReturn
 
 from balancer.cli import console
-from balancer.config import ConfigError, load_config
 
 # Subcommand name → module in balancer.cli with add_parser(subparsers) and run(args, config) -> int.
 COMMANDS = ("run", "sql", "plan", "export", "execute", "history", "agent")
@@ -46,21 +45,16 @@ def main(argv: list[str] | None = None, *, process: bool | None = None) -> int:
     from the command line), so it owns stderr and logging; a call from other code (a test) leaves
     them as they are and only turns a failure into its one line."""
     args = build_parser().parse_args(argv)
-    try:
-        config = load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"balancer: {exc}", file=sys.stderr)
-        return 2
-    owns_process = argv is None if process is None else process
-    if owns_process:
-        out = console.setup(args.command, verbose=args.verbose, spark=args.command in SPARK_COMMANDS)
-    else:
-        out = console.Console(args.command, sys.stderr, None)
     module = importlib.import_module(f"balancer.cli.{args.command}")
-    try:
-        return module.run(args, config) or 0
-    except (Exception, KeyboardInterrupt) as exc:
-        return out.fail(exc)
+    return console.guarded(
+        args.command,
+        args.config,
+        args.overrides,
+        lambda config, _out: module.run(args, config),
+        verbose=args.verbose,
+        spark=args.command in SPARK_COMMANDS,
+        owns_process=argv is None if process is None else process,
+    )
 
 
 def entry() -> NoReturn:

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from balancer.config import REPO_ROOT, Config, ConfigError, load_config
+from balancer.cli.console import guarded
+from balancer.config import REPO_ROOT, Config
 from balancer.vocabulary import PlanStatus
 
 if TYPE_CHECKING:  # the job imports Spark, which the demo loads only once it runs
@@ -659,18 +660,13 @@ def _parse_args(argv):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    try:
-        config = load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"balancer: {exc}", file=sys.stderr)
-        return 2
-    from balancer.cli import console
-
-    out = console.setup("demo-kafka", verbose=args.verbose)
-    try:
-        return _demo(args, config, out.line)
-    except (Exception, KeyboardInterrupt) as exc:
-        return out.fail(exc)
+    return guarded(
+        "demo-kafka",
+        args.config,
+        args.overrides,
+        lambda config, out: _demo(args, config, out.line),
+        verbose=args.verbose,
+    )
 
 
 def _demo(args: argparse.Namespace, config: Config, line: Callable[[str], None]) -> int:

@@ -23,7 +23,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from balancer.config import REPO_ROOT, ConfigError, load_config
+from balancer.cli.console import guarded
+from balancer.config import REPO_ROOT
 from balancer.vocabulary import PlanStatus
 
 TICK_MS = 60_000
@@ -162,19 +163,10 @@ def stray_values(record: dict) -> list[bytes]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    try:
-        config = load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"balancer: {exc}", file=sys.stderr)
-        return 2
-    from balancer.cli import console
-
     # Before Spark starts: its logs and the libraries' go to the log file, the demo's tables to the console.
-    out = console.setup("demo", verbose=args.verbose)
-    try:
-        return _demo(args, config)
-    except (Exception, KeyboardInterrupt) as exc:
-        return out.fail(exc)
+    return guarded(
+        "demo", args.config, args.overrides, lambda config, _out: _demo(args, config), verbose=args.verbose
+    )
 
 
 def _demo(args: argparse.Namespace, config) -> int:
