@@ -43,18 +43,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from ingest_bench import FULL, QUICK  # the same 1.3M-replica cluster as the ingest benchmark
 
-FULL = dict(
-    brokers=270,
-    racks=6,
-    topics=3000,
-    partitions_per_topic=(16, 272),
-    total_bytes_in=5e9,
-    skew=1.2,
-    seed=106,
-    cluster="bench-270",
-)
-QUICK = dict(FULL, topics=300)
 T0 = pd.Timestamp("2026-09-22 00:00:00")
 
 
