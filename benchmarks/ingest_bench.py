@@ -403,6 +403,8 @@ def breakdown(progress: list[dict]) -> dict:
 
 
 def plain_consumer(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    """The ceiling every connector is measured against: records/s of a bare confluent-kafka consumer
+    reading the topic's ``n`` records from the start of its ``partitions``, touching each payload."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -420,13 +422,14 @@ def plain_consumer(bootstrap: str, topic: str, partitions: int, n: int) -> float
         for m in consumer.consume(num_messages=20_000, timeout=1.0):
             if m.error() is None:
                 seen += 1
-                len(m.value())
+                len(m.value())  # touch the payload, as any real reader does
             elif m.error().code() == KafkaError._PARTITION_EOF:
                 eofs.add(m.partition())
         if len(eofs) == partitions and seen < n:
-            eofs.clear()
+            eofs.clear()  # EOF before the last batch arrived (HW quirk); keep going
     elapsed = time.perf_counter() - started
     consumer.close()
+    assert seen == n, (seen, n)
     return n / elapsed
 
 

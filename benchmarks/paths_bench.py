@@ -25,8 +25,13 @@ import time
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
-from ingest_bench import FULL, MINUTE_MS, T0  # the same 1.3M-replica cluster as the ingest benchmark
+from confluent_kafka import Producer
+from ingest_bench import (  # the same 1.3M-replica cluster as the ingest benchmark
+    FULL,
+    MINUTE_MS,
+    T0,
+    plain_consumer,
+)
 
 from balancer import telemetry as tm
 from balancer.demo.cc_reporter import capacity_file, from_telemetry, metadata_snapshot
@@ -67,19 +72,6 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(300) == 0
-
-
-def plain_consumer(bootstrap: str, topic: str, partitions: int, n: int) -> float:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"ceiling-{time.time_ns()}", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    started, seen = time.perf_counter(), 0
-    while seen < n:
-        seen += len([m for m in consumer.consume(10_000, timeout=1.0) if m.error() is None])
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return seen / elapsed
 
 
 def submit(config: dict, workdir: Path) -> tuple[float, float, int]:

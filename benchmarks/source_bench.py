@@ -30,7 +30,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
+from ingest_bench import plain_consumer
 
 from balancer.demo.embedded_broker import EmbeddedBroker
 
@@ -136,32 +137,6 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int) -> int:
     return int(size)
 
 
-def plain_consumer(bootstrap: str, topic: str, n: int, partitions: int) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-plain",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 100,
-            "queued.max.messages.kbytes": 65536,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen, nbytes, eofs = 0, 0, set()
-    while seen < n:
-        for m in consumer.consume(num_messages=20_000, timeout=1.0):
-            if m.error() is None:
-                seen += 1
-                nbytes += len(m.value())  # touch the payload, as any real reader does
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                eofs.add(m.partition())
-        if len(eofs) == partitions and seen < n:
-            eofs.clear()  # EOF before the last batch arrived (HW quirk); keep going
-    consumer.close()
-    assert seen == n, (seen, n)
-
-
 def load_source(rev: str | None):
     """The Kafka connector: the current package, or its module at git revision ``rev`` (pickled by value
     so Spark's Python workers get that code, not the installed one)."""
@@ -249,7 +224,7 @@ def main() -> None:
         meter = Meter(broker.pid)
         for _ in range(args.rounds):
             with meter:
-                plain_consumer(bootstrap, topic, n, args.partitions)
+                plain_consumer(bootstrap, topic, args.partitions, n)
             meter.report("plain confluent-kafka consumer (ceiling)", n)
             for label, module in variants.items():
                 with meter:
