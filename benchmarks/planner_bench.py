@@ -272,6 +272,15 @@ def run_one(name: str, *, baselines: bool = True) -> dict:
             row["algo"] += " *"
             row["reached"] = False
     data_bound = data_lower_bound(snapshot, plan_outcome(snapshot, result, options), options)
+    # Moves come second to data: the fewest replica moves any plan copying no more than this one
+    # needs to bring network_in within the threshold.
+    moves_bound = network_in_move_bound(
+        snapshot,
+        options.balance_threshold,
+        max_moves=result.replica_moves,
+        max_bytes=result.bytes_to_move,
+        options=options,
+    )["fewest_moves"]
     replicas = sum(len(p["replicas"]) for p in snapshot["partitions"])
     return {
         "scenario": name,
@@ -284,6 +293,7 @@ def run_one(name: str, *, baselines: bool = True) -> dict:
         "disk_floor": disk_floor(snapshot, options.disk_threshold, options),
         "reference_bound": reference_bound,
         "data_bound": data_bound,
+        "moves_bound": moves_bound,
     }
 
 
@@ -1132,6 +1142,18 @@ def data_bound_line(db: dict, share: float) -> str:
     )
 
 
+def moves_bound_line(fewest: float, made: int, threshold: float) -> str:
+    """The fewest replica moves any plan copying no more data than the planner's needs to bring
+    network_in within ``threshold`` (``network_in_move_bound``), beside the planner's."""
+    if not math.isfinite(fewest):
+        return f"replica moves: no plan copying the planner's data brings network_in to <= {threshold}"
+    ratio = f" = {made / fewest:.2f}x the bound" if fewest > 0 else ""
+    return (
+        f"replica moves: any plan bringing network_in to <= {threshold} with no more data than the "
+        f"planner's makes >= {fewest:.0f}; the planner made {made}{ratio}"
+    )
+
+
 def print_table(reports: list[dict]) -> None:
     head = (
         f"{'scenario':<15} {'algo':<17} {'net_in':>13} {'net_out':>13} {'disk':>13} {'bound i/o':>11} "
@@ -1170,6 +1192,9 @@ def print_table(reports: list[dict]) -> None:
         db = rep.get("data_bound")
         if db:
             print(f"{'':<15} {data_bound_line(db, rep['rows'][0]['share'])}")
+        if rep.get("moves_bound"):  # 0: network_in needs no move
+            made = rep["rows"][0]["replica_moves"]
+            print(f"{'':<15} {moves_bound_line(rep['moves_bound'], made, rep['threshold'])}")
         rb = rep.get("reference_bound")
         if rb:
             print(

@@ -18,6 +18,7 @@ from planner_bench import (
     data_lower_bound,
     heldout_moved,
     heldout_within,
+    moves_bound_line,
     plan_outcome,
 )
 
@@ -92,3 +93,10 @@ def test_a_leadership_only_plan_has_no_multiple():
     share = result.bytes_to_move / result.total_bytes
     assert bound_multiple(share, bound["bound"]) is None
     assert data_bound_line(bound, share).endswith("the bound is negligible: multiple n/a")
+
+
+def test_the_moves_line_gives_the_planners_moves_as_a_multiple_of_the_fewest_any_plan_needs():
+    line = moves_bound_line(1005, 2624, 1.045)
+    assert line.endswith("makes >= 1005; the planner made 2624 = 2.61x the bound")
+    assert "network_in to <= 1.045" in line
+    assert "no plan" in moves_bound_line(float("inf"), 12, 1.1)
