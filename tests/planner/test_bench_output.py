@@ -16,8 +16,10 @@ from planner_bench import (
     bound_multiple,
     data_bound_line,
     data_lower_bound,
+    fleet_brokers,
     heldout_moved,
     heldout_within,
+    main,
     plan_outcome,
 )
 
@@ -92,3 +94,22 @@ def test_a_leadership_only_plan_has_no_multiple():
     share = result.bytes_to_move / result.total_bytes
     assert bound_multiple(share, bound["bound"]) is None
     assert data_bound_line(bound, share).endswith("the bound is negligible: multiple n/a")
+
+
+def test_the_fleet_clusters_are_drawn_as_the_fleet_benchmark_draws_them():
+    # Clusters 5 and 19 of the fleet benchmark (its default seed) have 52 and 41 brokers, as the
+    # tests that plan them name.
+    brokers = fleet_brokers(20)
+    assert (brokers[5], brokers[19]) == (52, 41)
+    assert all(24 <= b <= 60 for b in brokers)
+
+
+def test_fleet_prints_a_line_per_cluster_in_the_parsed_form_and_the_count_within(capsys):
+    assert main(["--fleet", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"fleet  0: {fleet_brokers(1)[0]} brokers + 2 new, every goal ")
+    assert HELDOUT_ROW.search(lines[0])
+    assert re.fullmatch(
+        r"fleet: [01] of 1 within 1\.25x the data bound \(median [\d.]+x, worst [\d.]+x\)", lines[1]
+    )
