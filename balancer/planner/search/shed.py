@@ -145,14 +145,10 @@ def disk_hot_cost(
     a: int, ps: np.ndarray, relief: np.ndarray, need: float, ctx: SearchContext
 ) -> tuple[float | None, np.ndarray]:
     """The per-move cost and ranked relief of a traffic shed of ``a`` where the disk goal has work:
-    the goal's ceiling (None), unless the ceiling's order would copy more than the data slack over
-    the larger of a's disk excess over the disk goal's line (none for a broker within it) and the
-    least data for ``need``; then the cost ``move_cost`` sizes with that floor and relief capped at
-    ``need`` (relief beyond a's excess is worth nothing). Within the line, relief is ranked capped
-    at the ceiling too: the bytes buy traffic alone, and the order ``move_cost`` judged is the one
-    the shed takes (uncapped, a replica many times hotter than a small excess would come first and
-    copy its size for what a small one relieves). Over the line, the ceiling ranks relief uncapped:
-    a hotter replica's bytes are disk that goal must move anyway."""
+    the goal's ceiling (None) and ``relief`` itself, unless the ceiling's order would copy more
+    than the data slack over the larger of a's disk excess over the disk goal's line (none for a
+    broker within it) and the least data for ``need``; then the cost ``move_cost`` sizes with
+    that floor and relief capped at ``need`` (relief beyond a's excess is worth nothing)."""
     model, goal = ctx.model, ctx.goal
     disk_excess = float(model.load[a, DISK] - ctx.disk_line * model.cap[a, DISK])
     if not np.isfinite(disk_excess):  # no line (the disk goal will not act)
@@ -160,9 +156,9 @@ def disk_hot_cost(
     ceiling = goal.move_overhead_ceiling(model)
     capped = np.minimum(relief, need)
     cost = move_cost(model.size[ps], capped, need, ceiling, ctx.data_slack, floor=max(disk_excess, 0.0))
-    if cost < ceiling:
-        return cost, capped
-    return None, (capped if disk_excess <= 0 else relief)
+    if cost >= ceiling:
+        return None, relief
+    return cost, capped
 
 
 def shed_moves(
