@@ -1313,6 +1313,65 @@ def heldout(count: int, seed: int = 2024) -> bool:
     return valid
 
 
+def fleet_brokers(count: int, seed: int = 7) -> list[int]:
+    """The brokers (before the two new empty ones) of the fleet benchmark's first ``count`` clusters,
+    drawn as ``fleet_bench.build_fleet`` draws them at its defaults (20k replicas each)."""
+    rng = np.random.default_rng(seed)
+    brokers = []
+    for _ in range(count):
+        rng.integers(20_000, 20_001)  # the replica count, drawn first
+        brokers.append(int(rng.integers(24, 61)))
+    return brokers
+
+
+def fleet_cluster(number: int, brokers: int, seed: int = 7) -> dict:
+    """The fleet benchmark's cluster ``number`` (``brokers`` and two new empty ones, RF 3, 3 racks),
+    without the job's measurement noise."""
+    from balancer.demo.scenarios import ScenarioSpec, generate
+
+    spec = ScenarioSpec(
+        brokers=brokers,
+        racks=3,
+        topics=16,
+        partitions_per_topic=(416, 416),
+        replication_factor=3,
+        new_empty_brokers=2,
+        seed=seed + number,
+        cluster=f"fleet-{number:02d}",
+    )
+    return generate(spec)
+
+
+def fleet(count: int) -> bool:
+    """Plan the fleet benchmark's first ``count`` clusters as the job does (default options): one line
+    each (every goal reached, data against the per-broker data bound, moves), then the share within
+    WITHIN x the bound. True if every plan is valid."""
+    from balancer.planner import PlannerOptions, plan
+    from balancer.planner.validate import check_plan
+
+    multiples, valid = [], True
+    for number, brokers in enumerate(fleet_brokers(count)):
+        snapshot = fleet_cluster(number, brokers)
+        options = PlannerOptions()
+        result = plan(snapshot, options)
+        problems = check_plan(snapshot, result)
+        valid &= not problems
+        share = result.bytes_to_move / result.total_bytes
+        outcome = plan_outcome(snapshot, result, options)
+        bound = data_lower_bound(snapshot, outcome, options, placement=False)["bound"]
+        multiple = bound_multiple(share, bound)
+        multiples.append(multiple)
+        missed = missed_goals(result, options)
+        every = "yes" if not missed else "NO (" + ", ".join(f"{r} {x:.3f}" for r, x in missed.items()) + ")"
+        print(
+            f"fleet {number:2d}: {brokers} brokers + 2 new, every goal {every}, "
+            f"{heldout_moved(share, bound, multiple, result.replica_moves, result.leader_moves)}"
+            + (f", INVALID: {problems[0]}" if problems else "")
+        )
+    print(f"fleet: {heldout_within(multiples)}")
+    return valid
+
+
 def heldout_moved(share: float, bound: float, multiple: float | None, replicas: int, leaders: int) -> str:
     """A held-out line's data and moves: ``moved S% = Mx the data bound, R replica / L leader moves``
     (the form scripts parse), or, where the bound is negligible, the bound itself in place of a multiple."""
@@ -1377,6 +1436,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seed", type=int, default=2024, help="the seed --heldout draws its clusters from (default 2024)"
     )
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        metavar="N",
+        help="only plan the fleet benchmark's clusters 0..N-1 (default options)",
+    )
     parser.add_argument("--child", choices=sorted(SCENARIOS), help=argparse.SUPPRESS)
     parser.add_argument("--no-baselines", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
@@ -1386,6 +1451,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.heldout:
         return 0 if heldout(args.heldout, args.seed) else 1
+    if args.fleet:
+        return 0 if fleet(args.fleet) else 1
     if args.scale:
         names = args.only or list(SCALE_BUDGETS)
     else:

@@ -16,8 +16,10 @@ from planner_bench import (
     bound_multiple,
     data_bound_line,
     data_lower_bound,
+    fleet_brokers,
     heldout_moved,
     heldout_within,
+    main,
     moves_bound_line,
     plan_outcome,
 )
@@ -100,3 +102,22 @@ def test_the_moves_line_gives_the_planners_moves_as_a_multiple_of_the_fewest_any
     assert line.endswith("makes >= 1005; the planner made 2624 = 2.61x the bound")
     assert "network_in to <= 1.045" in line
     assert "no plan" in moves_bound_line(float("inf"), 12, 1.1)
+
+
+def test_the_fleet_clusters_are_drawn_as_the_fleet_benchmark_draws_them():
+    # Clusters 5 and 19 of the fleet benchmark (its default seed) have 52 and 41 brokers, as the
+    # tests that plan them name.
+    brokers = fleet_brokers(20)
+    assert (brokers[5], brokers[19]) == (52, 41)
+    assert all(24 <= b <= 60 for b in brokers)
+
+
+def test_fleet_prints_a_line_per_cluster_in_the_parsed_form_and_the_count_within(capsys):
+    assert main(["--fleet", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"fleet  0: {fleet_brokers(1)[0]} brokers + 2 new, every goal ")
+    assert HELDOUT_ROW.search(lines[0])
+    assert re.fullmatch(
+        r"fleet: [01] of 1 within 1\.25x the data bound \(median [\d.]+x, worst [\d.]+x\)", lines[1]
+    )

@@ -11,7 +11,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from planner_bench import SCENARIOS, data_lower_bound, heldout_clusters, missed_goals, plan_outcome
+from planner_bench import (
+    SCENARIOS,
+    data_lower_bound,
+    fleet_cluster,
+    heldout_clusters,
+    missed_goals,
+    plan_outcome,
+)
 
 import balancer.planner
 import balancer.planner.search
@@ -34,21 +41,6 @@ def planned(seed: int, k: int) -> tuple[dict, PlannerOptions, Plan]:
     result = plan(snap, options)
     assert check_plan(snap, result) == []
     return snap, options, result
-
-
-def fleet_cluster(number: int, brokers: int) -> dict:
-    """The fleet benchmark's cluster ``number`` (``brokers`` and two new empty ones, RF 3, 3 racks)."""
-    spec = ScenarioSpec(
-        brokers=brokers,
-        racks=3,
-        topics=16,
-        partitions_per_topic=(416, 416),
-        replication_factor=3,
-        new_empty_brokers=2,
-        seed=7 + number,
-        cluster=f"fleet-{number:02d}",
-    )
-    return generate(spec)
 
 
 def bound_multiple(snap: dict, options: PlannerOptions, result: Plan) -> float:
