@@ -35,33 +35,51 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, seed: int) -> dict:
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from planning_bench import cluster_frames
+REPLICAS = 20_000  # per cluster, by default
+SEED = 7
 
-    from balancer.demo.scenarios import ScenarioSpec, generate
+
+def fleet_specs(clusters: int, min_replicas: int = REPLICAS, max_replicas: int = REPLICAS, seed: int = SEED):
+    """The fleet's clusters, each a ``ScenarioSpec``: 24-60 brokers and two new empty ones, RF 3 over
+    3 racks, ``min_replicas``-``max_replicas`` replicas; cluster ``i`` seeded ``seed + i``. The planner
+    benchmark's ``--fleet`` plans the same clusters."""
+    import numpy as np
+
+    from balancer.demo.scenarios import ScenarioSpec
 
     rng = np.random.default_rng(seed)
-    parts, brokers, sizes = [], [], []
+    specs = []
     for i in range(clusters):
         replicas = int(rng.integers(min_replicas, max_replicas + 1))
         rf = 3
         n_brokers = int(rng.integers(24, 61))
         topics = max(10, replicas // rf // 400)
         per_topic = max(1, replicas // rf // topics)
-        spec = ScenarioSpec(
-            brokers=n_brokers,
-            racks=3,
-            topics=topics,
-            partitions_per_topic=(per_topic, per_topic),
-            replication_factor=rf,
-            new_empty_brokers=2,
-            seed=seed + i,
-            cluster=f"fleet-{i:02d}",
+        specs.append(
+            ScenarioSpec(
+                brokers=n_brokers,
+                racks=3,
+                topics=topics,
+                partitions_per_topic=(per_topic, per_topic),
+                replication_factor=rf,
+                new_empty_brokers=2,
+                seed=seed + i,
+                cluster=f"fleet-{i:02d}",
+            )
         )
+    return specs
+
+
+def build_fleet(out: Path, clusters: int, min_replicas: int, max_replicas: int, seed: int) -> dict:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from planning_bench import cluster_frames
+
+    from balancer.demo.scenarios import generate
+
+    parts, brokers, sizes = [], [], []
+    for i, spec in enumerate(fleet_specs(clusters, min_replicas, max_replicas, seed)):
         snapshot = generate(spec)
         _, prows, brows = cluster_frames(snapshot, noise=0.03, seed=seed + i)
         prows["replicas"] = prows["replicas"].map(lambda r: r.tolist())
@@ -266,8 +284,8 @@ def measure(workers: int, args, workdir: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clusters", type=int, default=64)
-    parser.add_argument("--min-replicas", type=int, default=20_000)
-    parser.add_argument("--max-replicas", type=int, default=20_000)
+    parser.add_argument("--min-replicas", type=int, default=REPLICAS)
+    parser.add_argument("--max-replicas", type=int, default=REPLICAS)
     parser.add_argument("--workers", default="2", help="worker counts to measure, e.g. 1,2")
     # The planning as it was before it followed the fleet (579661a's parent: one cogroup over
     # spark.sql.shuffle.partitions). main itself now holds this branch's earlier commits.
@@ -278,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-memory", default="2g")
     parser.add_argument("--executor-memory", default="1536m")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--master", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)

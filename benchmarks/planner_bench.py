@@ -1313,45 +1313,29 @@ def heldout(count: int, seed: int = 2024) -> bool:
     return valid
 
 
-def fleet_brokers(count: int, seed: int = 7) -> list[int]:
-    """The brokers (before the two new empty ones) of the fleet benchmark's first ``count`` clusters,
-    drawn as ``fleet_bench.build_fleet`` draws them at its defaults (20k replicas each)."""
-    rng = np.random.default_rng(seed)
-    brokers = []
-    for _ in range(count):
-        rng.integers(20_000, 20_001)  # the replica count, drawn first
-        brokers.append(int(rng.integers(24, 61)))
-    return brokers
+def fleet_cluster(number: int) -> dict:
+    """The fleet benchmark's cluster ``number`` (``fleet_bench.fleet_specs`` at its defaults), without
+    the job's measurement noise."""
+    from fleet_bench import fleet_specs
 
+    from balancer.demo.scenarios import generate
 
-def fleet_cluster(number: int, brokers: int, seed: int = 7) -> dict:
-    """The fleet benchmark's cluster ``number`` (``brokers`` and two new empty ones, RF 3, 3 racks),
-    without the job's measurement noise."""
-    from balancer.demo.scenarios import ScenarioSpec, generate
-
-    spec = ScenarioSpec(
-        brokers=brokers,
-        racks=3,
-        topics=16,
-        partitions_per_topic=(416, 416),
-        replication_factor=3,
-        new_empty_brokers=2,
-        seed=seed + number,
-        cluster=f"fleet-{number:02d}",
-    )
-    return generate(spec)
+    return generate(fleet_specs(number + 1)[number])
 
 
 def fleet(count: int) -> bool:
     """Plan the fleet benchmark's first ``count`` clusters as the job does (default options): one line
     each (every goal reached, data against the per-broker data bound, moves), then the share within
     WITHIN x the bound. True if every plan is valid."""
+    from fleet_bench import fleet_specs
+
+    from balancer.demo.scenarios import generate
     from balancer.planner import PlannerOptions, plan
     from balancer.planner.validate import check_plan
 
     multiples, valid = [], True
-    for number, brokers in enumerate(fleet_brokers(count)):
-        snapshot = fleet_cluster(number, brokers)
+    for number, spec in enumerate(fleet_specs(count)):
+        snapshot, brokers = generate(spec), spec.brokers
         options = PlannerOptions()
         result = plan(snapshot, options)
         problems = check_plan(snapshot, result)

@@ -170,7 +170,7 @@ def test_a_second_search_fills_data_first_where_the_cost_order_copied_far_more()
     # has work, so a fill takes few big moves, the disk excess of the brokers it fills from free;
     # where data first would have copied less by more than the data slack, ``plan`` searches again
     # with the fills data first and keeps that plan (less data, no goal worse, more moves).
-    snap = fleet_cluster(5, brokers=52)
+    snap = fleet_cluster(5)
     options = PlannerOptions(relax=False)
     result = plan(snap, options)
     cost_order = plan(snap, PlannerOptions(relax=False, fill_data_first=False))
@@ -185,6 +185,6 @@ def test_a_new_broker_fills_in_its_own_data_first_order_where_its_rack_narrows_t
     # order, the new broker on rack 0 copies seven times the least its own candidates need, and the
     # plan 1.7 times the data bound. Each broker fills in its own order where the pool's copies more
     # than the data slack over its least.
-    snap = fleet_cluster(19, brokers=41)
+    snap = fleet_cluster(19)
     options = PlannerOptions(relax=False)
     assert bound_multiple(snap, options, plan(snap, options)) <= 1.25
