@@ -69,6 +69,9 @@ def test_bound_is_never_above_a_real_plan():
     bound = network_in_move_bound(snap, 1.10, max_moves=result.replica_moves, max_bytes=result.bytes_to_move)
     assert bound["least_share"] * result.total_bytes <= result.bytes_to_move + 1e-6
     assert bound["fewest_moves"] <= result.replica_moves
+    # Asked for the fewest moves alone (the benchmark's moves line), the same figure, no data bound.
+    alone = network_in_move_bound(snap, 1.10, max_moves=None, max_bytes=result.bytes_to_move)
+    assert alone == {"least_share": None, "fewest_moves": bound["fewest_moves"]}
 
 
 @pytest.mark.parametrize("disk_figure", [1.2, 1.5, 2.0, 2.9])
