@@ -659,9 +659,13 @@ def _allowed_keys(section: str) -> str:
 
 def _read_yaml(path) -> dict:
     try:
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:  # a folder, no permission: named, as a missing file is
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # YAML is text: bytes that are not UTF-8 are no config
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
     if not isinstance(loaded, dict):

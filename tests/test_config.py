@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.config import ConfigError, load_config
 from balancer.redaction import masked
@@ -130,6 +133,41 @@ def test_bad_set_syntax():
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.yaml")
+
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20))
+# Mappings shaped like the config (its sections, their keys or stray ones), with any scalar or nesting.
+CONFIG_LIKE = st.dictionaries(
+    st.sampled_from(["windows", "planner", "source", "lakehouse", "executor", "agent", "x"]),
+    st.one_of(
+        SCALARS,
+        st.dictionaries(
+            st.one_of(st.text(max_size=12), st.integers()), st.one_of(SCALARS, st.lists(SCALARS))
+        ),
+    ),
+).map(lambda tree: yaml.safe_dump(tree).encode())
+
+
+@given(st.one_of(st.binary(min_size=1, max_size=300), st.text(max_size=300).map(str.encode), CONFIG_LIKE))
+@settings(max_examples=200, deadline=None)
+def test_any_bytes_as_a_config_file_load_or_fail_with_one_line_naming_the_file(tmp_path_factory, data):
+    """A config file is operator input: whatever bytes it holds, the config loads or ConfigError names
+    the file (no traceback of a decoder or the YAML parser)."""
+    path = tmp_path_factory.mktemp("fuzz") / "balancer.yaml"
+    path.write_bytes(data)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        assert str(path) in str(exc) or str(exc).startswith("invalid configuration")
+
+
+def test_a_config_file_that_is_not_utf8_or_not_a_file_is_named(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("windows:\n  size: 5 minutes # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml is not UTF-8 text \(byte \d+\)"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"cannot be read"):
+        load_config(tmp_path)  # a folder
 
 
 def test_secrets_are_redacted():
