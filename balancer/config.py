@@ -361,6 +361,11 @@ class BalancerConfig(_Strict):
     # false never; null: plan both ways where the first plan's fill could have copied less, and keep
     # the plan that copies less without leaving a goal worse.
     fill_data_first: StrictBool | None = None
+    # Where the disk goal has work, fill a broker with a traffic goal's replicas off the brokers over
+    # the disk goal's line first, each up to its excess (PlannerOptions.fill_disk_excess): true
+    # always, false never; null: plan both ways where the first plan filled brokers while disks stood
+    # over the line, and keep the plan that copies less without leaving a goal worse.
+    fill_disk_excess: StrictBool | None = None
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

@@ -123,9 +123,10 @@ def plan(
         options.fill_data_first is None
         and final.wide_fills >= 0.5 * _slack(options) * searched.bytes_to_move > 0
     )
+    excess = options.fill_disk_excess is None and final.disk_fills > 0
     if (
         not searched.replica_moves
-        or not (relaxable or capped or filled)
+        or not (relaxable or capped or filled or excess)
         or _near_least(snapshot, searched, final.load, goals, options)
     ):
         return searched  # no other start to try, or none could be kept
@@ -166,6 +167,8 @@ def plan(
         )
     if filled:
         search_start(dataclasses.replace(first, fill_data_first=True))
+    if excess:
+        search_start(dataclasses.replace(first, fill_disk_excess=True))
     return dataclasses.replace(chosen()[0], seconds=time.perf_counter() - started)
 
 

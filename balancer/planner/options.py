@@ -98,6 +98,11 @@ class PlannerOptions:
     # that order would beat and copies more than the data slack over the least its broker levels
     # need; ``plan`` keeps the better (as ``relax``).
     fill_data_first: bool | None = None
+    # A traffic goal filling a broker where the disk goal has work draws first on the brokers over
+    # the disk goal's line, each up to its excess there (bytes that goal must move anyway). None:
+    # the plain fill first, then this one as well where the first plan filled brokers while disks
+    # stood over the line; ``plan`` keeps the better (as ``relax``).
+    fill_disk_excess: bool | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:
@@ -125,6 +130,8 @@ class PlannerOptions:
             raise bad("swap_data_cap", "must be None or a bool", self.swap_data_cap)
         if self.fill_data_first is not None and not isinstance(self.fill_data_first, bool):
             raise bad("fill_data_first", "must be None or a bool", self.fill_data_first)
+        if self.fill_disk_excess is not None and not isinstance(self.fill_disk_excess, bool):
+            raise bad("fill_disk_excess", "must be None or a bool", self.fill_disk_excess)
         for name in ("max_bytes_to_move", "max_moves_per_broker"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -213,6 +220,7 @@ class PlannerOptions:
             relax=balancer_config.relax,
             swap_data_cap=balancer_config.swap_data_cap,
             fill_data_first=balancer_config.fill_data_first,
+            fill_disk_excess=balancer_config.fill_disk_excess,
             excluded_topics=balancer_config.excluded_topics,
             excluded_brokers=tuple(balancer_config.excluded_brokers),
             drain_brokers=tuple(balancer_config.drain_brokers),

@@ -229,8 +229,11 @@ def test_take_back_saves_moves_for_less_data(seed, monkeypatch):
     from balancer.planner.search import shed
 
     snap = _linkedin_like(seed)
-    # The search alone: a second plan from the relaxation would hide what the take-back does.
-    options = PlannerOptions(balance_threshold=1.045, disk_balance_threshold=1.10, relax=False)
+    # The search alone: a second plan from the relaxation or from another fill would hide what the
+    # take-back does.
+    options = PlannerOptions(
+        balance_threshold=1.045, disk_balance_threshold=1.10, relax=False, fill_disk_excess=False
+    )
     _without_pruning(monkeypatch)  # it would put back at the end what the take-back puts back
     with_ = plan(snap, options)
     monkeypatch.setattr(shed, "take_back", lambda *args: None)

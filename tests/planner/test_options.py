@@ -27,6 +27,7 @@ from balancer.planner import DistributionGoal, PlannerOptions
         ({"swap_data_cap": 1}, "swap_data_cap"),
         ({"fill_data_first": "yes"}, "fill_data_first"),
         ({"fill_data_first": 0}, "fill_data_first"),
+        ({"fill_disk_excess": "no"}, "fill_disk_excess"),
     ],
 )
 def test_bad_values_name_the_argument(kwargs, name):
@@ -53,6 +54,7 @@ def test_from_config():
         relax=False,
         swap_data_cap=True,
         fill_data_first=False,
+        fill_disk_excess=True,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
@@ -64,6 +66,7 @@ def test_from_config():
         relax=False,
         swap_data_cap=True,
         fill_data_first=False,
+        fill_disk_excess=True,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 

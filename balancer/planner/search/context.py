@@ -69,6 +69,12 @@ class SearchContext:
         None)."""
         return bool(self.options.fill_data_first)
 
+    @property
+    def fill_disk_excess(self) -> bool:
+        """A traffic fill where the disk goal has work lifts a broker first off the brokers over the
+        disk line, up to their excess (``PlannerOptions.fill_disk_excess``; ``plan`` decides None)."""
+        return bool(self.options.fill_disk_excess)
+
     # ---- chains: several moves judged as one (search.eject, search.leadership.hand_off) ----
     def opens(self, move: Move) -> bool:
         """A chain's first move passes every check that is not a resource limit (racks, caps...):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from balancer.vocabulary import SOFT_GOALS
+
 from ..actions import Move
-from ..model import DISK, IN, LBIN, NLEAD, OUT
+from ..model import DISK, IN, LBIN, NLEAD, NREP, OUT
 from .constants import (
     DEST_TRIES,
     FILL_CANDIDATES,
@@ -45,13 +47,99 @@ def fill_all(ctx: SearchContext) -> None:
             pools[order] = fill_pool(avg, ctx, data_first=first)
         if goal.covers and fill_cover(b, pools[order], ctx):
             continue
+        limit = 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR
+        if not first and goal.weighs_moves and disk_sources(avg, ctx).any():
+            if ctx.fill_disk_excess:
+                fill_from_disk_excess(b, avg, limit, ctx)
+                if not goal.under(model, b):
+                    continue
+            else:
+                model.disk_fills += 1
         if first:
             pool = for_broker(b, pools[order], ctx)
         elif goal.weighs_moves:
             pool = replica_order(b, avg, pools, ctx)
         else:
             pool = pools[order]
-        fill_from_pool(b, pool, 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR, ctx)
+        fill_from_pool(b, pool, limit, ctx)
+
+
+def fill_from_disk_excess(dst: int, avg: float, limit: int, ctx: SearchContext) -> None:
+    """Lift ``dst`` first with replicas off brokers over the disk goal's line, each source up to its
+    excess there and ``dst`` up to its room under it: bytes the disk goal must move off those brokers
+    and onto brokers like ``dst`` anyway, so the traffic they carry comes at no data of its own (the
+    plain fill draws on the hottest brokers whatever their disk, and the disk goal then moves the
+    disk excess as well, past what ``dst``'s traffic needs). In the goal's cost order (relief per
+    byte with its per-move charge, capped at ``dst``'s need: few big moves, as the plain fill's
+    where the disk goal has work); no source taken under, nor ``dst`` over, the replica count
+    goal's band (that goal would move replicas back, carrying traffic and disk); at most ``limit``
+    tried."""
+    model, goal = ctx.model, ctx.goal
+    sources = disk_sources(avg, ctx)
+    if not sources.any() or not model.dest_ok[dst]:
+        return
+    line = ctx.disk_line * model.cap[:, DISK]
+    flat = model.replicas.ravel()
+    slots = np.flatnonzero(np.append(sources, False)[flat])
+    ps, bs = slots // model.replicas.shape[1], flat[slots]
+    room = float(line[dst] - model.load[dst, DISK])
+    size = model.size[ps]
+    keep = model.movable[ps] & (size <= model.load[bs, DISK] - line[bs]) & (size <= room)
+    ps, bs, size = ps[keep], bs[keep], size[keep]
+    need, eligible = reachable(dst, (ps, bs), ctx, racks=True)
+    ps, bs, size = ps[eligible], bs[eligible], size[eligible]
+    relief = goal.relief(model, ps, bs)
+    keep = relief > 0
+    ps, bs, size, relief = ps[keep], bs[keep], size[keep], relief[keep]
+    if need <= 0 or not len(ps):
+        return
+    order = np.lexsort((bs, ps, goal.move_key(model, ps, np.minimum(relief, need), bs)))
+    fewest, most = count_band(ctx)
+    tries = 0
+    for p, a in zip(ps[order].tolist(), bs[order].tolist(), strict=True):
+        if not goal.under(model, dst) or tries >= limit:
+            return
+        s = float(model.size[p])
+        if s > model.load[a, DISK] - line[a] or model.load[dst, DISK] + s > line[dst]:
+            continue  # the source's excess, or dst's room, is used up by earlier moves
+        if model.load[a, NREP] <= fewest[a] or model.load[dst, NREP] >= most[dst]:
+            continue  # the replica count goal would have to undo it with moves of its own
+        if not model.holds(p, a) or model.holds(p, dst):
+            continue
+        tries += 1
+        move = Move(REPLICA_MOVE, p, a, dst)
+        if (
+            goal.fits(move, model)
+            and goal.wants(move, model, ctx.guard_ratio)
+            and (ctx.rack is None or ctx.rack.accept(move, model))
+        ):
+            ctx.try_move(move)
+
+
+def count_band(ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker, the fewest and the most replicas the replica count goal leaves there, where it
+    runs later (its own band); -inf and inf where it does not."""
+    from ..goals import ReplicaCountDistributionGoal  # the goals import the search
+
+    model, options = ctx.model, ctx.options
+    names = options.goals if options.goals is not None else SOFT_GOALS
+    if ReplicaCountDistributionGoal.name not in names:
+        n = model.n_brokers
+        return np.full(n, -np.inf), np.full(n, np.inf)
+    upper, lower = ReplicaCountDistributionGoal.from_options(options).limits(model)
+    return lower * model.cap[:, NREP], upper * model.cap[:, NREP]  # limits are per unit of capacity
+
+
+def disk_sources(avg: float, ctx: SearchContext) -> np.ndarray:
+    """Per broker: above the average on the goal's resource (a fill's source) and over the disk
+    goal's line (none where that goal has no line)."""
+    model = ctx.model
+    if not np.isfinite(ctx.disk_line):
+        return np.zeros(len(model.cap), dtype=bool)
+    hot: np.ndarray = (model.util(ctx.goal.dim) > avg) & (
+        model.load[:, DISK] > ctx.disk_line * model.cap[:, DISK]
+    )
+    return hot
 
 
 def for_broker(
