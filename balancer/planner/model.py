@@ -440,9 +440,10 @@ class ClusterModel:
         # than the data slack (PlannerOptions.fill_data_first): ``plan`` runs that search only where
         # the first would have saved much.
         self.wide_fills = 0.0
-        # Brokers a traffic fill lifted while brokers over the disk goal's line could have given the
-        # bytes (PlannerOptions.fill_disk_excess): ``plan`` fills that way as well only where any did.
-        self.disk_fills = 0
+        # Bytes traffic fills took off brokers within the disk goal's line while brokers over it could
+        # have given them (PlannerOptions.fill_disk_excess): ``plan`` runs that search only where
+        # they are many.
+        self.disk_fills = 0.0
         # Memos for the search's hot scalar calls; ``_version`` counts applied moves.
         self._version = 0
         self._delta_memo: tuple[int, Move, np.ndarray | None, list[float]] | None = None

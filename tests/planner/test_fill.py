@@ -14,7 +14,7 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, PlannerOptions, default_goals
 from balancer.planner.model import DISK, NREP
 from balancer.planner.search.context import SearchContext
-from balancer.planner.search.fill import count_band, fill_from_disk_excess
+from balancer.planner.search.fill import count_band, disk_sources, excess_pool, fill_from_disk_excess
 from balancer.vocabulary import SOFT_GOALS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -28,6 +28,12 @@ def network_in_fill(snapshot: dict, options: PlannerOptions) -> SearchContext:
     goals = default_goals(options)
     i = next(k for k, g in enumerate(goals) if g.name == "network_in_distribution")
     return goals[i].search_context(model, goals[:i], options)
+
+
+def draw(dst: int, ctx: SearchContext) -> None:
+    """``fill_from_disk_excess`` as ``fill_all`` calls it, from the pool of this model's loads."""
+    sources = disk_sources(ctx.model.cluster_util(ctx.goal.dim), ctx)
+    fill_from_disk_excess(dst, excess_pool(sources, ctx), 10_000, ctx)
 
 
 def scale_out(seed: int, racks: int, size_sigma: float) -> dict:
@@ -62,7 +68,7 @@ def test_a_fill_draws_only_on_disk_excess_and_keeps_the_counts_band(seed, racks,
     over = before[:, DISK] > line
     fewest, most = count_band(ctx)
     dst = int(np.flatnonzero(before[:, NREP] == 0)[0])  # a new, empty broker
-    fill_from_disk_excess(dst, model.cluster_util(ctx.goal.dim), 10_000, ctx)
+    draw(dst, ctx)
     moves = model.log[ctx.start :]
     assert all(m.dst == dst and over[m.src] for m in moves)
     sources = {m.src for m in moves}
@@ -84,7 +90,7 @@ def test_a_fill_lifts_a_new_broker_with_disk_excess_on_a_fleet_cluster():
     model = ctx.model
     dst = int(np.flatnonzero(model.load[:, NREP] == 0)[0])
     lifted = model.load[dst, ctx.goal.dim]
-    fill_from_disk_excess(dst, model.cluster_util(ctx.goal.dim), 10_000, ctx)
+    draw(dst, ctx)
     assert len(model.log) > ctx.start
     assert model.load[dst, ctx.goal.dim] > lifted
 
@@ -95,7 +101,8 @@ def test_no_disk_line_no_draw():
     options = PlannerOptions(goals=goals)
     ctx = network_in_fill(fleet_cluster(0), options)
     assert not np.isfinite(ctx.disk_line)
-    fill_from_disk_excess(int(np.flatnonzero(ctx.model.load[:, NREP] == 0)[0]), 0.0, 10_000, ctx)
+    assert not disk_sources(0.0, ctx).any()
+    draw(int(np.flatnonzero(ctx.model.load[:, NREP] == 0)[0]), ctx)
     assert len(ctx.model.log) == ctx.start
 
 
@@ -109,7 +116,7 @@ def test_no_source_is_drawn_under_the_replica_count_band(monkeypatch):
     count = model.load[:, NREP].copy()
     monkeypatch.setattr(fill, "count_band", lambda _: (count - 1, np.full(len(count), np.inf)))
     dst = int(np.flatnonzero(count == 0)[0])
-    fill_from_disk_excess(dst, model.cluster_util(ctx.goal.dim), 10_000, ctx)
+    draw(dst, ctx)
     sources = [m.src for m in model.log[ctx.start :]]
     assert len(sources) > 1 and len(set(sources)) == len(sources)
 

@@ -204,3 +204,28 @@ def test_a_second_search_fills_off_the_disk_excess_where_the_first_filled_past_i
     assert not check_plan(snap, result)
     assert bound_multiple(snap, options, result) <= 1.1 < 1.3 <= bound_multiple(snap, options, plain)
     assert missed_goals(result, options) == {}
+
+
+def test_the_disk_excess_search_runs_only_where_the_fills_took_much_off_disks_within_the_line(monkeypatch):
+    # Fleet cluster 0's fills took about a third of the plan's bytes off brokers within the disk
+    # line while others stood over it: the second search runs. Past EXCESS_START_REPLICAS it does not
+    # (its CPU would not fit the planning budget of a million-replica cluster), nor with the option
+    # false.
+    starts = []
+    real = balancer.planner._search
+
+    def spy(snapshot, goals, options, *args, **kwargs):
+        starts.append(options.fill_disk_excess)
+        return real(snapshot, goals, options, *args, **kwargs)
+
+    monkeypatch.setattr(balancer.planner, "_search", spy)
+    snap = fleet_cluster(0)
+    plan(snap, PlannerOptions())
+    assert starts.count(True) == 1
+    starts.clear()
+    plan(snap, PlannerOptions(fill_disk_excess=False))
+    assert True not in starts
+    monkeypatch.setattr(balancer.planner, "EXCESS_START_REPLICAS", len(snap["partitions"]))
+    starts.clear()
+    plan(snap, PlannerOptions())
+    assert starts == [None]

@@ -48,56 +48,75 @@ def fill_all(ctx: SearchContext) -> None:
         if goal.covers and fill_cover(b, pools[order], ctx):
             continue
         limit = 4 * FILL_CANDIDATES // max(1, len(under)) + FILL_TRIES_FLOOR
-        if not first and goal.weighs_moves and disk_sources(avg, ctx).any():
-            if ctx.fill_disk_excess:
-                fill_from_disk_excess(b, avg, limit, ctx)
-                if not goal.under(model, b):
-                    continue
-            else:
-                model.disk_fills += 1
+        sources = disk_sources(avg, ctx) if not first and goal.weighs_moves else None
+        if sources is not None and sources.any() and ctx.fill_disk_excess:
+            if "excess" not in pools:
+                pools["excess"] = excess_pool(sources, ctx)
+            fill_from_disk_excess(b, pools["excess"], limit, ctx)
+            if not goal.under(model, b):
+                continue
         if first:
             pool = for_broker(b, pools[order], ctx)
         elif goal.weighs_moves:
             pool = replica_order(b, avg, pools, ctx)
         else:
             pool = pools[order]
+        mark = len(model.log)
         fill_from_pool(b, pool, limit, ctx)
+        if sources is not None and sources.any() and ctx.options.fill_disk_excess is None:
+            # Bytes this fill took off brokers within the disk line while others stood over it:
+            # bytes that buy the disk goal nothing, where a draw on the excess might have.
+            model.disk_fills += sum(float(model.size[m.p]) for m in model.log[mark:] if not sources[m.src])
 
 
-def fill_from_disk_excess(dst: int, avg: float, limit: int, ctx: SearchContext) -> None:
-    """Lift ``dst`` first with replicas off brokers over the disk goal's line, each source up to its
-    excess there and ``dst`` up to its room under it: bytes the disk goal must move off those brokers
-    and onto brokers like ``dst`` anyway, so the traffic they carry comes at no data of its own (the
-    plain fill draws on the hottest brokers whatever their disk, and the disk goal then moves the
-    disk excess as well, past what ``dst``'s traffic needs). In the goal's cost order (relief per
-    byte with its per-move charge, capped at ``dst``'s need: few big moves, as the plain fill's
-    where the disk goal has work); no source taken under, nor ``dst`` over, the replica count
-    goal's band (that goal would move replicas back, carrying traffic and disk); at most ``limit``
-    tried."""
+def excess_pool(sources: np.ndarray, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray]:
+    """The replicas a fill may draw on the disk excess with (``fill_from_disk_excess``): on the
+    brokers of mask ``sources`` (``disk_sources``), each no bigger than its broker's excess over the
+    disk goal's line, in the goal's cost order (relief per byte with its per-move charge: few big
+    moves, as the plain fill's where the disk goal has work), the first FILL_CANDIDATES."""
     model, goal = ctx.model, ctx.goal
-    sources = disk_sources(avg, ctx)
-    if not sources.any() or not model.dest_ok[dst]:
-        return
     line = ctx.disk_line * model.cap[:, DISK]
     flat = model.replicas.ravel()
     slots = np.flatnonzero(np.append(sources, False)[flat])
     ps, bs = slots // model.replicas.shape[1], flat[slots]
-    room = float(line[dst] - model.load[dst, DISK])
-    size = model.size[ps]
-    keep = model.movable[ps] & (size <= model.load[bs, DISK] - line[bs]) & (size <= room)
-    ps, bs, size = ps[keep], bs[keep], size[keep]
-    need, eligible = reachable(dst, (ps, bs), ctx, racks=True)
-    ps, bs, size = ps[eligible], bs[eligible], size[eligible]
+    keep = model.movable[ps] & (model.size[ps] <= model.load[bs, DISK] - line[bs])
+    ps, bs = ps[keep], bs[keep]
     relief = goal.relief(model, ps, bs)
     keep = relief > 0
-    ps, bs, size, relief = ps[keep], bs[keep], size[keep], relief[keep]
+    ps, bs, relief = ps[keep], bs[keep], relief[keep]
+    key = goal.move_key(model, ps, relief, bs)
+    if len(key) > FILL_CANDIDATES:
+        top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
+        ps, bs, key = ps[top], bs[top], key[top]
+    order = np.lexsort((bs, ps, key))
+    return ps[order], bs[order]
+
+
+def fill_from_disk_excess(
+    dst: int, pool: tuple[np.ndarray, np.ndarray], limit: int, ctx: SearchContext
+) -> None:
+    """Lift ``dst`` first with replicas of ``pool`` (``excess_pool``: off brokers over the disk
+    goal's line), each source up to its excess there and ``dst`` up to its room under it: bytes the
+    disk goal must move off those brokers and onto brokers like ``dst`` anyway, so the traffic they
+    carry comes at no data of its own (the plain fill draws on the hottest brokers whatever their
+    disk, and the disk goal then moves the disk excess as well, past what ``dst``'s traffic needs).
+    In the pool's order; no source taken under, nor ``dst`` over, the replica count goal's band
+    (that goal would move replicas back, carrying traffic and disk); at most ``limit`` tried (and
+    four times that looked at: sources whose excess is spent pass their replicas by)."""
+    model, goal = ctx.model, ctx.goal
+    if not model.dest_ok[dst]:
+        return
+    line = ctx.disk_line * model.cap[:, DISK]
+    need, eligible = reachable(dst, pool, ctx, racks=True)
+    ps, bs = pool[0][eligible], pool[1][eligible]
+    keep = model.size[ps] <= line[dst] - model.load[dst, DISK]
+    ps, bs = ps[keep], bs[keep]
     if need <= 0 or not len(ps):
         return
-    order = np.lexsort((bs, ps, goal.move_key(model, ps, np.minimum(relief, need), bs)))
     fewest, most = count_band(ctx)
     tries = 0
-    for p, a in zip(ps[order].tolist(), bs[order].tolist(), strict=True):
-        if not goal.under(model, dst) or tries >= limit:
+    for seen, (p, a) in enumerate(zip(ps.tolist(), bs.tolist(), strict=True)):
+        if not goal.under(model, dst) or tries >= limit or seen >= 4 * limit:
             return
         s = float(model.size[p])
         if s > model.load[a, DISK] - line[a] or model.load[dst, DISK] + s > line[dst]:
