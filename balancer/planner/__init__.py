@@ -232,14 +232,22 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     """``relaxed`` copies less data than ``searched`` and leaves nothing worse. Data first, moves
     second, as in the search: a plan with more replica moves must copy less by the data slack in
     proportion to the moves it adds (a tenth more moves, a tenth of the slack; twice as many or more,
-    the whole slack), so one added move never outweighs a large saving of data. Nothing worse: each
-    resource's balance figure met (within its threshold or BOUND_TOLERANCE of its bound, as the goals
-    count it) or no higher than ``searched``'s; every other goal no further outside its limits, or (a
-    soft goal) within its threshold, where it would propose nothing: the band a soft goal optimizes
-    into is narrower, and a hair outside it is not worth the other plan's data. An all-or-nothing
-    goal (the counts) that both plans leave outside its band is not compared: it keeps no move short
-    of its band, so its distance there is what the other goals' moves happened to leave."""
+    the whole slack), so one added move never outweighs a large saving of data; unless it brings a
+    goal within its threshold that ``searched`` leaves outside (a count goal's band, say, that needs
+    hundreds of moves onto new brokers): those moves are that goal's price, not a cost of the data.
+    Nothing worse: each resource's balance figure met (within its threshold or BOUND_TOLERANCE of
+    its bound, as the goals count it) or no higher than ``searched``'s; every other goal no further
+    outside its limits, or (a soft goal) within its threshold, where it would propose nothing: the
+    band a soft goal optimizes into is narrower, and a hair outside it is not worth the other plan's
+    data. An all-or-nothing goal (the counts) that both plans leave outside its band is not
+    compared: it keeps no move short of its band, so its distance there is what the other goals'
+    moves happened to leave."""
     added = max(relaxed.replica_moves - searched.replica_moves, 0) / max(searched.replica_moves, 1)
+    if any(
+        r.within_threshold and not s.within_threshold
+        for r, s in zip(relaxed.goals, searched.goals, strict=True)
+    ):
+        added = 0.0  # the moves are the price of a goal ``searched`` leaves outside its threshold
     if relaxed.bytes_to_move * (1.0 + _slack(options) * min(added, 1.0)) >= searched.bytes_to_move:
         return False
     for resource in RESOURCES:

@@ -127,6 +127,28 @@ def test_a_second_plan_with_more_moves_must_save_data_in_proportion_to_the_moves
     assert better(variant(80, 200), first, options, goals)
 
 
+def test_the_moves_a_goal_needs_are_not_charged_against_the_data():
+    # balancer.planner._better: a plan that brings a goal within its threshold that the first plan
+    # leaves outside (the replica count's band on new brokers, hundreds of moves) is kept for any
+    # saving of data, however many moves it adds; where both leave it outside, the moves count.
+    options = PlannerOptions(data_slack=0.2)
+    goals = default_goals(options)
+    searched = plan(generate(ScenarioSpec(brokers=4, racks=0, topics=6, seed=7)), options)
+    counts = next(i for i, g in enumerate(goals) if g.name == "replicas_distribution")
+
+    def variant(data: int, moves: int, counts_within: bool) -> Plan:
+        reports = list(searched.goals)
+        reports[counts] = dataclasses.replace(
+            reports[counts], after=0.0 if counts_within else 300.0, within_threshold=counts_within
+        )
+        return dataclasses.replace(searched, bytes_to_move=data, replica_moves=moves, goals=tuple(reports))
+
+    first = variant(100, 10, counts_within=False)
+    assert better(variant(99, 200, counts_within=True), first, options, goals)
+    assert not better(variant(99, 200, counts_within=False), first, options, goals)
+    assert not better(variant(100, 200, counts_within=True), first, options, goals)  # no less data
+
+
 def test_the_plan_kept_is_the_same_whatever_order_the_starts_come_in():
     # balancer.planner._choose on one real plan with its network out figure and data replaced. The
     # first search's plan copies 100 and leaves network out at 1.55, over its threshold and its
