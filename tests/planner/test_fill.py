@@ -14,7 +14,12 @@ from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import ClusterModel, PlannerOptions, default_goals
 from balancer.planner.model import DISK, NREP
 from balancer.planner.search.context import SearchContext
-from balancer.planner.search.fill import count_band, disk_sources, excess_pool, fill_from_disk_excess
+from balancer.planner.search.fill import (
+    count_band,
+    disk_sources,
+    excess_pool,
+    fill_from_disk_excess,
+)
 from balancer.vocabulary import SOFT_GOALS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -93,17 +98,6 @@ def test_a_fill_lifts_a_new_broker_with_disk_excess_on_a_fleet_cluster():
     draw(dst, ctx)
     assert len(model.log) > ctx.start
     assert model.load[dst, ctx.goal.dim] > lifted
-
-
-def test_no_disk_line_no_draw():
-    # Without the disk goal there is no excess it must move: the fill draws nothing this way.
-    goals = tuple(g for g in SOFT_GOALS if g != "disk_distribution")
-    options = PlannerOptions(goals=goals)
-    ctx = network_in_fill(fleet_cluster(0), options)
-    assert not np.isfinite(ctx.disk_line)
-    assert not disk_sources(0.0, ctx).any()
-    draw(int(np.flatnonzero(ctx.model.load[:, NREP] == 0)[0]), ctx)
-    assert len(ctx.model.log) == ctx.start
 
 
 def test_no_source_is_drawn_under_the_replica_count_band(monkeypatch):

@@ -75,21 +75,10 @@ def excess_pool(sources: np.ndarray, ctx: SearchContext) -> tuple[np.ndarray, np
     disk goal's line, in the goal's cost order (relief per byte with its per-move charge: few big
     moves, as the plain fill's where the disk goal has work), the first FILL_CANDIDATES."""
     model, goal = ctx.model, ctx.goal
-    line = ctx.disk_line * model.cap[:, DISK]
-    flat = model.replicas.ravel()
-    slots = np.flatnonzero(np.append(sources, False)[flat])
-    ps, bs = slots // model.replicas.shape[1], flat[slots]
-    keep = model.movable[ps] & (model.size[ps] <= model.load[bs, DISK] - line[bs])
-    ps, bs = ps[keep], bs[keep]
-    relief = goal.relief(model, ps, bs)
-    keep = relief > 0
+    ps, bs, relief = _relieving_slots(sources, ctx)
+    keep = model.size[ps] <= model.load[bs, DISK] - ctx.disk_line * model.cap[bs, DISK]
     ps, bs, relief = ps[keep], bs[keep], relief[keep]
-    key = goal.move_key(model, ps, relief, bs)
-    if len(key) > FILL_CANDIDATES:
-        top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
-        ps, bs, key = ps[top], bs[top], key[top]
-    order = np.lexsort((bs, ps, key))
-    return ps[order], bs[order]
+    return _first_candidates(ps, bs, goal.move_key(model, ps, relief, bs))
 
 
 def fill_from_disk_excess(
@@ -367,18 +356,7 @@ def fill_pool(
     ``data_first``, a per-move cost sized as a data-first shed's (``floor``: bytes it may copy
     free, ``move_cost``), else the goal's ceiling."""
     model, goal = ctx.model, ctx.goal
-    util = model.util(goal.dim)
-    flat = model.replicas.ravel()
-    # Per broker above average, and False for an empty slot (-1 reads the last entry): the replica
-    # slots on hot brokers in one gather, in row order, before any column is read for them.
-    hot = np.append(util > avg, False)[flat]
-    slots = np.flatnonzero(hot)
-    ps, bs = slots // model.replicas.shape[1], flat[slots]
-    keep = model.movable[ps]
-    ps, bs = ps[keep], bs[keep]
-    relief = goal.relief(model, ps, bs)
-    keep = relief > 0
-    ps, bs, relief = ps[keep], bs[keep], relief[keep]
+    ps, bs, relief = _relieving_slots(model.util(goal.dim) > avg, ctx)
     overhead = None
     if data_first and len(ps):
         # Data + cost x moves, as a shed: the cost sized for the brokers' whole deficit, on the
@@ -395,7 +373,28 @@ def fill_pool(
             _best(ranked / (size + ceiling), FILL_CANDIDATES),
         )
         overhead = move_cost(size[some], ranked[some], need, ceiling, ctx.data_slack, floor)
-    key = goal.move_key(model, ps, relief, bs, overhead=overhead)
+    return _first_candidates(ps, bs, goal.move_key(model, ps, relief, bs, overhead=overhead))
+
+
+def _relieving_slots(sources: np.ndarray, ctx: SearchContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The movable replicas on the brokers of mask ``sources`` whose move relieves the goal's
+    resource there: (partitions, brokers, relief), in row order."""
+    model, goal = ctx.model, ctx.goal
+    flat = model.replicas.ravel()
+    # Per broker in ``sources``, and False for an empty slot (-1 reads the last entry): the replica
+    # slots on those brokers in one gather, in row order, before any column is read for them.
+    slots = np.flatnonzero(np.append(sources, False)[flat])
+    ps, bs = slots // model.replicas.shape[1], flat[slots]
+    keep = model.movable[ps]
+    ps, bs = ps[keep], bs[keep]
+    relief = goal.relief(model, ps, bs)
+    keep = relief > 0
+    return ps[keep], bs[keep], relief[keep]
+
+
+def _first_candidates(ps: np.ndarray, bs: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The FILL_CANDIDATES replicas (partitions ``ps`` on brokers ``bs``) lowest by ``key``, in its
+    order (ties: partition, then broker)."""
     if len(key) > FILL_CANDIDATES:
         top = np.argpartition(key, FILL_CANDIDATES)[:FILL_CANDIDATES]
         ps, bs, key = ps[top], bs[top], key[top]
