@@ -1267,6 +1267,27 @@ def missed_goals(
     }
 
 
+# The count goals a held-out or fleet line holds a plan to beside the resources (``missed_counts``).
+COUNT_GOALS = ("replicas_distribution", "leaders_distribution")
+
+
+def missed_counts(result) -> dict[str, float]:
+    """The count goals (``COUNT_GOALS``) a plan leaves where they would still act (outside their
+    thresholds, as the goal reports it), with how far outside their bands the brokers are, in
+    replicas or leaderships: a plan that fills new brokers with far more replicas than their share
+    does not meet every goal, whatever its traffic."""
+    return {g.goal: g.after for g in result.goals if g.goal in COUNT_GOALS and not g.within_threshold}
+
+
+def every_goal(result, options) -> tuple[str, bool]:
+    """A held-out or fleet line's ``every goal`` verdict: ``yes``, or ``NO (...)`` naming each goal
+    missed with its figure (``missed_goals``: the resources against their targets; ``missed_counts``:
+    the replica and leader counts outside their bands); and whether every goal was met."""
+    figures = [f"{r} {x:.3f}" for r, x in missed_goals(result, options).items()]
+    figures += [f"{g} {x:.0f} outside its band" for g, x in missed_counts(result).items()]
+    return ("yes", True) if not figures else ("NO (" + ", ".join(figures) + ")", False)
+
+
 def heldout(count: int, seed: int = 2024) -> bool:
     """Plan ``count`` random small clusters no scenario was tuned on (drawn from ``seed``): replication
     factor 2-4, 0/3/4/5 racks, Pareto or Zipf topic traffic, a size tail of its own, sizes redrawn by a
@@ -1301,13 +1322,12 @@ def heldout(count: int, seed: int = 2024) -> bool:
             options.balance_threshold,
         )["reached"]
         reached_all += reached
-        missed = missed_goals(result, options)  # every goal, disk too
-        goals_all += not missed
+        every, met = every_goal(result, options)  # every goal, disk and the counts too
+        goals_all += met
         # A capacity goal left unmet (disks too full for any placement, say) binds the other goals
         # in ways their bounds do not count: such misses are told apart.
         capacity = [g.removeprefix("capacity_") for g in result.unmet_goals if g.startswith("capacity_")]
-        short_capacity += bool(missed) and bool(capacity)
-        every = "yes" if not missed else "NO (" + ", ".join(f"{r} {x:.3f}" for r, x in missed.items()) + ")"
+        short_capacity += not met and bool(capacity)
         if capacity:
             every += f" with capacity unmet ({', '.join(capacity)})"
         print(
@@ -1320,8 +1340,9 @@ def heldout(count: int, seed: int = 2024) -> bool:
         )
     print(
         f"heldout: {heldout_within(multiples)}; traffic target reached in {reached_all} of {count}; every "
-        f"goal (disk too) within its threshold or 2% of its bound in {goals_all} of {count} (of the "
-        f"{count - goals_all} others, {short_capacity} leave a capacity goal unmet)"
+        f"goal (disk too) within its threshold or 2% of its bound and the replica and leader counts within "
+        f"their bands in {goals_all} of {count} (of the {count - goals_all} others, {short_capacity} leave a "
+        "capacity goal unmet)"
     )
     return valid
 
@@ -1358,8 +1379,7 @@ def fleet(count: int) -> bool:
         bound = data_lower_bound(snapshot, outcome, options, placement=False)["bound"]
         multiple = bound_multiple(share, bound)
         multiples.append(multiple)
-        missed = missed_goals(result, options)
-        every = "yes" if not missed else "NO (" + ", ".join(f"{r} {x:.3f}" for r, x in missed.items()) + ")"
+        every, _ = every_goal(result, options)
         print(
             f"fleet {number:2d}: {brokers} brokers + 2 new, every goal {every}, "
             f"{heldout_moved(share, bound, multiple, result.replica_moves, result.leader_moves)}"

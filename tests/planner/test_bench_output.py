@@ -3,6 +3,7 @@ of a negligible bound, which no summary counts."""
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from planner_bench import (
     bound_multiple,
     data_bound_line,
     data_lower_bound,
+    every_goal,
     fleet_cluster,
     heldout_moved,
     heldout_within,
@@ -124,3 +126,23 @@ def test_fleet_prints_a_line_per_cluster_in_the_parsed_form_and_the_count_within
     assert re.fullmatch(
         r"fleet: [01] of 1 within 1\.25x the data bound \(median [\d.]+x, worst [\d.]+x\)", lines[1]
     )
+
+
+def test_every_goal_names_a_replica_count_the_plan_leaves_outside_its_band():
+    """Fleet cluster 2's plan fills its empty brokers with many small replicas: its traffic goals are
+    met, its replica count goal is not. The verdict says NO and names it, and the counts agree: some
+    broker ends outside the count goal's integer band, computed here from the plan's placement."""
+    snapshot = fleet_cluster(2)
+    options = PlannerOptions()
+    result = plan(snapshot, options)
+    verdict, met = every_goal(result, options)
+    assert not met and verdict.startswith("NO (") and "replicas_distribution" in verdict
+    changed = {(a.topic, a.partition): a.new_replicas for a in result.actions}
+    counts = dict.fromkeys((b["id"] for b in snapshot["brokers"]), 0)
+    for p in snapshot["partitions"]:
+        for b in changed.get((p["topic"], p["partition"]), p["replicas"]):
+            counts[b] += 1
+    avg = sum(counts.values()) / len(counts)
+    threshold = options.threshold("replicas")
+    top, bottom = math.ceil(avg * threshold - 1e-9), math.floor(avg * (2 - threshold) + 1e-9)
+    assert max(counts.values()) > top or min(counts.values()) < bottom
