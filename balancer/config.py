@@ -366,6 +366,10 @@ class BalancerConfig(_Strict):
     # always, false never; null: plan both ways where the first plan filled brokers while disks stood
     # over the line, and keep the plan that copies less without leaving a goal worse.
     fill_disk_excess: StrictBool | None = None
+    # Run the replica count goal before the traffic and disk goals (PlannerOptions.counts_first):
+    # true always, false never; null: plan both ways where the first plan leaves the replica count
+    # outside its band, and keep the better plan (goals before data).
+    counts_first: StrictBool | None = False
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

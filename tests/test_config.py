@@ -90,6 +90,7 @@ def test_bad_key_or_value_names_it(override, fragment):
         ('balancer.relax="yes"', "balancer.relax"),
         ('balancer.fill_data_first="false"', "balancer.fill_data_first"),
         ("balancer.fill_disk_excess=0", "balancer.fill_disk_excess"),
+        ('balancer.counts_first="no"', "balancer.counts_first"),
         ("balancer.swap_data_cap=1", "balancer.swap_data_cap"),
         ("quality.enabled=0", "quality.enabled"),
         ('consumers.enabled="true"', "consumers.enabled"),

@@ -90,7 +90,7 @@ __all__ = [
 ]
 
 
-def plan(
+def plan(  # noqa: C901 - one branch per start, each gated as the comment below says
     snapshot: Mapping[str, Any], options: PlannerOptions | None = None, *, goals: list[Goal] | None = None
 ) -> Plan:
     """Plan leadership transfers and replica moves that balance ``snapshot``.
@@ -104,13 +104,15 @@ def plan(
     elif not isinstance(options, PlannerOptions):
         raise TypeError(f"options must be PlannerOptions, got {type(options).__name__}")
     started = time.perf_counter()
-    goals = default_goals(options) if goals is None else goals
+    goals = _goals(options, goals)
     # Starts: the search, then the search from the relaxation's placement within the levels the
     # search left (``relax``; clusters within its MAX_VARIABLES); with ``swap_data_cap`` None, both
     # again with the traffic swaps capped where the first plan made a swap over the cap; then the
     # exact relaxation from the levels of the plan chosen so far; last, with ``fill_data_first`` None,
     # the search (and its relaxed start) with the fills data first where the first plan's fills would
-    # have copied much less that way. Only where the first plan copies more than the data slack over
+    # have copied much less that way; the search drawing on the disk excess; the search with the
+    # replica count goal first where the first plan leaves it unmet (``counts_first``). Only where
+    # the first plan copies more than the data slack over
     # the least its broker levels need are the others tried (elsewhere they could save little). The
     # plan returned is chosen from all of them at once (``_choose``), so the order the starts run in
     # does not decide which is kept.
@@ -136,9 +138,13 @@ def plan(
         and final.disk_fills >= 0.25 * _slack(options) * searched.bytes_to_move > 0
         and int(final.rf.sum()) <= EXCESS_START_REPLICAS
     )
+    # The replica count goal first, where the first plan leaves it outside its threshold: the fills
+    # then keep its band, and a plan that fills new brokers with their share of replicas can copy
+    # less than one filling them with many small ones, which leave that goal no move.
+    counted = options.counts_first is None and _counts_unmet(searched, final)
     if (
         not searched.replica_moves
-        or not (relaxable or capped or filled or excess)
+        or not (relaxable or capped or filled or excess or counted)
         or _near_least(snapshot, searched, final.load, goals, options)
     ):
         return searched  # no other start to try, or none could be kept
@@ -181,7 +187,48 @@ def plan(
         search_start(dataclasses.replace(first, fill_data_first=True))
     if excess:
         search_start(dataclasses.replace(first, fill_disk_excess=True))
+    if counted:
+        tried = dataclasses.replace(first, counts_first=True)
+        keep(*_counts_search(snapshot, goals, tried, started), tried)
     return dataclasses.replace(chosen()[0], seconds=time.perf_counter() - started)
+
+
+def _goals(options: PlannerOptions, goals: list[Goal] | None) -> list[Goal]:
+    """The goals a plan runs: ``goals``, or the options' (``default_goals``); with ``counts_first``,
+    the replica count goal first among the soft ones (``_counts_first``)."""
+    goals = default_goals(options) if goals is None else goals
+    return _counts_first(goals) if options.counts_first else goals
+
+
+def _counts_unmet(searched: Plan, final: ClusterModel) -> bool:
+    """``searched`` leaves the replica count goal outside its threshold, on a cluster up to
+    EXCESS_START_REPLICAS (past it a second search does not fit the planning budget)."""
+    count = ReplicaCountDistributionGoal.name
+    unmet = any(r.goal == count and not r.within_threshold for r in searched.goals)
+    return unmet and int(final.rf.sum()) <= EXCESS_START_REPLICAS
+
+
+def _counts_search(
+    snapshot: Mapping[str, Any], goals: list[Goal], tried: PlannerOptions, started: float
+) -> tuple[Plan | None, ClusterModel]:
+    """The search with the replica count goal first (``_counts_first``), its plan's goal reports in
+    ``goals``' order as every other plan's (``_better`` pairs them by position)."""
+    found, final = _search(snapshot, _counts_first(goals), tried, started)
+    if found is None:
+        return None, final
+    by_name = {r.goal: r for r in found.goals}
+    return dataclasses.replace(found, goals=tuple(by_name[g.name] for g in goals)), final
+
+
+def _counts_first(goals: list[Goal]) -> list[Goal]:
+    """``goals`` with the replica count goal moved before the first soft goal (Cruise Control's
+    order: its ReplicaDistributionGoal comes before the resource distribution goals)."""
+    count = next((g for g in goals if isinstance(g, ReplicaCountDistributionGoal)), None)
+    if count is None:
+        return goals
+    rest = [g for g in goals if g is not count]
+    at = next((i for i, g in enumerate(rest) if not g.hard), len(rest))
+    return [*rest[:at], count, *rest[at:]]
 
 
 def _choose(searched: Plan, others: list[Plan], options: PlannerOptions, goals: list[Goal]) -> Plan:

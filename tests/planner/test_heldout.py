@@ -229,3 +229,25 @@ def test_the_disk_excess_search_runs_only_where_the_fills_took_much_off_disks_wi
     starts.clear()
     plan(snap, PlannerOptions())
     assert starts == [None]
+
+
+def _count_met(result: Plan) -> bool:
+    return next(r for r in result.goals if r.goal == "replicas_distribution").within_threshold
+
+
+def test_the_counts_first_start_fills_new_brokers_with_their_share_of_replicas_and_copies_less():
+    """Fleet cluster 2: the goals in their own order fill the two new brokers (and a near-empty old
+    one) with hundreds of small replicas each, which leave the replica count goal no move; with that
+    goal first (Cruise Control's order) the fills keep its band and copy less. ``plan`` tries that
+    order (``counts_first`` None) where the first plan leaves the count goal unmet and keeps it: every
+    goal's report in the default order, the count goal met, less data, the plan valid."""
+    snap = fleet_cluster(2)
+    plain = plan(snap, PlannerOptions())  # counts_first False: the goals in their own order
+    assert not _count_met(plain)
+    chosen = plan(snap, PlannerOptions(counts_first=None))
+    assert check_plan(snap, chosen) == []
+    assert _count_met(chosen)
+    assert chosen.bytes_to_move < plain.bytes_to_move
+    assert [r.goal for r in chosen.goals] == [r.goal for r in plain.goals]
+    # Asked for always, the same order runs first: its plan meets the count goal too.
+    assert _count_met(plan(snap, PlannerOptions(counts_first=True)))

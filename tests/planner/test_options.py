@@ -28,6 +28,7 @@ from balancer.planner import DistributionGoal, PlannerOptions
         ({"fill_data_first": "yes"}, "fill_data_first"),
         ({"fill_data_first": 0}, "fill_data_first"),
         ({"fill_disk_excess": "no"}, "fill_disk_excess"),
+        ({"counts_first": 1}, "counts_first"),
     ],
 )
 def test_bad_values_name_the_argument(kwargs, name):
@@ -55,6 +56,7 @@ def test_from_config():
         swap_data_cap=True,
         fill_data_first=False,
         fill_disk_excess=True,
+        counts_first=False,
     )
     options = PlannerOptions.from_config(config)
     assert options == PlannerOptions(
@@ -67,6 +69,7 @@ def test_from_config():
         swap_data_cap=True,
         fill_data_first=False,
         fill_disk_excess=True,
+        counts_first=False,
     )
     assert options.topic_excluded("__consumer_offsets") and not options.topic_excluded("orders")
 
