@@ -470,14 +470,24 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
     replicas b then leads, each bringing at most its partition's leader_out: b's arrivals cost at
     least the larger of the network_in and network_out covers. Every byte copied leaves one broker
     and arrives on one, so the data is at least max(sum of ``leave``, sum of ``arrive``); a drained
-    broker's every byte leaves it. ``network_in`` / ``disk`` / ``drained`` are the parts of
-    ``leave`` alone; ``joint`` is max(sum of ``leave``, sum of ``arrive``). ``placement`` is the
-    least data of the linear relaxation of the whole placement within the same lines
-    (``placement_bound``: it sees leave and arrive met by the same moves, and the racks; 0 where the
-    LP is too large to solve); ``bound`` is the larger of ``joint`` and ``placement``, each a lower
-    bound, all as shares of all data (every replica counted). ``placement=False`` skips the LP (0),
-    for callers that need it only where the per-broker figure leaves a plan over a line."""
-    from balancer.planner.model import DISK, IN, ClusterModel
+    broker's every byte leaves it.
+
+    The replica count goal's lines (``count_lines``: its band, or where the plan leaves a broker
+    outside it) count too, as linear relaxations (``_counted_cover``): the replicas leaving a broker
+    over its count line number at least its excess (at least the smallest that many, together
+    carrying its network_in and disk excess); those arriving on a broker, less those leaving it,
+    fit its room under the line and cover its floors. So a new broker filled to its traffic floor
+    within its share of the replicas is held to the larger replicas that takes. ``replicas`` is
+    what the counts add to ``leave``.
+
+    ``network_in`` / ``disk`` / ``drained`` are the parts of ``leave`` alone; ``joint`` is max(sum of
+    ``leave``, sum of ``arrive``). ``placement`` is the least data of the linear relaxation of the whole
+    placement within the same lines (``placement_bound``: it sees leave and arrive met by the same
+    moves, and the racks; 0 where the LP is too large to solve); ``bound`` is the larger of ``joint``
+    and ``placement``, each a lower bound, all as shares of all data (every replica counted).
+    ``placement=False`` skips the LP (0), for callers that need it only where the per-broker figure
+    leaves a plan over a line."""
+    from balancer.planner.model import DISK, IN, NREP, ClusterModel
 
     model = ClusterModel(snapshot, options)
     total = float(np.sum(model.size * model.rf))
@@ -494,7 +504,11 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
     in_excess = model.load[:, IN] - in_line * (1 + 1e-9)
     disk_excess = (model.load[:, DISK] - disk_line * (1 + 1e-9)).clip(min=0)
     in_deficit = in_floor * (1 - 1e-9) - model.load[:, IN]
-    net_in = disk = drained = leave = arrive = 0.0
+    count_line, count_floor = count_lines(model, outcome, options)
+    count = model.load[:, NREP]
+    count_excess = np.ceil(count - count_line - 1e-9).clip(min=0)
+    count_deficit = np.ceil(count_floor - count - 1e-9).clip(min=0)
+    net_in = disk = drained = leave = arrive = counts = 0.0
     least_leave, least_arrive = np.zeros(model.n_brokers), np.zeros(model.n_brokers)
     for b in range(model.n_brokers):
         if model.drained[b]:
@@ -502,7 +516,7 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
             leave += float(model.load[b, DISK])
             continue
         cover = shed = 0.0
-        if in_excess[b] > 0 or disk_excess[b] > 0:
+        if in_excess[b] > 0 or disk_excess[b] > 0 or count_excess[b] > 0:
             ps = model.partitions_on(b)
             ps = ps[model.movable[ps]]
         if in_excess[b] > 0:
@@ -517,20 +531,51 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
             shed = need if math.isinf(shed) else shed
         net_in += cover
         disk += shed
-        leave += max(cover, shed)
         least_leave[b] = max(cover, shed)
-        if in_deficit[b] > 0 or out_deficit[b] > 0:
+        if count_excess[b] > 0:
+            # The replicas leaving b number at least its count over its line, and carry its network_in
+            # and disk excess with them.
+            sizes = model.size[ps]
+            need = int(min(count_excess[b], len(ps)))
+            fewest = float(np.partition(sizes, need - 1)[:need].sum()) if need else 0.0
+            together = _counted_cover(
+                sizes,
+                [(model.bytes_in[ps], float(in_excess[b])), (sizes, float(disk_excess[b]))],
+                count=(need, None),
+            )
+            counted = max(fewest, together)
+            counts += max(0.0, counted - least_leave[b])
+            least_leave[b] = max(least_leave[b], counted)
+        leave += least_leave[b]
+        if in_deficit[b] > 0 or out_deficit[b] > 0 or count_deficit[b] > 0:
             away = ~(model.replicas == b).any(axis=1) & model.movable
             least_arrive[b] = max(
                 _least_cover(model.size[away], model.bytes_in[away], float(in_deficit[b])),
                 _least_cover(model.size[away], model.leader_out[away], float(out_deficit[b])),
             )
+            if np.isfinite(count_line[b]) or count_deficit[b] > 0:
+                # At most b's room under its count line, less those that leave it, may arrive (and at
+                # least its deficit under the floor): the traffic it lacks then rides on fewer, larger
+                # replicas than the fractional cover picks. Those leaving take their traffic along.
+                on = model.partitions_on(b)
+                on = on[model.movable[on]]
+                counted = _counted_cover(
+                    model.size[away],
+                    [
+                        (model.bytes_in[away], float(in_deficit[b])),
+                        (model.leader_out[away], float(out_deficit[b])),
+                    ],
+                    count=(float(count_deficit[b]), float(count_line[b] - count[b])),
+                    lost=(model.bytes_in[on], model.leader_out[on]),
+                )
+                least_arrive[b] = max(least_arrive[b], counted)
             arrive += least_arrive[b]
     out = {
         "network_in": net_in,
         "disk": disk,
         "drained": drained,
         "arrive": arrive,
+        "replicas": counts,
         "joint": max(leave, arrive),
     }
     out = {k: v / total for k, v in out.items()}
@@ -540,7 +585,11 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
     )
     out["coupled"] = coupled / total if coupled is not None else 0.0
     lines = (in_line, in_floor, disk_line, out_floor)
-    lp = placement_bound(model, lines, least=(least_leave, least_arrive)) if placement else None
+    lp = (
+        placement_bound(model, lines, least=(least_leave, least_arrive), counts=(count_line, count_floor))
+        if placement
+        else None
+    )
     out["placement"] = lp / total if lp is not None else 0.0
     out["bound"] = max(out["joint"], out["coupled"], out["placement"])
     return out
@@ -754,6 +803,24 @@ def _rack_rule(model) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return spans, at_target, model.rf <= model.n_live_racks
 
 
+def count_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker, the replica count's upper line and floor: max(the plan's final count, the top of
+    the replica count goal's band) and min(the final count, the band's bottom); (inf, -inf) where the
+    goal does not run. As for the traffic lines, a plan that meets the goal is held to its band, one
+    that leaves a broker outside it only to where it leaves that broker."""
+    from balancer.planner.goals.distribution import ReplicaCountDistributionGoal
+    from balancer.planner.model import NREP
+    from balancer.vocabulary import SOFT_GOALS
+
+    names = options.goals if options.goals is not None else SOFT_GOALS
+    n = model.n_brokers
+    if ReplicaCountDistributionGoal.name not in names:
+        return np.full(n, np.inf), np.full(n, -np.inf)
+    upper, lower = ReplicaCountDistributionGoal.from_options(options).limits(model)
+    final = outcome[:, NREP] * model.cap[:, NREP]
+    return np.maximum(final, upper), np.minimum(final, lower)
+
+
 def bound_lines(model, outcome: np.ndarray, options) -> tuple[np.ndarray, ...]:
     """Per broker, in bytes, the lines ``data_lower_bound`` holds every plan to: network_in's upper
     line and lower line (floor), disk's upper line, network_out's floor (see there)."""
@@ -776,7 +843,11 @@ PLACEMENT_MAX_VARIABLES = 300_000
 
 
 def placement_bound(
-    model, lines: tuple[np.ndarray, ...], *, least: tuple[np.ndarray, np.ndarray] | None = None
+    model,
+    lines: tuple[np.ndarray, ...],
+    *,
+    least: tuple[np.ndarray, np.ndarray] | None = None,
+    counts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> float | None:
     """The least data (bytes) of the linear relaxation of "where does every replica end", within
     ``lines`` (``bound_lines``: network_in upper and floor, disk upper, network_out floor per
@@ -790,7 +861,8 @@ def placement_bound(
     drained broker holds nothing. Rows: sum_b h_pb = RF_p; sum_b l_pb = 1; per broker, the sum of
     h x bytes_in within its network_in lines, of h x size under its disk line, of l x leader_out
     over its network_out floor, each beside what the unmovable partitions put there (their
-    replicas where they are, their network_out as if b led every one it holds). Rack rows where the
+    replicas where they are, their network_out as if b led every one it holds); with ``counts``
+    (``count_lines``), the sum of h within the broker's replica count line and floor. Rack rows where the
     rack goal binds (``_rack_rows``). Per broker b, with ``least``: the sizes of the replicas
     leaving b (sum of size_p x (1 - h_pb) over what b holds now) at least its least leave, those
     arriving at least its least arrive. Objective: sum of size_p x h_pb over the brokers not
@@ -852,6 +924,11 @@ def placement_bound(
     floor = np.where(in_floor > 0, in_floor * (1 - tol) - fixed_in, -np.inf)
     broker_row(model.bytes_in[var_p] / in_scale, h_cols, floor / in_scale, -1.0)
     broker_row(model.size[var_p] / size_scale, h_cols, (disk_line * (1 + tol) - fixed_disk) / size_scale, 1.0)
+    if counts is not None:
+        fixed_count = fixed.sum(axis=0).astype(float)
+        ones = np.ones(n_h)
+        broker_row(ones, h_cols, counts[0] + tol - fixed_count, 1.0)
+        broker_row(ones, h_cols, np.where(counts[1] > 0, counts[1] - tol - fixed_count, -np.inf), -1.0)
     if lead_rows:
         l_cols = n_h + h_cols
         floor = np.where(out_floor > 0, out_floor * (1 - tol) - fixed_out, -np.inf)
@@ -965,6 +1042,65 @@ def _least_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> float:
     single = float(cost[big].min()) if big.any() else math.inf
     small = ~big & (relief > 0)
     return min(single, _fractional_cover(cost[small], relief[small], need))
+
+
+# The items above which ``_counted_cover`` is not solved (0): one LP per broker, on the largest
+# scenarios too slow for what it adds.
+COUNTED_MAX_VARIABLES = 200_000
+
+
+def _counted_cover(
+    cost: np.ndarray,
+    needs: list[tuple[np.ndarray, float]],
+    *,
+    count: tuple[float, float | None],
+    lost: tuple[np.ndarray, ...] | None = None,
+) -> float:
+    """A lower bound on the least total cost of a set X of the items (``cost``) and a set Y of other
+    items (``lost``: each need's value per item, cost-free) such that for each (value, need) of
+    ``needs`` the values of X less those of Y reach the need, and |X| - |Y| lies within ``count``
+    (least, most; None: no most): the least of its linear relaxation (X and Y as fractions in
+    [0, 1]). A non-finite need is no row; 0 where the LP is over COUNTED_MAX_VARIABLES or the solve
+    fails (a bound that says nothing).
+
+    It holds a broker's replicas to its count lines: the replicas arriving on a broker (X) less
+    those leaving it (Y) bring it within its network_in and network_out floors and within its count
+    band, so a broker that lacks traffic but has room for only a few replicas must take larger ones
+    than the fractional cover by traffic alone picks (a new broker filled to a traffic floor within
+    its share of the replicas)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
+    least, most = count
+    lost_values = lost if lost is not None else tuple(np.zeros(0) for _ in needs)
+    n_x, n_y = len(cost), len(lost_values[0]) if lost_values else 0
+    if n_x == 0 or n_x + n_y > COUNTED_MAX_VARIABLES:
+        return 0.0
+    rows, rhs = [], []
+    for (value, need), gone in zip(needs, lost_values, strict=True):
+        if not np.isfinite(need):
+            continue
+        unit = float(max(value.max(initial=0.0), gone.max(initial=0.0))) or 1.0
+        rows.append(np.concatenate([-value, gone]) / unit)
+        rhs.append(-need / unit)
+    ones = np.concatenate([np.ones(n_x), -np.ones(n_y)])
+    if least > 0:
+        rows.append(-ones)
+        rhs.append(-least)
+    if most is not None:
+        rows.append(ones)
+        rhs.append(most)
+    if not rows:
+        return 0.0
+    scale = float(cost.max()) or 1.0
+    objective = np.concatenate([cost / scale, np.zeros(n_y)])
+    res = linprog(
+        objective, A_ub=csr_matrix(np.vstack(rows)), b_ub=np.array(rhs), bounds=(0.0, 1.0), method="highs"
+    )
+    if res.status != 0:
+        return 0.0
+    # The solver's optimum is within its tolerances of the LP's: a hair off keeps it below.
+    return max(0.0, float(res.fun) * scale * (1 - 1e-7))
 
 
 def _fractional_cover(cost: np.ndarray, relief: np.ndarray, need: float) -> float:
@@ -1148,7 +1284,8 @@ def data_bound_line(db: dict, share: float) -> str:
         moved = f"{share:.2%} = {multiple:.2f}x the bound ({largest})"
     return (
         f"data bound for the planner's outcome: network_in LP {db['network_in']:.2%}, "
-        f"disk {db['disk']:.2%}, drained {db['drained']:.2%}, arriving {db['arrive']:.2%}, per "
+        f"disk {db['disk']:.2%}, drained {db['drained']:.2%}, replica count {db['replicas']:.2%}, "
+        f"arriving {db['arrive']:.2%}, per "
         f"broker jointly {db['joint']:.2%}, coupled LP {db['coupled']:.2%}, placement LP "
         f"{db['placement']:.2%} -> >= {db['bound']:.2%}; planner moved {moved}"
     )
@@ -1279,11 +1416,39 @@ def missed_counts(result) -> dict[str, float]:
     return {g.goal: g.after for g in result.goals if g.goal in COUNT_GOALS and not g.within_threshold}
 
 
-def every_goal(result, options) -> tuple[str, bool]:
+def missed_floors(snapshot: dict, outcome: np.ndarray, options) -> dict[str, float]:
+    """The traffic goals (network_in, network_out) under whose floor a plan leaves a broker (the
+    lower side of the band that makes the goal act, ``trigger_limits``: 0.80 of the cluster's
+    utilization at a threshold of 1.10, or less where giants or racks force it), with the lowest
+    such broker's utilization as a multiple of the cluster's; ``outcome`` as ``plan_outcome``
+    returns it. The balance figure (the hottest broker against the average) never sees a new broker
+    left half empty."""
+    from balancer.planner.goals import default_goals
+    from balancer.planner.goals.distribution import DistributionGoal
+    from balancer.planner.model import ClusterModel
+
+    model = ClusterModel(snapshot, options)
+    out = {}
+    for goal in default_goals(options):
+        if not isinstance(goal, DistributionGoal) or goal.resource not in ("network_in", "network_out"):
+            continue
+        if goal.idle(model):
+            continue
+        _, lower = goal.trigger_limits(model)
+        util = outcome[:, goal.dim]
+        under = model.live & np.isfinite(lower) & (util < lower - 1e-9 * np.maximum(1.0, np.abs(lower)))
+        if under.any():
+            out[goal.resource] = float(util[under].min() / model.cluster_util(goal.dim))
+    return out
+
+
+def every_goal(result, options, *, floors: dict[str, float]) -> tuple[str, bool]:
     """A held-out or fleet line's ``every goal`` verdict: ``yes``, or ``NO (...)`` naming each goal
-    missed with its figure (``missed_goals``: the resources against their targets; ``missed_counts``:
-    the replica and leader counts outside their bands); and whether every goal was met."""
+    missed with its figure (``missed_goals``: the resources against their targets; ``floors``, as
+    ``missed_floors`` gives them: a broker left under a traffic goal's floor; ``missed_counts``: the
+    replica and leader counts outside their bands); and whether every goal was met."""
     figures = [f"{r} {x:.3f}" for r, x in missed_goals(result, options).items()]
+    figures += [f"{r} floor: a broker at {x:.2f}x the average" for r, x in floors.items()]
     figures += [f"{g} {x:.0f} outside its band" for g, x in missed_counts(result).items()]
     return ("yes", True) if not figures else ("NO (" + ", ".join(figures) + ")", False)
 
@@ -1322,7 +1487,8 @@ def heldout(count: int, seed: int = 2024) -> bool:
             options.balance_threshold,
         )["reached"]
         reached_all += reached
-        every, met = every_goal(result, options)  # every goal, disk and the counts too
+        # Every goal: the traffic floors, disk and the counts too.
+        every, met = every_goal(result, options, floors=missed_floors(snapshot, outcome, options))
         goals_all += met
         # A capacity goal left unmet (disks too full for any placement, say) binds the other goals
         # in ways their bounds do not count: such misses are told apart.
@@ -1340,9 +1506,9 @@ def heldout(count: int, seed: int = 2024) -> bool:
         )
     print(
         f"heldout: {heldout_within(multiples)}; traffic target reached in {reached_all} of {count}; every "
-        f"goal (disk too) within its threshold or 2% of its bound and the replica and leader counts within "
-        f"their bands in {goals_all} of {count} (of the {count - goals_all} others, {short_capacity} leave a "
-        "capacity goal unmet)"
+        "goal (disk too) within its threshold or 2% of its bound, no broker under a traffic goal's floor, "
+        f"and the replica and leader counts within their bands in {goals_all} of {count} (of the "
+        f"{count - goals_all} others, {short_capacity} leave a capacity goal unmet)"
     )
     return valid
 
@@ -1379,7 +1545,7 @@ def fleet(count: int) -> bool:
         bound = data_lower_bound(snapshot, outcome, options, placement=False)["bound"]
         multiple = bound_multiple(share, bound)
         multiples.append(multiple)
-        every, _ = every_goal(result, options)
+        every, _ = every_goal(result, options, floors=missed_floors(snapshot, outcome, options))
         print(
             f"fleet {number:2d}: {brokers} brokers + 2 new, every goal {every}, "
             f"{heldout_moved(share, bound, multiple, result.replica_moves, result.leader_moves)}"

@@ -20,6 +20,7 @@ from planner_bench import (
     every_goal,
     fleet_cluster,
     heldout_moved,
+    missed_floors,
     heldout_within,
     main,
     moves_bound_line,
@@ -39,6 +40,7 @@ def _parts(bound: float, single: float) -> dict:
         "network_in": single,
         "disk": single / 2,
         "drained": 0.0,
+        "replicas": 0.0,
         "arrive": 0.0,
         "joint": single,
         "coupled": single,
@@ -135,7 +137,7 @@ def test_every_goal_names_a_replica_count_the_plan_leaves_outside_its_band():
     snapshot = fleet_cluster(2)
     options = PlannerOptions()
     result = plan(snapshot, options)
-    verdict, met = every_goal(result, options)
+    verdict, met = every_goal(result, options, floors={})
     assert not met and verdict.startswith("NO (") and "replicas_distribution" in verdict
     changed = {(a.topic, a.partition): a.new_replicas for a in result.actions}
     counts = dict.fromkeys((b["id"] for b in snapshot["brokers"]), 0)
@@ -146,3 +148,15 @@ def test_every_goal_names_a_replica_count_the_plan_leaves_outside_its_band():
     threshold = options.threshold("replicas")
     top, bottom = math.ceil(avg * threshold - 1e-9), math.floor(avg * (2 - threshold) + 1e-9)
     assert max(counts.values()) > top or min(counts.values()) < bottom
+
+
+def test_every_goal_says_no_where_a_broker_is_left_under_a_traffic_floor():
+    """Fleet cluster 3's plan meets every goal; told that a broker ends under network_in's floor
+    (``missed_floors``, which the balance figure never shows), the verdict says NO and names it."""
+    snapshot = fleet_cluster(3)
+    options = PlannerOptions()
+    result = plan(snapshot, options)
+    assert missed_floors(snapshot, plan_outcome(snapshot, result, options), options) == {}
+    assert every_goal(result, options, floors={}) == ("yes", True)
+    verdict, met = every_goal(result, options, floors={"network_in": 0.3})
+    assert not met and verdict == "NO (network_in floor: a broker at 0.30x the average)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import sys
 from pathlib import Path
 
@@ -16,7 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import planner_bench
 from planner_bench import (
+    _counted_cover,
     bound_lines,
+    count_lines,
     data_lower_bound,
     network_in_move_bound,
     placement_bound,
@@ -26,7 +29,8 @@ from planner_bench import (
 
 from balancer.demo.scenarios import ScenarioSpec, generate
 from balancer.planner import PlannerOptions, plan
-from balancer.planner.model import DISK, IN, OUT, ClusterModel
+from balancer.planner.model import DISK, IN, NREP, OUT, ClusterModel
+from balancer.vocabulary import SOFT_GOALS
 
 CAP = {"network_in": 100.0, "network_out": 1000.0, "disk": 1e6}
 # (bytes_in, size) of broker 0's replicas (RF 1); brokers 1 and 2 hold one light replica each.
@@ -390,9 +394,11 @@ def _random_tiny(rng: np.random.Generator, racks: int) -> tuple[dict, dict]:
 def _least_placement(snap: dict, outcome: np.ndarray, options) -> float:
     """Brute force over every placement and leadership of the partitions: the least data of one
     that keeps every broker within ``data_lower_bound``'s lines and keeps the rack goal (a partition
-    spanning its target of racks keeps spanning it)."""
+    spanning its target of racks keeps spanning it) and every broker's replica count within its
+    count lines."""
     model = ClusterModel(snap, options)
     in_line, in_floor, disk_line, out_floor = bound_lines(model, outcome, options)
+    count_line, count_floor = count_lines(model, outcome, options)
     nb = model.n_brokers
     choices = []
     for p in range(model.n_partitions):
@@ -413,14 +419,17 @@ def _least_placement(snap: dict, outcome: np.ndarray, options) -> float:
         copied = sum(c for _, _, c in combo)
         if copied >= least:
             continue
-        load_in, load_disk, load_out = np.zeros(nb), np.zeros(nb), np.zeros(nb)
+        load_in, load_disk, load_out, count = np.zeros(nb), np.zeros(nb), np.zeros(nb), np.zeros(nb)
         for p, (held, leader, _) in enumerate(combo):
             for b in held:
                 load_in[b] += model.bytes_in[p]
                 load_disk[b] += model.size[p]
+                count[b] += 1
             load_out[leader] += model.leader_out[p]
         if (
-            np.all(load_in <= in_line * (1 + 1e-9))
+            np.all(count <= count_line)
+            and np.all(count >= count_floor)
+            and np.all(load_in <= in_line * (1 + 1e-9))
             and np.all(load_in >= in_floor * (1 - 1e-9))
             and np.all(load_disk <= disk_line * (1 + 1e-9))
             and np.all(load_out >= out_floor * (1 - 1e-9))
@@ -521,3 +530,101 @@ def test_the_coupled_bound_lands_what_leaves_within_every_brokers_lines(monkeypa
     monkeypatch.setattr(planner_bench, "coupled_bound", lambda *args, lines=None, **kw: real(*args, **kw))
     assert with_arrivals > 1.03 * _coupled(snap, options, outcome)
     assert with_arrivals <= share
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_counted_cover_is_never_above_the_brute_force_sets(seed):
+    """Random items to take (cost, two values) and items to lose (two values), needs and a count range
+    met by a random pair of sets: ``_counted_cover`` is never above the least cost of any pair (X
+    taken, Y lost) whose values, X's less Y's, reach both needs and whose |X| - |Y| is in the range."""
+    rng = np.random.default_rng(seed)
+    n_x, n_y = int(rng.integers(1, 8)), int(rng.integers(0, 4))
+    cost = np.round(rng.pareto(1.1, n_x) * 10 + 1, 2)
+    values = np.round(rng.pareto(1.2, (2, n_x)) * 3 + 0.5, 2)
+    lost = np.round(rng.pareto(1.2, (2, n_y)) * 3 + 0.5, 2)
+    x0 = rng.random(n_x) < 0.5
+    y0 = rng.random(n_y) < 0.5
+    reached = values[:, x0].sum(axis=1) - lost[:, y0].sum(axis=1)
+    # Needs a little under what the drawn pair reaches and a range it just fits: the constraints bind.
+    needs = reached - rng.uniform(0.0, 0.5, 2)
+    net = int(x0.sum() - y0.sum())
+    least, most = net - int(rng.integers(0, 2)), net
+    best = math.inf
+    for xs in itertools.product([False, True], repeat=n_x):
+        for ys in itertools.product([False, True], repeat=n_y):
+            x, y = np.array(xs, dtype=bool), np.array(ys, dtype=bool)
+            got = values[:, x].sum(axis=1) - lost[:, y].sum(axis=1)
+            if np.all(got >= needs) and least <= x.sum() - y.sum() <= most:
+                best = min(best, float(cost[x].sum()))
+    assert best <= float(cost[x0].sum())  # the drawn pair is one
+    cover = _counted_cover(
+        cost, [(values[0], needs[0]), (values[1], needs[1])], count=(least, most), lost=(lost[0], lost[1])
+    )
+    assert cover <= best + 1e-6
+
+
+def test_counted_cover_takes_larger_items_where_the_count_leaves_room_for_few():
+    """Ten items of value 4 at cost 1 and two of value 20 at cost 30, 40 to reach: the cheapest cover
+    takes the ten small ones (cost 10). Allowed 2 items, only the two large ones reach it (cost 60),
+    and the relaxation finds exactly that; allowed 9, it must trade a quarter of a small one for a
+    quarter of a large one: 8.75 + 7.5 = 16.25."""
+    cost = np.array([1.0] * 10 + [30.0] * 2)
+    value = np.array([4.0] * 10 + [20.0] * 2)
+    assert _counted_cover(cost, [(value, 40.0)], count=(0, None)) == pytest.approx(10.0)
+    assert _counted_cover(cost, [(value, 40.0)], count=(0, 2)) == pytest.approx(60.0)
+    assert _counted_cover(cost, [(value, 40.0)], count=(0, 9)) == pytest.approx(16.25)
+
+
+def test_counted_cover_lets_a_broker_at_its_count_line_take_as_many_as_it_loses():
+    """A broker with no room under its count line (|X| - |Y| <= 0) that lacks 36 of traffic takes a
+    large item (value 40, cost 30) only by losing one of its own (value 4): 40 - 4 reaches 36 at cost
+    30. Where its own items carry more than the large one brings, no pair reaches the need: the
+    relaxation has no point, and the figure says nothing (0)."""
+    cost, value = np.array([30.0, 1.0]), np.array([40.0, 4.0])
+    lost = (np.array([4.0, 4.0]),)
+    assert _counted_cover(cost, [(value, 36.0)], count=(0, 0), lost=lost) == pytest.approx(30.0)
+    assert _counted_cover(cost, [(value, 36.0)], count=(0, 0), lost=(np.array([45.0]),)) == 0.0
+
+
+def _scale_out() -> dict:
+    """Brokers 0 and 1 each hold ten replicas of bytes_in 4 and size 1 and one of bytes_in 20 and size
+    30 (RF 1); broker 2 is new and empty; capacities as ``CAP``."""
+    parts = [(b, 4.0, 1.0) for b in (0, 1) for _ in range(10)] + [(b, 20.0, 30.0) for b in (0, 1)]
+    return {
+        "cluster": "t",
+        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": i,
+                "replicas": [b],
+                "leader": b,
+                "bytes_in": bi,
+                "bytes_out": 0.0,
+                "size": sz,
+            }
+            for i, (b, bi, sz) in enumerate(parts)
+        ],
+    }
+
+
+def test_data_bound_fills_a_new_broker_within_its_share_of_the_replicas():
+    """The new broker must reach its network_in floor (the cluster's 40 per broker less the band's 9%,
+    36.4) holding at most the replica count band's top (22 replicas over 3 brokers x 1.1, rounded up:
+    9). The smallest replicas carry 4 each for size 1, so without the count 9.1 of them (9.1 bytes)
+    cover it; with at most 9, the relaxation trades a fortieth of a small one for a fortieth of a large
+    one (bytes_in 20, size 30): 9 - 1/40 + 30/40 = 9.725 bytes arrive. Measured against a plan that
+    leaves every broker at the cluster's average."""
+    snap = _scale_out()
+    options = PlannerOptions()
+    model = ClusterModel(snap, options)
+    outcome = np.tile([model.cluster_util(d) for d in range(model.load.shape[1])], (3, 1))
+    outcome[:, NREP] = 22 / 3
+    assert count_lines(model, outcome, options)[0].tolist() == [9.0, 9.0, 9.0]
+    total = 80.0
+    counted = data_lower_bound(snap, outcome, options)
+    assert counted["arrive"] * total == pytest.approx(9.725)
+    assert counted["bound"] * total == pytest.approx(9.725, rel=1e-6)
+    others = tuple(g for g in SOFT_GOALS if g != "replicas_distribution")
+    uncounted = data_lower_bound(snap, outcome, dataclasses.replace(options, goals=others))
+    assert uncounted["arrive"] * total == pytest.approx(9.1)
