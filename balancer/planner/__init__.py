@@ -283,12 +283,13 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     goal within its threshold that ``searched`` leaves outside (a count goal's band, say, that needs
     hundreds of moves onto new brokers): those moves are that goal's price, not a cost of the data.
     Nothing worse: each resource's balance figure met (within its threshold or BOUND_TOLERANCE of
-    its bound, as the goals count it) or no higher than ``searched``'s; every other goal no further
-    outside its limits, or (a soft goal) within its threshold, where it would propose nothing: the
-    band a soft goal optimizes into is narrower, and a hair outside it is not worth the other plan's
-    data. An all-or-nothing goal (the counts) that both plans leave outside its band is not
-    compared: it keeps no move short of its band, so its distance there is what the other goals'
-    moves happened to leave."""
+    its bound, as the goals count it) or no higher than ``searched``'s, and its goal within its
+    threshold where ``searched``'s is (its floor too, which the figure does not see); every other
+    goal no further outside its limits, or (a soft goal) within its threshold, where it would
+    propose nothing: the band a soft goal optimizes into is narrower, and a hair outside it is not
+    worth the other plan's data. An all-or-nothing goal (the counts) that both plans leave outside
+    its band is not compared: it keeps no move short of its band, so its distance there is what the
+    other goals' moves happened to leave."""
     added = max(relaxed.replica_moves - searched.replica_moves, 0) / max(searched.replica_moves, 1)
     if any(
         r.within_threshold and not s.within_threshold
@@ -302,10 +303,15 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
         if relaxed.after[resource] > max(searched.after[resource], met) + 1e-9:
             return False
     return all(
-        r.goal in BALANCED_RESOURCE
-        or r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
-        or (not goal.hard and r.within_threshold)
-        or (goal.all_or_nothing and s.after > UNMET_TOLERANCE)
+        # A resource's goal: its balance figure is compared above, but that figure (the hottest
+        # broker) never sees a broker left under the goal's floor (a new broker half empty).
+        (r.within_threshold or not s.within_threshold)
+        if r.goal in BALANCED_RESOURCE
+        else (
+            r.after <= max(s.after, UNMET_TOLERANCE) * (1 + 1e-9)
+            or (not goal.hard and r.within_threshold)
+            or (goal.all_or_nothing and s.after > UNMET_TOLERANCE)
+        )
         for r, s, goal in zip(relaxed.goals, searched.goals, goals, strict=True)
     )
 

@@ -34,17 +34,20 @@ def heldout(seed: int, k: int) -> dict:
 
 
 def test_the_relaxed_plan_is_kept_where_the_search_copies_far_more_data_than_needed():
-    # A held-out cluster (seed 11, #12: 6 brokers of mixed machines, 4 racks, RF 3) where the goals'
-    # search fills receivers that later goals shed again; from the relaxation's placement the
-    # goals reach every target with a seventh less data.
-    snap = heldout(11, 12)
+    # A held-out cluster (seed 314, #30) where the goals' search fills receivers with small
+    # replicas that leave the replica count goal no move; from the relaxation's placement the goals
+    # reach every target and the count goal's band with about an eighth less data (the count goal's
+    # moves are its price: ``_better``).
+    snap = heldout(314, 30)
     searched = plan(snap, PlannerOptions(relax=False))
     relaxed = plan(snap, PlannerOptions())
     assert plan(snap, PlannerOptions()).actions == relaxed.actions  # the solve is deterministic
     assert check_plan(snap, relaxed) == []
-    assert relaxed.bytes_to_move < 0.9 * searched.bytes_to_move
+    assert relaxed.bytes_to_move < 0.92 * searched.bytes_to_move
     assert missed_goals(relaxed, PlannerOptions()) == {}
     assert relaxed.unmet_goals == searched.unmet_goals
+    within = {r.goal for r in relaxed.goals if r.within_threshold}
+    assert "replicas_distribution" in within - {r.goal for r in searched.goals if r.within_threshold}
 
 
 def test_a_relaxed_plan_copies_no_more_and_leaves_no_goal_worse():
