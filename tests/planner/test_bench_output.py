@@ -20,9 +20,9 @@ from planner_bench import (
     every_goal,
     fleet_cluster,
     heldout_moved,
-    missed_floors,
     heldout_within,
     main,
+    missed_floors,
     moves_bound_line,
     plan_outcome,
 )
