@@ -220,7 +220,12 @@ def _broker_0(held: list[tuple[float, float]], *, light_bytes_in: float = 1.0) -
     """RF 1: broker 0 holds ``held`` ((bytes_in, size) per replica), brokers 1 and 2 one light
     replica each (``light_bytes_in``, size 1); capacities as ``CAP``."""
     light = (light_bytes_in, 1.0)
-    parts = [(0, bi, sz) for bi, sz in held] + [(1, *light), (2, *light)]
+    return _three_brokers([(0, bi, sz) for bi, sz in held] + [(1, *light), (2, *light)])
+
+
+def _three_brokers(parts: list[tuple[int, float, float]]) -> dict:
+    """Three brokers with capacities as ``CAP``, and an RF 1 partition per (broker, bytes_in, size) of
+    ``parts``, no bytes out."""
     return {
         "cluster": "t",
         "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
@@ -589,23 +594,9 @@ def test_counted_cover_lets_a_broker_at_its_count_line_take_as_many_as_it_loses(
 def _scale_out() -> dict:
     """Brokers 0 and 1 each hold ten replicas of bytes_in 4 and size 1 and one of bytes_in 20 and size
     30 (RF 1); broker 2 is new and empty; capacities as ``CAP``."""
-    parts = [(b, 4.0, 1.0) for b in (0, 1) for _ in range(10)] + [(b, 20.0, 30.0) for b in (0, 1)]
-    return {
-        "cluster": "t",
-        "brokers": [{"id": i, "capacity": dict(CAP)} for i in range(3)],
-        "partitions": [
-            {
-                "topic": "t",
-                "partition": i,
-                "replicas": [b],
-                "leader": b,
-                "bytes_in": bi,
-                "bytes_out": 0.0,
-                "size": sz,
-            }
-            for i, (b, bi, sz) in enumerate(parts)
-        ],
-    }
+    return _three_brokers(
+        [(b, 4.0, 1.0) for b in (0, 1) for _ in range(10)] + [(b, 20.0, 30.0) for b in (0, 1)]
+    )
 
 
 def test_data_bound_fills_a_new_broker_within_its_share_of_the_replicas():
