@@ -553,7 +553,7 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
                 _least_cover(model.size[away], model.bytes_in[away], float(in_deficit[b])),
                 _least_cover(model.size[away], model.leader_out[away], float(out_deficit[b])),
             )
-            if np.isfinite(count_line[b]) or count_deficit[b] > 0:
+            if np.isfinite(count_line[b]):  # the count goal runs (its floor is finite only then)
                 # At most b's room under its count line, less those that leave it, may arrive (and at
                 # least its deficit under the floor): the traffic it lacks then rides on fewer, larger
                 # replicas than the fractional cover picks. Those leaving take their traffic along.

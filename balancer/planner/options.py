@@ -109,8 +109,9 @@ class PlannerOptions:
     # True: always; False: never (the goals in ``goals``' order). None: that order first, then this
     # one as well where the first plan leaves the replica count goal outside its threshold; ``plan``
     # keeps the better (as ``relax``: less data, no goal worse, moves paid for; or more data for a
-    # goal the other plan leaves unmet). False by default: on a scale-out the plans that meet the
-    # count goal copy more than the data bound, which does not count that goal, lets a plan copy
+    # goal the other plan leaves unmet; never one that leaves a traffic goal outside its threshold
+    # that the other meets). False by default: on a scale-out the plans that meet the count goal
+    # copy more data in many more replica moves, a trade the operator chooses
     # (`make bench-planner --fleet N` prints both; README, "Planner").
     counts_first: bool | None = False
 
