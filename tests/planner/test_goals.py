@@ -824,3 +824,18 @@ def test_accepts_decides_many_moves_as_accept_decides_each(
     for goal in goals + [g.held_clear(margin) for g in goals]:
         d = np.array([model.delta(m)[goal.dim] for m in moves])
         assert goal.accepts(model, d, src, dst).tolist() == [goal.accept(m, model) for m in moves], goal.name
+
+
+def test_leader_counts_are_evened_by_a_set_of_transfers_no_single_one_of_which_keeps_network_out():
+    # Broker 0 leads six light partitions and broker 1 two heavy ones: network out is even (60 and
+    # 60), leader counts are not (6 and 2, the band 3-5). Every single transfer unbalances network
+    # out by 10 or 30; three light ones to broker 1 and a heavy one back leave it even and the counts
+    # 4 and 4. Leadership transfers only, no data.
+    parts = [([0, 1], 0, 10, 1)] * 6 + [([1, 0], 0, 30, 1)] * 2
+    snap = snapshot(parts, brokers=2, racks=("a", "b"))
+    result = plan(snap)
+    leaders = next(g for g in result.goals if g.goal == "leaders_distribution")
+    assert leaders.before > 0 and leaders.within_threshold and leaders.after == 0
+    assert result.bytes_to_move == 0 and result.leader_moves == 4
+    assert result.after["network_out"] == pytest.approx(1.0)
+    assert check_plan(snap, result) == []

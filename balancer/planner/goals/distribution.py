@@ -12,11 +12,13 @@ from ..actions import Move
 from ..model import DISK, IN, LBIN, NLEAD, NREP, OUT, ClusterModel
 from ..options import PlannerOptions
 from ..search.constants import EPS
+from ..search.leadership import balance_leader_counts
 from .base import Goal
 from .resource import (
     BALANCE_MARGIN,
     BOUND_TOLERANCE,
     MIN_GAIN_SHARE,
+    TARGET_OVER_BOUND,
     DiskGoal,
     NetworkInGoal,
     NetworkOutGoal,
@@ -58,17 +60,21 @@ class DistributionGoal(ResourceGoal):
     def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
         if not self.all_or_nothing:
             return super().optimize(model, optimized_goals, options)
-        # The goals squeezed between the traffic limits (all or nothing) keep their moves a noise
-        # margin clear of those limits: a fix that fits only by a hair would otherwise be out of
-        # reach in one window and, with a few % of re-measured rates, within reach in the next
-        # (and move data for noise).
-        held = tuple(
-            g.held_clear(g.slack(model)) if isinstance(g, DistributionGoal) and not g.all_or_nothing else g
-            for g in optimized_goals
-        )
+        held = self.held(model, optimized_goals)
         if self.out_of_reach(model, held):
             return  # every move it made would be undone: none is made
         super().optimize(model, held, options)
+
+    @staticmethod
+    def held(model: ClusterModel, optimized_goals: Sequence[Goal]) -> tuple[Goal, ...]:
+        """The goals squeezed between the traffic limits (all or nothing) keep their moves a noise
+        margin clear of those limits: a fix that fits only by a hair would otherwise be out of reach
+        in one window and, with a few % of re-measured rates, within reach in the next (and move
+        data for noise). ``optimized_goals`` with each traffic goal held that clear."""
+        return tuple(
+            g.held_clear(g.slack(model)) if isinstance(g, DistributionGoal) and not g.all_or_nothing else g
+            for g in optimized_goals
+        )
 
     def out_of_reach(self, model: ClusterModel, optimized: Sequence[Goal]) -> bool:
         """Some broker outside the band cannot get inside it whatever the search does (an all or
@@ -146,7 +152,9 @@ class DistributionGoal(ResourceGoal):
             upper = np.maximum(avg * (1.0 + spread), (1.0 + BOUND_TOLERANCE) * bound)
         else:
             # ...but never above today's hottest broker: the balance figure must not get worse.
-            upper = np.maximum(avg * (1.0 + spread), np.minimum(1.01 * bound, model.util(d).max()))
+            upper = np.maximum(
+                avg * (1.0 + spread), np.minimum(TARGET_OVER_BOUND * bound, model.util(d).max())
+            )
         # An under-loaded broker does not make the balance figure (max / average) worse: act for
         # it only when it is twice as far under as the threshold allows over (0.80 at 1.10, e.g.
         # a new or restarted broker); once acting, fill it to the target band like the others.
@@ -424,6 +432,18 @@ class LeaderCountDistributionGoal(CountDistributionGoal):
     def leadership_key(self, model: ClusterModel, ps: np.ndarray) -> np.ndarray:
         key: np.ndarray = model.leader_out[ps]  # least traffic disturbed first
         return key
+
+    def optimize(self, model: ClusterModel, optimized_goals: Sequence[Goal], options: PlannerOptions) -> None:
+        """Transfers one at a time first; where the counts are still outside the band, the band is
+        reached at once or not at all (``balance_leader_counts``)."""
+        super().optimize(model, optimized_goals, options)
+        if self.violated(model):
+            held = [
+                g
+                for g in self.held(model, optimized_goals)
+                if isinstance(g, ResourceGoal) and g.dim in self.carries and not g.idle(model)
+            ]
+            balance_leader_counts(model, self, held)
 
 
 def _lightest_within(loads: np.ndarray, room: float) -> int:

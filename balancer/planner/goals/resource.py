@@ -32,6 +32,8 @@ from .hard import RackAwareGoal
 # and re-measuring it with a few % noise per partition does not trigger another one.
 BALANCE_MARGIN = 0.9
 BOUND_TOLERANCE = 0.02
+# Where the bound binds, the goals optimize to this multiple of it (within BOUND_TOLERANCE counts as met).
+TARGET_OVER_BOUND = 1.01
 # Minimum excess: a traffic/disk distribution goal moves nothing for a pair of brokers whose
 # combined distance outside the target band is below MIN_GAIN_SHARE of the cluster's average
 # utilization (measurement noise), e.g. a leadership handed over to lift a broker from 0.908 to the

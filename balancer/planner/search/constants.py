@@ -28,6 +28,12 @@ LP_MAX_SLOTS = 200_000
 LP_NODES = 2000
 LP_PREFERRED = 0.5  # a leadership back to the preferred replica: an election, no reassignment
 LP_WHOLE = 1e-6  # a share within this of 0 or 1 is whole
+# Leader counts balanced as a whole (search.leadership.balance_leader_counts): an integer program
+# over at most COUNT_LP_SLOTS replica slots, stopped after COUNT_LP_NODES branch-and-bound nodes or
+# within COUNT_LP_GAP of its optimum (fewest transfers is second to every count within its band).
+COUNT_LP_SLOTS = 5_000
+COUNT_LP_NODES = 50
+COUNT_LP_GAP = 0.05
 SWAP_LEADERSHIPS = 50  # heaviest leaderships of a broker offered in leadership swaps
 SWAP_PARTNERS = 20  # coldest brokers a swap partner is sought among
 SWAP_OFFERS = 50  # replicas of a broker offered in swaps, in the goal's order

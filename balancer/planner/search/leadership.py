@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..actions import Move
 from ..model import LBIN, NLEAD, OUT, ClusterModel
 from .constants import (
     CHAIN_TRIES,
+    COUNT_LP_GAP,
+    COUNT_LP_NODES,
+    COUNT_LP_SLOTS,
     EPS,
     HAND_OFF_DEPTH,
     HAND_OFF_HEADS,
@@ -23,6 +30,9 @@ from .constants import (
 )
 from .context import SearchContext
 from .screen import screen
+
+if TYPE_CHECKING:
+    from ..goals.resource import ResourceGoal
 
 
 def shed_leaderships(a: int, ctx: SearchContext) -> None:
@@ -332,7 +342,7 @@ def assign_leaderships(ctx: SearchContext) -> bool:
         brokers == model.orig_replicas[ps, 0][rows], LP_PREFERRED, 1.0
     )
     weight = LP_VIOLATION / max(float(cap.mean() * util), EPS)
-    x = _leader_program(rows, brokers, carried, changed, fixed, hi, lo, weight, integral=False)
+    x = _leader_program(rows, brokers, changed, [Band(carried, fixed, hi, lo, weight)], integral=False)
     if x is None:
         return False
     split = np.zeros(len(ps), dtype=bool)
@@ -345,12 +355,8 @@ def assign_leaderships(ctx: SearchContext) -> bool:
         y = _leader_program(
             renum[rows[part]],
             brokers[part],
-            carried[part],
             changed[part],
-            placed,
-            hi,
-            lo,
-            weight,
+            [Band(carried[part], placed, hi, lo, weight)],
             integral=True,
         )
         if y is None:
@@ -374,54 +380,205 @@ def assign_leaderships(ctx: SearchContext) -> bool:
     return len(model.log) > mark
 
 
+def balance_leader_counts(model: ClusterModel, goal: ResourceGoal, held: Sequence[ResourceGoal]) -> bool:
+    """Leaderships per broker brought within ``goal``'s band at once; True if applied.
+
+    Greedy transfers stop where a broker over the band has no follower with room in the count, or
+    where every leadership it could give would take a traffic goal's broker past a limit; the counts
+    then need leaderships passed on over several hops, or a heavy one traded for light ones. An
+    integer program over the partitions with a replica on a broker outside the band sees them all:
+    fewest transfers (LP_PREFERRED each back to the preferred replica) with every count inside the
+    band (a unit outside weighs LP_VIOLATION / the mean count), every broker's load on each leader-
+    borne goal optimized before (``held``: not idle) where it was or within that goal's limits, its
+    margin clear. The set is applied only if it brings every count within the band, and kept only
+    if each broker it changes keeps those limits (the order of transfers within a plan is no
+    constraint, so each is not judged alone)."""
+    upper, lower = goal.limits(model)
+    count = model.load[:, NLEAD]
+    outside = np.flatnonzero((count > upper + EPS) | (count < lower - EPS))
+    if not len(outside):
+        return False
+    reps = model.replicas
+    ps = np.flatnonzero(model.movable & (model.rf > 1) & np.isin(reps, outside).any(axis=1))
+    if not len(ps):
+        return False
+    reps, leader = reps[ps], model.leader[ps]
+    # A slot a leadership may go to: its leader's, or a replica on a broker that may receive.
+    ok = (reps >= 0) & ((reps == leader[:, None]) | model.dest_ok[np.maximum(reps, 0)])
+    rows, cols = np.nonzero(ok)
+    if len(rows) > COUNT_LP_SLOTS:
+        return False
+    brokers, n_b = reps[rows, cols], model.n_brokers
+    changed = (brokers != leader[rows]) * np.where(
+        brokers == model.orig_replicas[ps, 0][rows], LP_PREFERRED, 1.0
+    )
+    ones = np.ones(len(rows))
+    bands = [
+        Band(
+            ones,
+            count - np.bincount(leader, minlength=n_b),
+            upper,
+            np.where(np.isfinite(lower), lower, -np.inf),
+            LP_VIOLATION / max(float(count.mean()), 1.0),
+        )
+    ]
+    for g in held:
+        carried = _carried_by_leaders(model, g.dim, ps)
+        hi, lo = _held_band(model, g)
+        bands.append(
+            Band(
+                carried[rows],
+                model.load[:, g.dim] - np.bincount(leader, carried, minlength=n_b),
+                hi,
+                lo,
+                None,
+            )
+        )
+    x = _leader_program(
+        np.unique(rows, return_inverse=True)[1],
+        brokers,
+        changed,
+        bands,
+        integral=True,
+        node_limit=COUNT_LP_NODES,
+        gap=COUNT_LP_GAP,
+    )
+    if x is None:
+        return False
+    share = np.full(reps.shape, -1.0)
+    share[rows, cols] = x
+    target = reps[np.arange(len(ps)), share.argmax(axis=1)]
+    after = bands[0].fixed + np.bincount(target, minlength=n_b)
+    if ((after > upper + EPS) | (after < lower - EPS)).any():
+        return False  # all or nothing: the goal undoes a partial fix anyway
+    change = np.flatnonzero(target != leader)
+    if not len(change):
+        return False
+    mark, swapped = len(model.log), set(model.swapped)
+    for i in change.tolist():
+        move = Move(LEADERSHIP, int(ps[i]), int(leader[i]), int(target[i]))
+        if not model.allowed(move) or not model.within_caps(move):
+            model.undo_to(mark, swapped)
+            return False
+        model.apply(move)
+    if not all(_keeps(model, g, mark) for g in held):
+        model.undo_to(mark, swapped)
+        return False
+    return True
+
+
+def _carried_by_leaders(model: ClusterModel, dim: int, ps: np.ndarray) -> np.ndarray:
+    carried: np.ndarray = (model.leader_out if dim == OUT else model.bytes_in)[ps]
+    return carried
+
+
+def _held_band(model: ClusterModel, g: ResourceGoal) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker, the load on ``g``'s dimension a set of transfers may leave: where it is, or within
+    ``g``'s limits ``g.margin`` clear (``ResourceGoal.accept``'s rule for the brokers a move changes)."""
+    up, low = g.limits(model)
+    cap, load = model.cap[:, g.dim], model.load[:, g.dim]
+    hi = np.maximum((up - g.margin) * cap, load)
+    lo = np.minimum(np.where(np.isfinite(low), (low + g.margin) * cap, -np.inf), load)
+    return hi, lo
+
+
+def _keeps(model: ClusterModel, g: ResourceGoal, mark: int) -> bool:
+    """Every broker the transfers since ``mark`` changed ends within ``_held_band`` of the loads
+    before them (``accept``'s tolerance)."""
+    d, n_b = g.dim, model.n_brokers
+    moves = model.log[mark:]
+    ps = np.array([m.p for m in moves])
+    carried = _carried_by_leaders(model, d, ps)
+    delta = np.bincount([m.dst for m in moves], carried, minlength=n_b) - np.bincount(
+        [m.src for m in moves], carried, minlength=n_b
+    )
+    up, low = g.limits(model)
+    cap, load = model.cap[:, d], model.load[:, d]
+    tol = EPS * np.maximum(1.0, np.abs(up)) - g.margin
+    gained, lost = delta > 0, delta < 0
+    return bool(
+        (load[gained] / cap[gained] <= up[gained] + tol[gained]).all()
+        and (load[lost] / cap[lost] >= low[lost] - tol[lost]).all()
+    )
+
+
+@dataclass(frozen=True)
+class Band:
+    """One per-broker constraint of a leader program: leading each slot puts ``carried`` on its
+    broker, ``fixed`` stays there whatever the program does, and the total is held within ``lo`` ..
+    ``hi`` (-inf, inf: no limit). ``weight`` None: a hard band; otherwise each unit outside it costs
+    ``weight``."""
+
+    carried: np.ndarray
+    fixed: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+    weight: float | None
+
+
 def _leader_program(
     rows: np.ndarray,
     brokers: np.ndarray,
-    carried: np.ndarray,
     changed: np.ndarray,
-    fixed: np.ndarray,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    weight: float,
+    bands: Sequence[Band],
     *,
     integral: bool,
+    node_limit: int = LP_NODES,
+    gap: float | None = None,
 ) -> np.ndarray | None:
     """Each slot's share of its partition's leadership (slots: a replica each, ``rows`` its partition
-    numbered from 0, ``brokers`` its broker, ``carried`` what leading it puts there): the least
-    changed leaderships plus ``weight`` x each broker's load over ``hi`` or under ``lo`` (``fixed``
-    already there). None if the solver found no assignment."""
+    numbered from 0, ``brokers`` its broker): the least ``changed`` leaderships plus each soft band's
+    weighted units outside it, within every hard band. None if the solver found no assignment."""
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_matrix
+    from scipy.sparse import csr_matrix, hstack, vstack
 
-    n_slots, n_b, n_parts = len(rows), len(fixed), int(rows.max()) + 1
-    n_var = n_slots + 2 * n_b
+    n_slots, n_parts = len(rows), int(rows.max()) + 1
+    n_b = len(bands[0].fixed)
     slot, b = np.arange(n_slots), np.arange(n_b)
-    one = csr_matrix((np.ones(n_slots), (rows, slot)), shape=(n_parts, n_var))
-    # Per broker: load - excess <= hi and load + deficit >= lo.
-    band = csr_matrix(
-        (
-            np.concatenate([carried, carried, -np.ones(n_b), np.ones(n_b)]),
-            (
-                np.concatenate([brokers, n_b + brokers, b, n_b + b]),
-                np.concatenate([slot, slot, n_slots + b, n_slots + n_b + b]),
-            ),
-        ),
-        shape=(2 * n_b, n_var),
+    one = csr_matrix((np.ones(n_slots), (rows, slot)), shape=(n_parts, n_slots))
+    # Per band and broker: load - excess <= hi and load + deficit >= lo (excess, deficit 0 if hard).
+    blocks, lower_rows, upper_rows, costs, slack_ub = [], [], [], [changed], []
+    for k, band in enumerate(bands):
+        load = csr_matrix((band.carried, (brokers, slot)), shape=(n_b, n_slots))
+        blocks.append((k, load))
+        upper_rows.append(
+            np.concatenate(
+                [np.where(np.isfinite(band.hi), band.hi - band.fixed, np.inf), np.full(n_b, np.inf)]
+            )
+        )
+        lower_rows.append(
+            np.concatenate(
+                [np.full(n_b, -np.inf), np.where(np.isfinite(band.lo), band.lo - band.fixed, -np.inf)]
+            )
+        )
+        costs.append(np.full(2 * n_b, 0.0 if band.weight is None else band.weight))
+        slack_ub.append(np.full(2 * n_b, 0.0 if band.weight is None else np.inf))
+    n_slack = 2 * n_b * len(bands)
+    signs = csr_matrix(
+        (np.concatenate([-np.ones(n_b), np.ones(n_b)]), (np.concatenate([b, n_b + b]), np.arange(2 * n_b))),
+        shape=(2 * n_b, 2 * n_b),
     )
-    top = np.where(np.isfinite(hi), hi - fixed, np.inf)
+    rows_of = []
+    for k, load in blocks:
+        left = vstack([load, load])
+        right = [csr_matrix((2 * n_b, 2 * n_b)) for _ in bands]
+        right[k] = signs
+        rows_of.append(hstack([left, *right]))
+    a = vstack([hstack([one, csr_matrix((n_parts, n_slack))]), *rows_of]).tocsr()
     res = milp(
-        np.concatenate([changed, np.full(2 * n_b, weight)]),
+        np.concatenate(costs),
         constraints=[
-            LinearConstraint(one, 1.0, 1.0),
             LinearConstraint(
-                band,
-                np.concatenate([np.full(n_b, -np.inf), lo - fixed]),
-                np.concatenate([top, np.full(n_b, np.inf)]),
-            ),
+                a,
+                np.concatenate([np.ones(n_parts), *lower_rows]),
+                np.concatenate([np.ones(n_parts), *upper_rows]),
+            )
         ],
-        integrality=np.concatenate([np.full(n_slots, 1 if integral else 0), np.zeros(2 * n_b)]),
-        bounds=Bounds(0.0, np.concatenate([np.ones(n_slots), np.full(2 * n_b, np.inf)])),
+        integrality=np.concatenate([np.full(n_slots, 1 if integral else 0), np.zeros(n_slack)]),
+        bounds=Bounds(0.0, np.concatenate([np.ones(n_slots), *slack_ub])),
         # A node limit, not a time limit: the same cluster plans the same on any machine.
-        options={"node_limit": LP_NODES} if integral else {},
+        options=({"node_limit": node_limit} | ({} if gap is None else {"mip_rel_gap": gap}))
+        if integral
+        else {},
     )
     return None if res.x is None else res.x[:n_slots]
