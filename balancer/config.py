@@ -369,7 +369,7 @@ class BalancerConfig(_Strict):
     # Run the replica count goal before the traffic and disk goals (PlannerOptions.counts_first):
     # true always, false never; null: plan both ways where the first plan leaves the replica count
     # outside its band, and keep the better plan (goals before data).
-    counts_first: StrictBool | None = False
+    counts_first: StrictBool | None = None
     excluded_topics: Regex | None = None
     excluded_brokers: list[int] = Field(default_factory=list)
     # Brokers to empty (decommission): every replica and leadership leaves them, none comes back.

@@ -144,10 +144,12 @@ def plan(  # noqa: C901 - one branch per start, each gated as the comment below 
     # then keep its band, and a plan that fills new brokers with their share of replicas can copy
     # less than one filling them with many small ones, which leave that goal no move.
     counted = options.counts_first is None and _counts_unmet(searched, final)
+    # Near the least data its levels need, the first plan leaves the others little to save; but not
+    # where it leaves the count unmet: the count goal first reaches other levels.
     if (
         not searched.replica_moves
         or not (relaxable or capped or filled or excess or counted)
-        or _near_least(snapshot, searched, final.load, goals, options)
+        or (not counted and _near_least(snapshot, searched, final.load, goals, options))
     ):
         return searched  # no other start to try, or none could be kept
     # Each other start's plan, with the options it ran with and the loads it left.
@@ -190,8 +192,14 @@ def plan(  # noqa: C901 - one branch per start, each gated as the comment below 
     if excess:
         search_start(dataclasses.replace(first, fill_disk_excess=True))
     if counted:
+        # The count goal first, then (as for the first search) from the relaxation's placement
+        # within the levels that search left, in the same order.
         tried = dataclasses.replace(first, counts_first=True)
-        keep(*_counts_search(snapshot, goals, tried, started), tried)
+        counts, model = _counts_search(snapshot, goals, tried, started)
+        keep(counts, model, tried)
+        if relaxable and counts is not None:
+            beat = chosen()[0].bytes_to_move
+            keep(*_counts_search(snapshot, goals, tried, started, levels=model.load, beat=beat), tried)
     return dataclasses.replace(chosen()[0], seconds=time.perf_counter() - started)
 
 
@@ -211,11 +219,18 @@ def _counts_unmet(searched: Plan, final: ClusterModel) -> bool:
 
 
 def _counts_search(
-    snapshot: Mapping[str, Any], goals: list[Goal], tried: PlannerOptions, started: float
+    snapshot: Mapping[str, Any],
+    goals: list[Goal],
+    tried: PlannerOptions,
+    started: float,
+    *,
+    levels: np.ndarray | None = None,
+    beat: int = 0,
 ) -> tuple[Plan | None, ClusterModel]:
-    """The search with the replica count goal first (``_counts_first``), its plan's goal reports in
-    ``goals``' order as every other plan's (``_better`` pairs them by position)."""
-    found, final = _search(snapshot, _counts_first(goals), tried, started)
+    """The search with the replica count goal first (``_counts_first``; from the relaxation's
+    placement within ``levels`` where given, as ``_search``), its plan's goal reports in ``goals``'
+    order as every other plan's (``_better`` pairs them by position)."""
+    found, final = _search(snapshot, _counts_first(goals), tried, started, levels=levels, beat=beat)
     if found is None:
         return None, final
     by_name = {r.goal: r for r in found.goals}

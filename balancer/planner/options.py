@@ -107,13 +107,13 @@ class PlannerOptions:
     # they keep its band: a new broker is filled with its share of replicas, not hundreds of small
     # ones that leave the count goal no move (each would take traffic the traffic goals then lack).
     # True: always; False: never (the goals in ``goals``' order). None: that order first, then this
-    # one as well where the first plan leaves the replica count goal outside its threshold; ``plan``
-    # keeps the better (as ``relax``: less data, no goal worse, moves paid for; or more data for a
-    # goal the other plan leaves unmet; never one that leaves a traffic goal outside its threshold
-    # that the other meets). False by default: on a scale-out the plans that meet the count goal
-    # copy more data in many more replica moves, a trade the operator chooses
-    # (`make bench-planner --fleet N` prints both; README, "Planner").
-    counts_first: bool | None = False
+    # one as well (and from the relaxation's placement within its levels) where the first plan
+    # leaves the replica count goal outside its threshold; ``plan`` keeps the better (as ``relax``:
+    # less data, no goal worse, moves paid for; or more data for a goal the other plan leaves unmet;
+    # never one that leaves a traffic goal outside its threshold that the other meets). None by
+    # default: True alone can leave a new broker under a traffic goal's floor that the goals' own
+    # order fills, and False leaves most scale-outs' count goals unmet.
+    counts_first: bool | None = None
 
     def __post_init__(self) -> None:  # noqa: C901 - one check per option
         def bad(name: str, why: str, value: Any) -> ValueError:

@@ -199,9 +199,9 @@ def test_a_second_search_fills_off_the_disk_excess_where_the_first_filled_past_i
     # the data bound. ``plan`` searches again with the fills drawing first on the disks over the
     # line, up to their excess (bytes that goal must move anyway), and keeps that plan.
     snap = fleet_cluster(0)
-    options = PlannerOptions(relax=False)
+    options = PlannerOptions(relax=False, counts_first=False)
     result = plan(snap, options)
-    plain = plan(snap, PlannerOptions(relax=False, fill_disk_excess=False))
+    plain = plan(snap, PlannerOptions(relax=False, fill_disk_excess=False, counts_first=False))
     assert not check_plan(snap, result)
     assert bound_multiple(snap, options, result) <= 1.1 < 1.3 <= bound_multiple(snap, options, plain)
     assert missed_goals(result, options) == {}
@@ -243,9 +243,9 @@ def test_the_counts_first_start_fills_new_brokers_with_their_share_of_replicas_a
     where the first plan leaves the count goal unmet and keeps it: every goal's report in the
     default order, the count goal met, no traffic floor missed, less data, the plan valid."""
     snap = fleet_cluster(15)
-    plain = plan(snap, PlannerOptions())  # counts_first False: the goals in their own order
+    plain = plan(snap, PlannerOptions(counts_first=False))  # the goals in their own order
     assert not _count_met(plain)
-    options = PlannerOptions(counts_first=None)
+    options = PlannerOptions()  # counts_first None
     chosen = plan(snap, options)
     assert check_plan(snap, chosen) == []
     assert _count_met(chosen)
@@ -277,7 +277,7 @@ def test_a_plan_that_leaves_a_new_broker_under_a_traffic_floor_is_not_kept_for_i
     fills the new brokers. ``plan`` (``counts_first`` None) does not keep it: a traffic goal the
     first plan meets is not left outside its threshold for data (``_better``)."""
     snap = fleet_cluster(2)
-    plain = plan(snap, PlannerOptions())
+    plain = plan(snap, PlannerOptions(counts_first=False))
     forced = plan(snap, PlannerOptions(counts_first=True))
     assert forced.bytes_to_move < plain.bytes_to_move
     assert forced.after["network_in"] <= 1.10
@@ -290,3 +290,17 @@ def test_a_plan_that_leaves_a_new_broker_under_a_traffic_floor_is_not_kept_for_i
     # The benchmark's verdict names the floor the forced plan misses, with the same figure.
     floors = missed_floors(snap, plan_outcome(snap, forced, options), options)
     assert floors["network_in"] == pytest.approx(_lowest_network_in(snap, forced))
+
+
+def test_a_first_plan_near_its_data_bound_still_tries_the_count_goal_first_where_it_leaves_the_count_unmet(
+    monkeypatch,
+):
+    """Near the least data its levels need (``_near_least``), the first plan leaves the other starts
+    little data to save and none is tried; but its levels leave fleet cluster 15's replica count
+    unmet, and the count goal first reaches other levels: that start runs and its plan is kept."""
+    snap = fleet_cluster(15)
+    monkeypatch.setattr(balancer.planner, "_near_least", lambda *args: True)
+    assert not _count_met(plan(snap, PlannerOptions(counts_first=False)))
+    chosen = plan(snap, PlannerOptions())
+    assert check_plan(snap, chosen) == []
+    assert _count_met(chosen)

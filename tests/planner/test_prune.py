@@ -62,7 +62,7 @@ def _small(seed: int) -> dict:
 
 
 def _both(snap: dict, monkeypatch: pytest.MonkeyPatch):
-    options = PlannerOptions(relax=False)  # the search's moves, which pruning acts on
+    options = PlannerOptions(relax=False, counts_first=False)  # the search's moves, which pruning acts on
     pruned = plan(snap, options)
     with monkeypatch.context() as m:
         m.setattr(balancer.planner, "undo_needless", lambda model, goals: None)
