@@ -292,6 +292,11 @@ def _slack(options: PlannerOptions) -> float:
     return DATA_SLACK if options.data_slack is None else options.data_slack
 
 
+# The resources measured as rates over a window (re-measuring them moves them by noise); disk is
+# log sizes.
+RATES = ("network_in", "network_out")
+
+
 def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[Goal]) -> bool:
     """``relaxed`` copies less data than ``searched`` and leaves nothing worse. Data first, moves
     second, as in the search: a plan with more replica moves must copy less by the data slack in
@@ -300,9 +305,9 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     goal within its threshold that ``searched`` leaves outside (a count goal's band, say, that needs
     hundreds of moves onto new brokers): those moves are that goal's price, not a cost of the data.
     Nothing worse: each resource's balance figure met (within its threshold or BOUND_TOLERANCE of
-    its bound, as the goals count it; within the band they optimize to, the threshold's
+    its bound, as the goals count it; a rate within the band they optimize to, the threshold's
     BALANCE_MARGIN or TARGET_OVER_BOUND x its bound, where ``searched`` is: the noise margin a replan
-    needs to stay quiet) or no higher than ``searched``'s, and its goal within its
+    of re-measured rates needs to stay quiet) or no higher than ``searched``'s, and its goal within its
     threshold where ``searched``'s is (its floor too, which the figure does not see); every other
     goal no further outside its limits, or (a soft goal) within its threshold, where it would
     propose nothing: the band a soft goal optimizes into is narrower, and a hair outside it is not
@@ -318,13 +323,13 @@ def _better(relaxed: Plan, searched: Plan, options: PlannerOptions, goals: list[
     if relaxed.bytes_to_move * (1.0 + _slack(options) * min(added, 1.0)) >= searched.bytes_to_move:
         return False
     for resource in RESOURCES:
-        # Met within the band that triggers the goal; but where ``searched`` keeps within the band
-        # the goals optimize to, only within that one: the noise margin a replan needs to stay
-        # quiet is not given away for data.
+        # Met within the band that triggers the goal; but for a rate where ``searched`` keeps within
+        # the band the goals optimize to, only within that one: the noise margin a replan needs to
+        # stay quiet is not given away for data. (Disk is log sizes, measured without that noise.)
         threshold, bound = options.threshold(resource), searched.lower_bound[resource]
         met = max(threshold, (1.0 + BOUND_TOLERANCE) * bound)
         target = max(1.0 + BALANCE_MARGIN * (threshold - 1.0), TARGET_OVER_BOUND * bound)
-        if searched.after[resource] <= target + 1e-9:
+        if resource in RATES and searched.after[resource] <= target + 1e-9:
             met = target
         if relaxed.after[resource] > max(searched.after[resource], met) + 1e-9:
             return False
