@@ -481,10 +481,13 @@ def data_lower_bound(snapshot: dict, outcome: np.ndarray, options, *, placement:
     what the counts add to ``leave``.
 
     ``network_in`` / ``disk`` / ``drained`` are the parts of ``leave`` alone; ``joint`` is max(sum of
-    ``leave``, sum of ``arrive``). ``placement`` is the least data of the linear relaxation of the whole
+    ``leave``, sum of ``arrive``). ``coupled`` is the per-broker LP that lands what leaves
+    (``coupled_bound``: each broker's departures and arrivals counted together; 0 where it is too
+    large to solve). ``placement`` is the least data of the linear relaxation of the whole
     placement within the same lines (``placement_bound``: it sees leave and arrive met by the same
-    moves, and the racks; 0 where the LP is too large to solve); ``bound`` is the larger of ``joint``
-    and ``placement``, each a lower bound, all as shares of all data (every replica counted).
+    moves, and the racks; 0 where the LP is too large to solve); ``bound`` is the largest of
+    ``joint``, ``coupled`` and ``placement``, each a lower bound, all as shares of all data (every
+    replica counted).
     ``placement=False`` skips the LP (0), for callers that need it only where the per-broker figure
     leaves a plan over a line."""
     from balancer.planner.model import DISK, IN, NREP, ClusterModel
