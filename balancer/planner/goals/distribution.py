@@ -23,6 +23,7 @@ from .resource import (
     NetworkInGoal,
     NetworkOutGoal,
     ResourceGoal,
+    trigger_tolerance,
 )
 
 
@@ -115,9 +116,8 @@ class DistributionGoal(ResourceGoal):
         if self.idle(model):
             return False
         upper, lower = self.trigger_limits(model)
-        u = model.util(self.dim)
-        tol = EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
-        return bool((u > upper + tol).any() or (u < lower - tol).any())
+        under = model.util(self.dim) < lower - trigger_tolerance(upper)
+        return self.over_trigger(model) or bool(under.any())
 
     def slack(self, model: ClusterModel) -> float:
         # Noise: not worth a move. Never more than half the gap between the target band and the

@@ -52,6 +52,12 @@ MIN_GAIN_SHARE = 0.005
 MOVE_OVERHEAD_SCALE = 4.0
 
 
+def trigger_tolerance(upper: np.ndarray) -> float:
+    """How far over a trigger band's upper limits a utilization may be and still count as within
+    it: EPS of the largest finite limit (at least 1)."""
+    return float(EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0)))
+
+
 # A goal's upper and lower limits and its dimension's capacities, per broker, as Python floats.
 Scalars = tuple[list[float], list[float], list[float]]
 
@@ -166,6 +172,11 @@ class ResourceGoal(Goal):
         """The band whose violation makes this goal act: its limits, unless a goal optimizes to a
         narrower band than the one that triggers it."""
         return self.limits(model)
+
+    def over_trigger(self, model: ClusterModel) -> bool:
+        """Some broker is over the upper limit of the band that triggers this goal."""
+        upper, _ = self.trigger_limits(model)
+        return bool((model.util(self.dim) > upper + trigger_tolerance(upper)).any())
 
     def metric(self, model: ClusterModel) -> float:
         upper, lower = self.limits(model)

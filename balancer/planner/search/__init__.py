@@ -9,8 +9,6 @@ searching states its policy by its hooks (``ResourceGoal``); the search keeps it
 
 from __future__ import annotations
 
-import numpy as np
-
 from .constants import EPS, OPTIMIZE_PASSES
 from .context import SearchContext
 from .fill import fill_all
@@ -48,7 +46,11 @@ def optimize(ctx: SearchContext) -> None:
 
 def _passes(ctx: SearchContext) -> None:
     model = ctx.model
-    sheds = _over_trigger(ctx)
+    # Each side of the band triggers itself: where only a broker under the floor makes the goal act,
+    # the brokers between the band it optimizes to and the one that triggers it are not shed, as
+    # noise alone takes them in and out of it from window to window (and a floor no move reaches
+    # would otherwise move data every time they drift over).
+    sheds = ctx.goal.over_trigger(model)
     for _ in range(OPTIMIZE_PASSES):
         before = model.moves_applied
         if sheds:
@@ -56,19 +58,3 @@ def _passes(ctx: SearchContext) -> None:
         fill_all(ctx)
         if model.moves_applied == before:
             break
-
-
-def _over_trigger(ctx: SearchContext) -> bool:
-    """Some broker is over the upper limit that triggers the goal (its ``trigger_limits``, where it
-    has a wider band to trigger than to optimize to). Each side of the band triggers itself: where
-    only a broker under the floor makes the goal act, the brokers between the optimize band and the
-    trigger band are not shed, as noise alone takes them in and out of it from window to window
-    (and a floor no move reaches would otherwise move data every time they drift over)."""
-    model, goal = ctx.model, ctx.goal
-    trigger = getattr(goal, "trigger_limits", None)
-    if trigger is None:
-        return True
-    upper, _ = trigger(model)
-    u = model.util(goal.dim)
-    tol = EPS * np.maximum(1.0, np.abs(upper[np.isfinite(upper)]).max(initial=1.0))
-    return bool((u > upper + tol).any())

@@ -423,7 +423,7 @@ def balance_leader_counts(model: ClusterModel, goal: ResourceGoal, held: Sequenc
         )
     ]
     for g in held:
-        carried = _carried_by_leaders(model, g.dim, ps)
+        carried = g.per_replica(model, ps)  # leader-borne: what the leader's replica carries
         hi, lo = _held_band(model, g)
         bands.append(
             Band(
@@ -467,11 +467,6 @@ def balance_leader_counts(model: ClusterModel, goal: ResourceGoal, held: Sequenc
     return True
 
 
-def _carried_by_leaders(model: ClusterModel, dim: int, ps: np.ndarray) -> np.ndarray:
-    carried: np.ndarray = (model.leader_out if dim == OUT else model.bytes_in)[ps]
-    return carried
-
-
 def _held_band(model: ClusterModel, g: ResourceGoal) -> tuple[np.ndarray, np.ndarray]:
     """Per broker, the load on ``g``'s dimension a set of transfers may leave: where it is, or within
     ``g``'s limits ``g.margin`` clear (``ResourceGoal.accept``'s rule for the brokers a move changes)."""
@@ -488,7 +483,7 @@ def _keeps(model: ClusterModel, g: ResourceGoal, mark: int) -> bool:
     d, n_b = g.dim, model.n_brokers
     moves = model.log[mark:]
     ps = np.array([m.p for m in moves])
-    carried = _carried_by_leaders(model, d, ps)
+    carried = g.per_replica(model, ps)
     delta = np.bincount([m.dst for m in moves], carried, minlength=n_b) - np.bincount(
         [m.src for m in moves], carried, minlength=n_b
     )
